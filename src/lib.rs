@@ -1,0 +1,9 @@
+//! watchmux: a Kubernetes list/watch multiplexing reverse proxy.
+//!
+//! This crate also carries `sim`, a faithful built-in kube-apiserver simulator that the tests,
+//! the demo and the benchmarks use as the upstream.
+
+pub mod api;
+pub mod selector;
+pub mod sim;
+pub mod status;

@@ -1,0 +1,117 @@
+//! The `watchmux` command line.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use watchmux::sim::{SimConfig, Simulator, churn::ChurnSpec, fleet::FleetSpec, kinds::CustomType};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "watchmux",
+    version,
+    about = "Kubernetes list/watch multiplexer"
+)]
+struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `watchmux=debug`.
+    #[arg(long, env = "WATCHMUX_LOG", default_value = "info", global = true)]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the built-in kube-apiserver simulator.
+    Sim(SimArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8001")]
+    listen: SocketAddr,
+    /// Nodes in the synthetic fleet.
+    #[arg(long, default_value_t = 0)]
+    nodes: usize,
+    /// Pods in the synthetic fleet, spread over nodes and namespaces.
+    #[arg(long, default_value_t = 0)]
+    pods: usize,
+    /// Namespaces the fleet's pods are spread over.
+    #[arg(long, default_value_t = 10)]
+    namespaces: usize,
+    /// Pod writes per second (status updates, relabels, moves, creates, deletes).
+    #[arg(long, default_value_t = 0.0)]
+    churn: f64,
+    /// Seed for the fleet and churn.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// A CRD-like type to serve: group/version/resource=Kind[,cluster][,field=spec.x] (repeatable).
+    #[arg(long = "crd")]
+    crds: Vec<CustomType>,
+    /// Seconds of event history kept per resource (older resourceVersions get 410).
+    #[arg(long, default_value_t = 75)]
+    history_window_secs: u64,
+    /// Most events kept per resource.
+    #[arg(long, default_value_t = 102_400)]
+    history_max_events: usize,
+    /// Seconds between periodic BOOKMARK events.
+    #[arg(long, default_value_t = 60)]
+    bookmark_interval_secs: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log).context("invalid --log filter")?,
+        )
+        .init();
+    match cli.command {
+        Command::Sim(a) => run_sim(a).await,
+    }
+}
+
+async fn run_sim(a: SimArgs) -> anyhow::Result<()> {
+    let mut cfg = SimConfig {
+        listen: a.listen,
+        custom_types: a.crds,
+        bookmark_interval: Duration::from_secs(a.bookmark_interval_secs.max(1)),
+        ..SimConfig::default()
+    };
+    cfg.history.window = Duration::from_secs(a.history_window_secs);
+    cfg.history.max_events = a.history_max_events.max(1);
+    if a.nodes > 0 || a.pods > 0 {
+        cfg.fleet = Some(FleetSpec {
+            nodes: a.nodes,
+            pods: a.pods,
+            namespaces: a.namespaces.max(1),
+            seed: a.seed,
+        });
+    }
+    if a.churn > 0.0 {
+        cfg.churn = Some(ChurnSpec {
+            per_second: a.churn,
+            seed: a.seed,
+        });
+    }
+    let started = std::time::Instant::now();
+    let sim = Simulator::start(cfg)
+        .await
+        .context("starting the simulator")?;
+    tracing::info!(
+        url = %sim.url(),
+        revision = sim.store().revision(),
+        load_secs = started.elapsed().as_secs_f64(),
+        "simulated kube-apiserver ready; try: kubectl --server {} get pods -A",
+        sim.url()
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    tracing::info!("shutting down");
+    sim.shutdown().await;
+    Ok(())
+}

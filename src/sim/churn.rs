@@ -1,0 +1,168 @@
+//! Continuous churn over the fleet's pods at a configured rate: the writes a busy cluster's
+//! kubelets, schedulers and controllers make. Every write stamps its wall-clock time into the
+//! object (`fleet::WRITE_TIME_ANNOTATION`) so watchers can measure delivery latency.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+use super::SimState;
+use super::fleet;
+use super::semantics::DeleteOptions;
+use super::util::now_unix_nanos;
+
+/// Churn settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChurnSpec {
+    /// Writes per second (creates + updates + deletes).
+    pub per_second: f64,
+    /// Seed of the random choices.
+    pub seed: u64,
+}
+
+/// One kind of churn write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChurnOp {
+    /// Status change (restart count, conditions): the most common write in a cluster.
+    Status,
+    /// A label value changes (selector move-in/move-out).
+    Relabel,
+    /// The pod moves to another node (spec.nodeName index moves).
+    Reassign,
+    /// A new pod.
+    Create,
+    /// A pod is deleted (gracefully when bound, as kubectl/controllers do).
+    Delete,
+}
+
+/// Picks an operation with a realistic mix: mostly status updates, creates balancing deletes.
+pub fn pick_op(rng: &mut impl Rng) -> ChurnOp {
+    match rng.random_range(0..100) {
+        0..55 => ChurnOp::Status,
+        55..65 => ChurnOp::Relabel,
+        65..75 => ChurnOp::Reassign,
+        75..88 => ChurnOp::Create,
+        _ => ChurnOp::Delete,
+    }
+}
+
+/// Starts the churn task; it stops with the simulator.
+pub fn spawn(state: &Arc<SimState>, spec: ChurnSpec) {
+    let st = state.clone();
+    state.tasks.spawn(async move { run(st, spec).await });
+}
+
+async fn run(state: Arc<SimState>, spec: ChurnSpec) {
+    if spec.per_second <= 0.0 {
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(spec.seed);
+    let pods = state.registry.core("pods").clone();
+    let nodes: Vec<String> = {
+        let nrt = state.registry.core("nodes");
+        let page = state.store.list(nrt, None, None, None, 0, &|_| true, false);
+        page.map(|p| p.items.iter().map(|o| o.name.clone()).collect())
+            .unwrap_or_default()
+    };
+    let namespaces: Vec<String> = state
+        .config
+        .fleet
+        .as_ref()
+        .map(fleet::namespace_names)
+        .unwrap_or_else(|| vec!["default".to_string()]);
+    // The pods churn picks from: loaded once, then kept up to date with churn's own writes.
+    let mut live: Vec<(String, String)> = state
+        .store
+        .list(&pods, None, None, None, 0, &|_| true, false)
+        .map(|p| {
+            p.items
+                .iter()
+                .map(|o| (o.namespace.clone(), o.name.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut created = 0usize;
+    let tick = Duration::from_millis(10);
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut budget = 0.0f64;
+    loop {
+        tokio::select! {
+            _ = state.cancel.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        budget += spec.per_second * tick.as_secs_f64();
+        while budget >= 1.0 {
+            budget -= 1.0;
+            let idx = (!live.is_empty()).then(|| rng.random_range(0..live.len()));
+            let target = idx.map(|i| live[i].clone());
+            let op = match (pick_op(&mut rng), &target) {
+                (_, None) => ChurnOp::Create,
+                (op, _) => op,
+            };
+            let stamp = |v: &mut Value| fleet::stamp_write_time(v, now_unix_nanos());
+            let result = match (op, target) {
+                (ChurnOp::Create, _) => {
+                    let ns = &namespaces[rng.random_range(0..namespaces.len())];
+                    let node = if nodes.is_empty() {
+                        String::new()
+                    } else {
+                        nodes[rng.random_range(0..nodes.len())].clone()
+                    };
+                    let mut p = fleet::pod(1_000_000 + created, ns, &node, &mut rng);
+                    created += 1;
+                    let name = format!("churn-{}-{created}", spec.seed);
+                    p["metadata"]["name"] = Value::String(name.clone());
+                    stamp(&mut p);
+                    let r = state.ops.create(&pods, Some(ns), p, true).map(|_| ());
+                    if r.is_ok() {
+                        live.push((ns.clone(), name));
+                    }
+                    r
+                }
+                (ChurnOp::Delete, Some((ns, name))) => {
+                    if let Some(i) = idx {
+                        live.swap_remove(i);
+                    }
+                    state
+                        .ops
+                        .delete(&pods, Some(&ns), &name, &DeleteOptions::default())
+                        .map(|_| ())
+                }
+                (op, Some((ns, name))) => {
+                    let node = if nodes.is_empty() {
+                        String::new()
+                    } else {
+                        nodes[rng.random_range(0..nodes.len())].clone()
+                    };
+                    let seed: u64 = rng.random();
+                    state
+                        .ops
+                        .modify(&pods, Some(&ns), &name, |v| {
+                            let mut r = StdRng::seed_from_u64(seed);
+                            match op {
+                                ChurnOp::Relabel => fleet::relabel(v, &mut r),
+                                ChurnOp::Reassign => fleet::reassign(v, &node),
+                                _ => fleet::touch_status(v, &mut r),
+                            }
+                            stamp(v);
+                        })
+                        .map(|_| ())
+                }
+                (_, None) => Ok(()),
+            };
+            // Someone else deleted it: forget it.
+            if let (Err(e), Some(i)) = (result, idx)
+                && e.code == 404
+                && i < live.len()
+                && op != ChurnOp::Create
+                && op != ChurnOp::Delete
+            {
+                live.swap_remove(i);
+            }
+        }
+    }
+}

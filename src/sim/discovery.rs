@@ -1,0 +1,233 @@
+//! Legacy discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, `/version`), enough
+//! for kubectl and client libraries to map kinds to resources. Aggregated discovery (apidiscovery
+//! v2) is not served: clients asking for it get the legacy JSON and fall back, as they do with
+//! older servers.
+
+use serde_json::{Value, json};
+
+use super::kinds::Registry;
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "34",
+        "emulationMajor": "1",
+        "emulationMinor": "34",
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": "33",
+        "gitVersion": "v1.34.2",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-11-01T00:00:00Z",
+        "goVersion": "go1.24.9",
+        "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+/// `/api`.
+pub fn core_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]
+    })
+}
+
+fn group_doc(name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({"name": name, "versions": vs, "preferredVersion": vs[0].clone()})
+}
+
+/// `/apis`.
+pub fn group_list(reg: &Registry) -> Value {
+    let groups: Vec<Value> = reg
+        .groups()
+        .iter()
+        .map(|(g, vs)| group_doc(g, vs))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/{group}`, if served.
+pub fn group(reg: &Registry, name: &str) -> Option<Value> {
+    let (g, vs) = reg.groups().into_iter().find(|(g, _)| g == name)?;
+    let mut doc = group_doc(&g, &vs);
+    let o = doc.as_object_mut().expect("object");
+    let mut out = serde_json::Map::new();
+    out.insert("kind".into(), json!("APIGroup"));
+    out.insert("apiVersion".into(), json!("v1"));
+    out.append(o);
+    Some(Value::Object(out))
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`, if served.
+pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+    let types: Vec<_> = reg
+        .all()
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+        .collect();
+    if types.is_empty() {
+        return None;
+    }
+    let mut resources = Vec::new();
+    for t in &types {
+        let mut verbs = vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ];
+        if t.group.is_empty() && t.resource == "namespaces" {
+            verbs.retain(|v| *v != "deletecollection");
+        }
+        let mut r = json!({
+            "name": t.resource,
+            "singularName": t.singular,
+            "namespaced": t.namespaced,
+            "kind": t.kind,
+            "verbs": verbs,
+        });
+        if !t.short_names.is_empty() {
+            r["shortNames"] = json!(t.short_names);
+        }
+        if t.group.is_empty() && matches!(t.resource.as_str(), "pods" | "services") || !t.builtin {
+            r["categories"] = json!(["all"]);
+        }
+        resources.push(r);
+        if t.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", t.resource),
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "kind": t.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_list_served_types() {
+        let reg = Registry::new(&["example.com/v1/widgets=Widget".parse().unwrap()]).unwrap();
+        let core = resource_list(&reg, "", "v1").unwrap();
+        let names: Vec<&str> = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            names.contains(&"pods")
+                && names.contains(&"pods/status")
+                && names.contains(&"configmaps")
+        );
+        assert_eq!(core["groupVersion"], "v1");
+        let groups = group_list(&reg);
+        let gnames: Vec<&str> = groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(gnames, vec!["discovery.k8s.io", "example.com"]);
+        assert_eq!(
+            group(&reg, "example.com").unwrap()["preferredVersion"]["groupVersion"],
+            "example.com/v1"
+        );
+        assert!(resource_list(&reg, "apps", "v1").is_none());
+    }
+}
+
+/// `/openapi/v3`: the index of per-group-version documents.
+pub fn openapi_v3_root(reg: &Registry) -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut gvs: Vec<(String, String)> = Vec::new();
+    for t in reg.all() {
+        let gv = (t.group.clone(), t.version.clone());
+        if !gvs.contains(&gv) {
+            gvs.push(gv);
+        }
+    }
+    for (g, v) in gvs {
+        let p = if g.is_empty() {
+            format!("api/{v}")
+        } else {
+            format!("apis/{g}/{v}")
+        };
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=0")}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/api/v1` or `/openapi/v3/apis/{g}/{v}`: a minimal OpenAPI document listing each
+/// resource's operations with their `x-kubernetes-group-version-kind` and the `fieldValidation`
+/// parameter, which is what kubectl reads to decide that the server validates fields itself.
+/// Schemas are not described (`kubectl explain` does not work against the simulator).
+pub fn openapi_v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+    let types: Vec<_> = reg
+        .all()
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+        .collect();
+    if types.is_empty() {
+        return None;
+    }
+    let field_validation = json!({"name":"fieldValidation","in":"query","description":"fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields.","schema":{"type":"string","uniqueItems":true}});
+    let mut paths = serde_json::Map::new();
+    for t in types {
+        let gvk = json!({"group": t.group, "version": t.version, "kind": t.kind});
+        let op = |verb: &str, with_validation: bool| {
+            let mut o = json!({"operationId": format!("{verb}{}", t.kind), "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk.clone(), "responses": {"200": {"description": "OK"}}});
+            if with_validation {
+                o["parameters"] = json!([field_validation.clone()]);
+            }
+            o
+        };
+        let base = if t.group.is_empty() {
+            format!("/api/{}", t.version)
+        } else {
+            format!("/apis/{}/{}", t.group, t.version)
+        };
+        let coll = if t.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}", t.resource)
+        } else {
+            format!("{base}/{}", t.resource)
+        };
+        paths.insert(
+            coll.clone(),
+            json!({"get": op("list", false), "post": op("post", true)}),
+        );
+        paths.insert(
+            format!("{coll}/{{name}}"),
+            json!({"get": op("get", false), "put": op("put", true), "patch": op("patch", true), "delete": op("delete", false)}),
+        );
+    }
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.34.2"}, "paths": paths}),
+    )
+}

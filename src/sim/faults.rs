@@ -1,0 +1,172 @@
+//! Fault injection a test can drive, from Rust or over HTTP under `/sim/faults/`.
+//!
+//! Each fault models something a real apiserver or the network does to a proxy: connections
+//! dropped mid-watch, a server that refuses connections while restarting, 500s and 429s, slow
+//! answers, a corrupt event on the wire.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// An injected error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorFault {
+    /// HTTP code: 500 or 429 (others are answered with a generic Status of that code).
+    pub code: u16,
+    /// How many more requests get it.
+    pub remaining: u32,
+    /// `Retry-After` seconds for 429.
+    pub retry_after: u32,
+    /// Only requests whose path contains this (empty = all API requests).
+    pub path_contains: String,
+}
+
+/// The simulator's fault switches.
+#[derive(Debug)]
+pub struct Faults {
+    drop_watches: watch::Sender<u64>,
+    refuse_until: Mutex<Option<Instant>>,
+    errors: Mutex<Option<ErrorFault>>,
+    delay_ms: AtomicU64,
+    malformed: AtomicU32,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            drop_watches: watch::channel(0).0,
+            refuse_until: Mutex::new(None),
+            errors: Mutex::new(None),
+            delay_ms: AtomicU64::new(0),
+            malformed: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Faults {
+    /// Drops every open watch connection now (the TCP connection is aborted mid-stream).
+    pub fn drop_watches(&self) {
+        self.drop_watches.send_modify(|g| *g += 1);
+    }
+
+    /// A receiver that changes on every `drop_watches`.
+    pub fn watch_drops(&self) -> watch::Receiver<u64> {
+        self.drop_watches.subscribe()
+    }
+
+    /// Refuses (accepts and immediately closes) connections, and aborts requests on existing
+    /// connections, for `d`.
+    pub fn refuse_connections_for(&self, d: Duration) {
+        *self.refuse_until.lock() = Some(Instant::now() + d);
+        self.drop_watches();
+    }
+
+    /// Whether connections are being refused now.
+    pub fn refusing(&self) -> bool {
+        let mut g = self.refuse_until.lock();
+        match *g {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                *g = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Answers the next `count` API requests (optionally only those whose path contains
+    /// `path_contains`) with `code` (429 carries `Retry-After: retry_after`).
+    pub fn fail_next(&self, code: u16, count: u32, retry_after: u32, path_contains: &str) {
+        *self.errors.lock() = (count > 0).then(|| ErrorFault {
+            code,
+            remaining: count,
+            retry_after,
+            path_contains: path_contains.to_string(),
+        });
+    }
+
+    /// Consumes one injected error for a request to `path`, if one applies.
+    pub fn take_error(&self, path: &str) -> Option<ErrorFault> {
+        let mut g = self.errors.lock();
+        let f = g.as_mut()?;
+        if !path.contains(&f.path_contains) {
+            return None;
+        }
+        f.remaining -= 1;
+        let out = f.clone();
+        if f.remaining == 0 {
+            *g = None;
+        }
+        Some(out)
+    }
+
+    /// Delays every API response by `d` (zero clears).
+    pub fn set_delay(&self, d: Duration) {
+        self.delay_ms.store(d.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// The current response delay.
+    pub fn delay(&self) -> Duration {
+        Duration::from_millis(self.delay_ms.load(Ordering::Relaxed))
+    }
+
+    /// The next watch event written by any watch stream is preceded by one malformed line.
+    pub fn send_malformed_event(&self) {
+        self.malformed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Consumes a pending malformed-event fault.
+    pub fn take_malformed(&self) -> bool {
+        self.malformed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Clears every fault.
+    pub fn clear(&self) {
+        *self.refuse_until.lock() = None;
+        *self.errors.lock() = None;
+        self.delay_ms.store(0, Ordering::Relaxed);
+        self.malformed.store(0, Ordering::SeqCst);
+    }
+}
+
+/// The malformed line written by [`Faults::send_malformed_event`]: a truncated event.
+pub const MALFORMED_EVENT: &[u8] =
+    b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_fault_counts_down_and_filters_by_path() {
+        let f = Faults::default();
+        f.fail_next(500, 2, 0, "/pods");
+        assert!(f.take_error("/api/v1/nodes").is_none());
+        assert_eq!(f.take_error("/api/v1/pods").unwrap().code, 500);
+        assert!(f.take_error("/api/v1/pods").is_some());
+        assert!(f.take_error("/api/v1/pods").is_none());
+    }
+
+    #[test]
+    fn malformed_is_one_shot() {
+        let f = Faults::default();
+        assert!(!f.take_malformed());
+        f.send_malformed_event();
+        assert!(f.take_malformed());
+        assert!(!f.take_malformed());
+    }
+
+    #[tokio::test]
+    async fn refusal_expires() {
+        let f = Faults::default();
+        f.refuse_connections_for(Duration::from_millis(30));
+        assert!(f.refusing());
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(!f.refusing());
+    }
+}

@@ -1,0 +1,104 @@
+//! Counters of what reached the simulator, so tests can prove what a proxy sent upstream.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+use super::kinds::Registry;
+
+/// Per-resource counters.
+#[derive(Debug, Default)]
+pub struct ResourceStats {
+    /// Watch connections open now.
+    pub open_watches: AtomicI64,
+    /// Watch requests served (including ones that ended with an ERROR event).
+    pub watch_requests: AtomicU64,
+    /// List requests served.
+    pub list_requests: AtomicU64,
+    /// Other requests (get, create, update, patch, delete).
+    pub other_requests: AtomicU64,
+    /// Response bytes sent for this resource (lists, watch frames, objects).
+    pub bytes_sent: AtomicU64,
+}
+
+/// All counters.
+#[derive(Debug)]
+pub struct Stats {
+    per_resource: Vec<ResourceStats>,
+    /// Every HTTP request received.
+    pub requests: AtomicU64,
+    /// Every response byte sent.
+    pub bytes_sent: AtomicU64,
+}
+
+/// Decrements `open_watches` when a watch stream ends.
+#[derive(Debug)]
+pub struct OpenWatchGuard<'a>(&'a ResourceStats);
+
+impl Drop for OpenWatchGuard<'_> {
+    fn drop(&mut self) {
+        self.0.open_watches.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Stats {
+    /// Zeroed counters for every type in `registry`.
+    pub fn new(registry: &Registry) -> Stats {
+        Stats {
+            per_resource: registry
+                .all()
+                .iter()
+                .map(|_| ResourceStats::default())
+                .collect(),
+            requests: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+        }
+    }
+
+    /// Counters of the type with registry index `i`.
+    pub fn resource(&self, i: usize) -> &ResourceStats {
+        &self.per_resource[i]
+    }
+
+    /// Counts a watch as open until the guard drops.
+    pub fn open_watch(&self, i: usize) -> OpenWatchGuard<'_> {
+        let r = &self.per_resource[i];
+        r.open_watches.fetch_add(1, Ordering::Relaxed);
+        r.watch_requests.fetch_add(1, Ordering::Relaxed);
+        OpenWatchGuard(r)
+    }
+
+    /// Counts `n` bytes sent for resource `i` (None: not resource-specific).
+    pub fn sent(&self, i: Option<usize>, n: usize) {
+        self.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(i) = i {
+            self.per_resource[i]
+                .bytes_sent
+                .fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// JSON snapshot: `{"requests":..,"bytesSent":..,"resources":{"pods":{"openWatches":..,...}}}`
+    /// keyed by `resource` for the core group and `resource.group` otherwise.
+    pub fn to_json(&self, registry: &Registry) -> Value {
+        let mut res = serde_json::Map::new();
+        for t in registry.all() {
+            let s = &self.per_resource[t.index];
+            res.insert(
+                t.group_resource(),
+                json!({
+                    "openWatches": s.open_watches.load(Ordering::Relaxed),
+                    "watchRequests": s.watch_requests.load(Ordering::Relaxed),
+                    "listRequests": s.list_requests.load(Ordering::Relaxed),
+                    "otherRequests": s.other_requests.load(Ordering::Relaxed),
+                    "bytesSent": s.bytes_sent.load(Ordering::Relaxed),
+                }),
+            );
+        }
+        json!({
+            "requests": self.requests.load(Ordering::Relaxed),
+            "bytesSent": self.bytes_sent.load(Ordering::Relaxed),
+            "resources": res,
+        })
+    }
+}

@@ -1,0 +1,419 @@
+//! Kubernetes `metav1.Status` bodies: the one way every error leaves this crate over HTTP.
+//!
+//! kube clients look at `code`, `reason`, `details.causes` and the message text (client-go decides
+//! "too large resource version" partly by message), so the shape and the field order here follow
+//! kube-apiserver exactly: `kind, apiVersion, metadata, status, message, reason, details, code`.
+//! `Retry-After` is derived from `details.retryAfterSeconds` by the HTTP layer.
+
+use serde::Serialize;
+
+/// One cause inside `details.causes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusCause {
+    /// Machine-readable cause type, e.g. `FieldValueForbidden`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable text.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The field the cause refers to, if any.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub field: String,
+}
+
+/// `details` of a Status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusDetails {
+    /// Name of the object concerned.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// API group of the resource concerned.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// Resource (plural, lower case) concerned; kube calls it `kind`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// UID of the object concerned.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Individual causes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<StatusCause>,
+    /// Seconds a client should wait before retrying; also sent as `Retry-After`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retry_after_seconds: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+/// A failure `Status` as kube-apiserver writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// HTTP status code (also the `code` field).
+    pub code: u16,
+    /// `reason`, e.g. `NotFound`, `Expired`; empty for a plain 500 without reason.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+    /// `details`, omitted when `None`.
+    pub details: Option<StatusDetails>,
+    /// `metadata.continue`, used by the 410 answer to an expired continue token.
+    pub continue_token: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Wire<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    metadata: WireMeta<'a>,
+    status: &'static str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    message: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a StatusDetails>,
+    code: u16,
+}
+
+#[derive(Serialize)]
+struct WireMeta<'a> {
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    continue_token: Option<&'a str>,
+}
+
+impl Status {
+    /// A Status with no details.
+    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Status {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            details: None,
+            continue_token: None,
+        }
+    }
+
+    /// Adds `details`.
+    pub fn with_details(mut self, details: StatusDetails) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// `Retry-After` seconds, if any.
+    pub fn retry_after(&self) -> Option<u32> {
+        self.details
+            .as_ref()
+            .map(|d| d.retry_after_seconds)
+            .filter(|s| *s > 0)
+    }
+
+    /// Compact JSON exactly as kube-apiserver encodes it (no trailing newline).
+    pub fn to_json(&self) -> Vec<u8> {
+        let wire = Wire {
+            kind: "Status",
+            api_version: "v1",
+            metadata: WireMeta {
+                continue_token: self.continue_token.as_deref(),
+            },
+            status: "Failure",
+            message: &self.message,
+            reason: &self.reason,
+            details: self.details.as_ref(),
+            code: self.code,
+        };
+        serde_json::to_vec(&wire).expect("Status always serialises")
+    }
+
+    /// The `details` block naming a resource (and object).
+    fn resource_details(group: &str, resource: &str, name: &str) -> StatusDetails {
+        StatusDetails {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: resource.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// 404 for an object: `pods "x" not found`.
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        Status::new(
+            404,
+            "NotFound",
+            format!("{} \"{}\" not found", group_resource(group, resource), name),
+        )
+        .with_details(Self::resource_details(group, resource, name))
+    }
+
+    /// 404 for a path the server does not serve.
+    pub fn path_not_found() -> Self {
+        Status::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(StatusDetails::default())
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        Status::new(
+            409,
+            "AlreadyExists",
+            format!(
+                "{} \"{}\" already exists",
+                group_resource(group, resource),
+                name
+            ),
+        )
+        .with_details(Self::resource_details(group, resource, name))
+    }
+
+    /// 409 Conflict for a stale resourceVersion on update.
+    pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        Status::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                group_resource(group, resource),
+                name,
+                why
+            ),
+        )
+        .with_details(Self::resource_details(group, resource, name))
+    }
+
+    /// The standard optimistic-concurrency conflict message.
+    pub const MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Status::new(400, "BadRequest", message)
+    }
+
+    /// 422 Invalid with field causes; `kind_group` is the kind's group, `kind` e.g. `Pod` or
+    /// `ListOptions`, `name` the object name. Causes are (cause type, field, detail).
+    pub fn invalid(
+        kind_group: &str,
+        kind: &str,
+        name: &str,
+        causes: &[(&str, &str, String)],
+    ) -> Self {
+        let qualified = if kind_group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{kind_group}")
+        };
+        let errs: Vec<String> = causes
+            .iter()
+            .map(|(_, field, detail)| format!("{field}: {detail}"))
+            .collect();
+        let joined = if errs.len() == 1 {
+            errs[0].clone()
+        } else {
+            format!("[{}]", errs.join(", "))
+        };
+        Status::new(
+            422,
+            "Invalid",
+            format!("{qualified} \"{name}\" is invalid: {joined}"),
+        )
+        .with_details(StatusDetails {
+            name: name.to_string(),
+            group: kind_group.to_string(),
+            kind: kind.to_string(),
+            causes: causes
+                .iter()
+                .map(|(reason, field, detail)| StatusCause {
+                    reason: reason.to_string(),
+                    message: detail.clone(),
+                    field: field.to_string(),
+                })
+                .collect(),
+            ..Default::default()
+        })
+    }
+
+    /// 422 for a forbidden ListOptions combination (spec §1.3).
+    pub fn list_options_forbidden(field: &str, detail: &str) -> Self {
+        Status::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            &[("FieldValueForbidden", field, format!("Forbidden: {detail}"))],
+        )
+    }
+
+    /// 422 for an unsupported ListOptions value (spec §1.3).
+    pub fn list_options_not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let list: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
+        Status::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            &[(
+                "FieldValueNotSupported",
+                field,
+                format!(
+                    "Unsupported value: \"{value}\": supported values: {}",
+                    list.join(", ")
+                ),
+            )],
+        )
+    }
+
+    /// 410 Expired.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Status::new(410, "Expired", message)
+    }
+
+    /// 504 "Too large resource version" (spec §1.4).
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        Status::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        )
+        .with_details(StatusDetails {
+            causes: vec![StatusCause {
+                reason: "ResourceVersionTooLarge".into(),
+                message: "Too large resource version".into(),
+                field: String::new(),
+            }],
+            retry_after_seconds: 1,
+            ..Default::default()
+        })
+    }
+
+    /// 429 TooManyRequests with Retry-After.
+    pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> Self {
+        Status::new(429, "TooManyRequests", message).with_details(StatusDetails {
+            retry_after_seconds,
+            ..Default::default()
+        })
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed() -> Self {
+        Status::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(StatusDetails::default())
+    }
+
+    /// 406 NotAcceptable.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Status::new(406, "NotAcceptable", message)
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Status::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got {content_type}"
+            ),
+        )
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Status::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {message}"),
+        )
+        .with_details(StatusDetails {
+            causes: vec![StatusCause {
+                reason: String::new(),
+                message,
+                field: String::new(),
+            }],
+            ..Default::default()
+        })
+    }
+
+    /// 403 Forbidden with a free message.
+    pub fn forbidden(group: &str, resource: &str, name: &str, message: impl Into<String>) -> Self {
+        Status::new(403, "Forbidden", message)
+            .with_details(Self::resource_details(group, resource, name))
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn request_entity_too_large(message: impl Into<String>) -> Self {
+        Status::new(413, "RequestEntityTooLarge", message)
+    }
+}
+
+/// `pods` or `deployments.apps`: how kube names a resource in messages.
+pub fn group_resource(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_large_matches_kube_bytes() {
+        let s = Status::too_large_resource_version(1200, 1100);
+        assert_eq!(
+            String::from_utf8(s.to_json()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 1200, current: 1100","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}"#
+        );
+        assert_eq!(s.retry_after(), Some(1));
+    }
+
+    #[test]
+    fn too_many_requests_matches_kube_bytes() {
+        let s = Status::too_many_requests("storage is (re)initializing", 1);
+        assert_eq!(
+            String::from_utf8(s.to_json()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"storage is (re)initializing","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}"#
+        );
+    }
+
+    #[test]
+    fn invalid_list_options_matches_kube_bytes() {
+        let s = Status::list_options_forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        );
+        assert_eq!(
+            String::from_utf8(s.to_json()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided","reason":"Invalid","details":{"group":"meta.k8s.io","kind":"ListOptions","causes":[{"reason":"FieldValueForbidden","message":"Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided","field":"resourceVersionMatch"}]},"code":422}"#
+        );
+    }
+
+    #[test]
+    fn expired_has_no_details() {
+        let s = Status::expired("too old resource version: 1 (3473)");
+        assert_eq!(
+            String::from_utf8(s.to_json()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (3473)","reason":"Expired","code":410}"#
+        );
+    }
+
+    #[test]
+    fn not_found_names_group_resource() {
+        let s = Status::not_found("apps", "deployments", "web");
+        let v: serde_json::Value = serde_json::from_slice(&s.to_json()).unwrap();
+        assert_eq!(v["message"], "deployments.apps \"web\" not found");
+        assert_eq!(v["details"]["group"], "apps");
+        assert_eq!(v["details"]["kind"], "deployments");
+        assert_eq!(v["code"], 404);
+    }
+}
