@@ -59,7 +59,7 @@ pub struct Status {
     /// `message`.
     pub message: String,
     /// `details`, omitted when `None`.
-    pub details: Option<StatusDetails>,
+    pub details: Option<Box<StatusDetails>>,
     /// `metadata.continue`, used by the 410 answer to an expired continue token.
     pub continue_token: Option<String>,
 }
@@ -100,14 +100,14 @@ impl Status {
 
     /// Adds `details`.
     pub fn with_details(mut self, details: StatusDetails) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
     /// `Retry-After` seconds, if any.
     pub fn retry_after(&self) -> Option<u32> {
         self.details
-            .as_ref()
+            .as_deref()
             .map(|d| d.retry_after_seconds)
             .filter(|s| *s > 0)
     }
@@ -123,7 +123,7 @@ impl Status {
             status: "Failure",
             message: &self.message,
             reason: &self.reason,
-            details: self.details.as_ref(),
+            details: self.details.as_deref(),
             code: self.code,
         };
         serde_json::to_vec(&wire).expect("Status always serialises")

@@ -663,7 +663,7 @@ fn controller_fields(metadata: &Value, spec: &Value) -> Value {
     }
     let mut spec = spec.clone();
     if let Some(m) = spec.as_object_mut() {
-        m.remove("nodeName");
+        m.shift_remove("nodeName");
     }
     let mut f = Map::new();
     f.insert("f:metadata".into(), fields_of(&Value::Object(meta), false));
@@ -674,7 +674,7 @@ fn controller_fields(metadata: &Value, spec: &Value) -> Value {
 fn kubelet_fields(status: &Value) -> Value {
     let mut st = status.clone();
     if let Some(m) = st.as_object_mut() {
-        m.remove("qosClass");
+        m.shift_remove("qosClass");
     }
     json!({"f:status": fields_of(&st, false)})
 }
@@ -1024,8 +1024,8 @@ pub fn touch_status(pod: &mut Value, rng: &mut impl Rng) {
                         c["reason"] = json!("ContainersNotReady");
                         c["message"] = json!(format!("containers with unready status: [{cname}]"));
                     } else if let Some(m) = c.as_object_mut() {
-                        m.remove("reason");
-                        m.remove("message");
+                        m.shift_remove("reason");
+                        m.shift_remove("message");
                     }
                 }
             }

@@ -680,7 +680,7 @@ impl Store {
             return Err(res.max_evicted);
         }
         let start = res.events.partition_point(|e| e.rev <= after);
-        let end = (start + max).min(res.events.len());
+        let end = start.saturating_add(max).min(res.events.len());
         let events: Vec<_> = res.events.range(start..end).cloned().collect();
         Ok(EventBatch {
             caught_up_to: (end == res.events.len()).then_some(inner.revision),

@@ -1,0 +1,253 @@
+//! kubectl (the real binary on the machine) against the simulator: the tables it prints, JSON
+//! output, create/delete, and a watch that shows a change made meanwhile.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use watchmux::sim::Simulator;
+use watchmux::sim::fleet::FleetSpec;
+use watchmux::sim::semantics::DeleteOptions;
+
+/// A kubectl command pointed at the simulator, isolated from any user kubeconfig or cache.
+fn kubectl(sim: &Simulator, home: &tempfile::TempDir) -> Command {
+    let mut c = Command::new("kubectl");
+    c.env("HOME", home.path())
+        .env("KUBECONFIG", home.path().join("none"))
+        .arg("--server")
+        .arg(sim.url())
+        .arg("--cache-dir")
+        .arg(home.path().join("cache"))
+        .kill_on_drop(true)
+        .stdin(Stdio::null());
+    c
+}
+
+async fn run(mut c: Command) -> (bool, String, String) {
+    let out = tokio::time::timeout(Duration::from_secs(60), c.output())
+        .await
+        .expect("kubectl finishes within 60 s")
+        .expect("kubectl is installed (the CI machine has it)");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn fleet_sim() -> Simulator {
+    common::sim_with(|c| {
+        c.fleet = Some(FleetSpec {
+            nodes: 3,
+            pods: 9,
+            namespaces: 2,
+            seed: 7,
+        });
+    })
+    .await
+}
+
+#[tokio::test]
+async fn get_pods_all_namespaces_prints_the_server_table() {
+    let sim = fleet_sim().await;
+    let home = tempfile::tempdir().unwrap();
+    let mut c = kubectl(&sim, &home);
+    c.args(["get", "pods", "-A"]);
+    let (ok, out, err) = run(c).await;
+    assert!(ok, "kubectl failed: {err}");
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 9, "{out}");
+    let pods = sim.resource("", "v1", "pods").unwrap();
+    let page = sim
+        .store()
+        .list(&pods, None, None, None, 0, &|_| true, false)
+        .unwrap();
+    for (row, obj) in rows.iter().zip(&page.items) {
+        assert_eq!(row[0], obj.namespace);
+        assert_eq!(row[1], obj.name);
+        let v: Value = serde_json::from_slice(&obj.body).unwrap();
+        let total = v["spec"]["containers"].as_array().unwrap().len();
+        assert!(
+            row[2].ends_with(&format!("/{total}")),
+            "READY column {} for {total} containers",
+            row[2]
+        );
+        assert_eq!(row[3], v["status"]["phase"].as_str().unwrap());
+    }
+}
+
+#[tokio::test]
+async fn get_nodes_json_is_a_list_of_the_nodes() {
+    let sim = fleet_sim().await;
+    let home = tempfile::tempdir().unwrap();
+    let mut c = kubectl(&sim, &home);
+    c.args(["get", "nodes", "-o", "json"]);
+    let (ok, out, err) = run(c).await;
+    assert!(ok, "kubectl failed: {err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kind"], "List");
+    let names: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["node-00000", "node-00001", "node-00002"]);
+    for i in v["items"].as_array().unwrap() {
+        assert_eq!(i["kind"], "Node");
+        assert!(
+            i["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
+        assert!(i["status"]["nodeInfo"]["kubeletVersion"].is_string());
+    }
+}
+
+#[tokio::test]
+async fn create_from_file_then_delete() {
+    let sim = common::sim().await;
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("objs.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\n  labels:\n    app: demo\ndata:\n  mode: fast\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\nspec:\n  nodeName: node-1\n  containers:\n  - name: nginx\n    image: nginx:1.27\n",
+    )
+    .unwrap();
+    let mut c = kubectl(&sim, &home);
+    c.arg("create").arg("-f").arg(&file);
+    let (ok, out, err) = run(c).await;
+    assert!(ok, "kubectl create failed: {err}");
+    assert!(
+        out.contains("configmap/settings created") && out.contains("pod/web created"),
+        "{out}"
+    );
+
+    let cms = sim.resource("", "v1", "configmaps").unwrap();
+    let cm = sim
+        .ops()
+        .get(&cms, Some("default"), "settings")
+        .expect("created in the simulator");
+    let v: Value = serde_json::from_slice(&cm.body).unwrap();
+    assert_eq!(v["data"]["mode"], "fast");
+    assert_eq!(cm.labels, vec![("app".to_string(), "demo".to_string())]);
+
+    // A second create conflicts, as on a real cluster.
+    let mut c = kubectl(&sim, &home);
+    c.arg("create").arg("-f").arg(&file);
+    let (ok, _, err) = run(c).await;
+    assert!(!ok);
+    assert!(
+        err.contains("AlreadyExists") && err.contains("configmaps \"settings\" already exists"),
+        "{err}"
+    );
+
+    // The pod is bound to a node: kubectl waits for the graceful deletion to finish.
+    let mut c = kubectl(&sim, &home);
+    c.args(["delete", "pod", "web", "-n", "default"]);
+    let (ok, out, err) = run(c).await;
+    assert!(ok, "kubectl delete failed: {err}");
+    assert!(out.contains("pod \"web\" deleted"), "{out}");
+    let pods = sim.resource("", "v1", "pods").unwrap();
+    assert!(
+        sim.ops().get(&pods, Some("default"), "web").is_err(),
+        "the pod is gone once kubectl returns"
+    );
+
+    let mut c = kubectl(&sim, &home);
+    c.args(["delete", "configmap", "settings", "-n", "default"]);
+    let (ok, _, err) = run(c).await;
+    assert!(ok, "{err}");
+    assert!(sim.ops().get(&cms, Some("default"), "settings").is_err());
+}
+
+#[tokio::test]
+async fn get_pods_watch_shows_a_change_made_meanwhile() {
+    let sim = common::sim().await;
+    let pods = sim.resource("", "v1", "pods").unwrap();
+    sim.ops()
+        .create(
+            &pods,
+            Some("default"),
+            common::pod("before", "node-1", json!({})),
+            false,
+        )
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut c = kubectl(&sim, &home);
+    c.args([
+        "get",
+        "pods",
+        "-n",
+        "default",
+        "-w",
+        "--output-watch-events",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("kubectl is installed");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let header = next_line(&mut lines).await;
+    assert!(
+        header.starts_with("EVENT") && header.contains("NAME") && header.contains("STATUS"),
+        "{header}"
+    );
+    let first = next_line(&mut lines).await;
+    assert!(
+        first.starts_with("ADDED") && first.contains("before"),
+        "{first}"
+    );
+
+    // Changes made while kubectl watches appear as they happen.
+    sim.ops()
+        .create(
+            &pods,
+            Some("default"),
+            common::pod("during", "node-1", json!({})),
+            false,
+        )
+        .unwrap();
+    let line = next_line(&mut lines).await;
+    assert!(
+        line.starts_with("ADDED") && line.contains("during"),
+        "{line}"
+    );
+    sim.ops()
+        .delete(
+            &pods,
+            Some("default"),
+            "before",
+            &DeleteOptions {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let line = next_line(&mut lines).await;
+    assert!(
+        line.starts_with("DELETED") && line.contains("before"),
+        "{line}"
+    );
+    child.kill().await.ok();
+}
+
+async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("kubectl prints within 20 s")
+        .unwrap()
+        .expect("a line")
+}
