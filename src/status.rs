@@ -313,17 +313,6 @@ impl Status {
         Status::new(406, "NotAcceptable", message)
     }
 
-    /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
-        Status::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got {content_type}"
-            ),
-        )
-    }
-
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         let message = message.into();

@@ -251,3 +251,70 @@ async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildS
         .unwrap()
         .expect("a line")
 }
+
+#[tokio::test]
+async fn apply_twice_and_label_use_strategic_merge_patches() {
+    let sim = common::sim().await;
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("pod.yaml");
+    let manifest = |image: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: app\n  namespace: default\n  labels:\n    tier: web\nspec:\n  containers:\n  - name: main\n    image: {image}\n  - name: sidecar\n    image: envoy:1\n"
+        )
+    };
+    std::fs::write(&file, manifest("nginx:1.26")).unwrap();
+    let mut c = kubectl(&sim, &home);
+    c.arg("apply").arg("-f").arg(&file);
+    let (ok, out, err) = run(c).await;
+    assert!(ok, "first apply: {err}");
+    assert!(out.contains("pod/app created"), "{out}");
+
+    std::fs::write(&file, manifest("nginx:1.27")).unwrap();
+    let mut c = kubectl(&sim, &home);
+    c.arg("apply").arg("-f").arg(&file);
+    let (ok, out, err) = run(c).await;
+    assert!(ok, "second apply: {err}");
+    assert!(out.contains("pod/app configured"), "{out}");
+
+    let mut c = kubectl(&sim, &home);
+    c.args(["label", "pod", "app", "-n", "default", "track=canary"]);
+    let (ok, _, err) = run(c).await;
+    assert!(ok, "label: {err}");
+
+    let pods = sim.resource("", "v1", "pods").unwrap();
+    let p = sim.ops().get(&pods, Some("default"), "app").unwrap();
+    let v: Value = serde_json::from_slice(&p.body).unwrap();
+    let images: Vec<&str> = v["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["image"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        images,
+        ["nginx:1.27", "envoy:1"],
+        "the patch merged containers by name"
+    );
+    assert_eq!(v["metadata"]["labels"]["tier"], "web");
+    assert_eq!(v["metadata"]["labels"]["track"], "canary");
+    assert!(
+        v["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+    assert_eq!(
+        v["metadata"]["generation"], 2,
+        "one spec change since creation"
+    );
+
+    // Applying the same manifest again changes nothing: no new resourceVersion.
+    let before = p.rv;
+    let mut c = kubectl(&sim, &home);
+    c.arg("apply").arg("-f").arg(&file);
+    let (ok, out, err) = run(c).await;
+    assert!(ok, "third apply: {err}");
+    assert!(out.contains("pod/app unchanged"), "{out}");
+    assert_eq!(
+        sim.ops().get(&pods, Some("default"), "app").unwrap().rv,
+        before
+    );
+}

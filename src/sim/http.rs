@@ -342,8 +342,11 @@ async fn resource(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_string();
-            let ty = PatchType::from_content_type(&ct)
-                .ok_or_else(|| Status::unsupported_media_type(&ct))?;
+            let ty = PatchType::from_content_type(&ct).ok_or_else(|| {
+                super::ops::patch_status(&super::patch::PatchError::unsupported_media_type(
+                    rt.builtin,
+                ))
+            })?;
             let body = read_body(req).await?;
             let obj = state
                 .ops

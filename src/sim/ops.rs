@@ -11,12 +11,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::kinds::ResourceType;
-use super::patch::{PatchType, apply_patch};
+use super::patch::{PatchError, PatchType, apply_patch, check_supported};
 use super::semantics::{
     self, DeleteKind, DeleteOptions, UpdateScope, check_namespace, decide_delete, decide_update,
 };
 use super::store::{Action, Store, StoredObject, WriteOutcome, key_of};
 use crate::status::Status;
+
+/// The Status kube-apiserver answers for a patch error.
+pub fn patch_status(e: &PatchError) -> Status {
+    Status::new(e.code(), e.reason(), e.to_string())
+}
 
 /// Timings of the simulated controllers.
 #[derive(Debug, Clone, Copy)]
@@ -146,16 +151,11 @@ impl Ops {
         body: &[u8],
         scope: UpdateScope,
     ) -> Result<Arc<StoredObject>, Status> {
-        if ty == PatchType::Apply || (ty == PatchType::StrategicMerge && !rt.builtin) {
-            return Err(Status::unsupported_media_type(match ty {
-                PatchType::Apply => "application/apply-patch+yaml",
-                _ => "application/strategic-merge-patch+json",
-            }));
-        }
+        check_supported(ty, rt.builtin).map_err(|e| patch_status(&e))?;
         self.modify_with(rt, ns, name, |current| {
             let original = current.to_value(rt);
-            let patched = apply_patch(ty, &rt.kind, &original, body)
-                .map_err(|e| Status::new(e.code(), e.reason(), e.to_string()))?;
+            let patched =
+                apply_patch(ty, &rt.kind, &original, body).map_err(|e| patch_status(&e))?;
             decide_update(rt, current, patched, scope)
         })
     }
