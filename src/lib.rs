@@ -4,6 +4,7 @@
 //! the demo and the benchmarks use as the upstream.
 
 pub mod api;
+pub mod gofmt;
 pub mod selector;
 pub mod sim;
 pub mod status;

@@ -19,6 +19,7 @@
 //! (`DefaultMetaV1FieldSelectorConversion`) and kubernetes/apiextensions-apiserver
 //! `pkg/apiserver/conversion/converter.go` and `pkg/registry/customresource/strategy.go`.
 
+use crate::gofmt::float as go_float;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -631,45 +632,6 @@ fn go_sprint_inner(v: &Value) -> String {
             format!("map[{}]", parts.join(" "))
         }
     }
-}
-
-/// Go's `%v` for a float64 (`strconv` 'g', shortest): `%e` form when the decimal exponent is
-/// < -4 or >= 6 (`1e+06`, `1.5e-05`), plain decimal otherwise.
-fn go_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".to_owned();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() { "-0" } else { "0" }.to_owned();
-    }
-    let sci = format!("{:e}", f.abs());
-    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
-    let sign = if f < 0.0 { "-" } else { "" };
-    if !(-4..6).contains(&exp) {
-        let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{frac}e{esign}{:02}", exp.abs());
-    }
-    let n = digits.len() as i32;
-    let body = if exp < 0 {
-        format!("0.{}{}", "0".repeat((-exp - 1) as usize), digits)
-    } else if exp + 1 >= n {
-        format!("{}{}", digits, "0".repeat((exp + 1 - n) as usize))
-    } else {
-        let (int, frac) = digits.split_at((exp + 1) as usize);
-        format!("{int}.{frac}")
-    };
-    format!("{sign}{body}")
 }
 
 #[cfg(test)]

@@ -61,47 +61,7 @@ impl SelectorError {
     }
 }
 
-/// Quote a string the way Go's `strconv.Quote` (and so `fmt`'s `%q`) does.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            ' '..='~' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if go_is_print(c) => out.push(c),
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Go's `unicode.IsPrint` for non-ASCII characters: letters, marks, numbers, punctuation and
-/// symbols. Rust's `escape_debug` keeps exactly the same classes unescaped (it escapes the
-/// categories Cc, Cf, Cs, Co, Cn, Zl, Zp and Zs), except that it also escapes a grapheme extender
-/// at the start of a string; placing the character second sidesteps that.
-fn go_is_print(c: char) -> bool {
-    let mut buf = [0u8; 8];
-    buf[0] = b'a';
-    let len = 1 + c.encode_utf8(&mut buf[1..]).len();
-    let Ok(s) = std::str::from_utf8(&buf[..len]) else {
-        return false;
-    };
-    s.escape_debug().eq(s.chars())
-}
+pub(crate) use crate::gofmt::quote as go_quote;
 
 #[cfg(test)]
 mod tests {

@@ -50,6 +50,7 @@
 //!   read them back), and bodies nested deeper than that are 400 `invalid JSON patch`; kube's
 //!   limit is Go's 10000 levels.
 
+use crate::gofmt::{float as go_float, quote as go_quote};
 use serde_json::{Map, Value};
 
 /// Media type of a JSON patch (RFC 6902).
@@ -1898,49 +1899,6 @@ fn go_number(n: &serde_json::Number) -> String {
     }
 }
 
-/// Go's `%v` of a float64 (`strconv` `'g'`, shortest): exponent form when the decimal exponent is
-/// < -4 or >= 6.
-fn go_float(f: f64) -> String {
-    if f == 0.0 {
-        return if f.is_sign_negative() { "-0" } else { "0" }.to_string();
-    }
-    if !f.is_finite() {
-        return if f.is_nan() {
-            "NaN".to_string()
-        } else if f > 0.0 {
-            "+Inf".to_string()
-        } else {
-            "-Inf".to_string()
-        };
-    }
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let sign = if f < 0.0 { "-" } else { "" };
-    if !(-4..6).contains(&exp) {
-        let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{frac}e{esign}{:02}", exp.unsigned_abs());
-    }
-    if exp < 0 {
-        let zeros = "0".repeat(exp.unsigned_abs() as usize - 1);
-        return format!("{sign}0.{zeros}{digits}");
-    }
-    let int_len = exp as usize + 1;
-    if digits.len() <= int_len {
-        format!("{sign}{digits}{}", "0".repeat(int_len - digits.len()))
-    } else {
-        let (int, frac) = digits.split_at(int_len);
-        format!("{sign}{int}.{frac}")
-    }
-}
-
 /// Go's `json.Marshal`: keys sorted, `<`, `>`, `&`, U+2028 and U+2029 escaped.
 fn go_json(v: &Value) -> String {
     fn sorted(v: &Value) -> Value {
@@ -1971,39 +1929,6 @@ fn go_json(v: &Value) -> String {
             c => out.push(c),
         }
     }
-    out
-}
-
-/// Go's `%q` of a string (`strconv.Quote`).
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                let n = c as u32;
-                if n < 0x10000 {
-                    out.push_str(&format!("\\u{n:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{n:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
     out
 }
 

@@ -21,51 +21,12 @@ pub fn now_unix_nanos() -> u128 {
 
 /// RFC 3339 in UTC with second precision, as Kubernetes writes `metav1.Time`.
 pub fn rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    super::table::format_rfc3339(i128::from(secs) * 1_000_000_000)
 }
 
-/// Parses the `rfc3339` form back (and tolerates fractional seconds and offsets of `Z`).
+/// Parses an RFC 3339 timestamp into whole seconds since the UNIX epoch.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    Some(days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se)
-}
-
-// Howard Hinnant's civil calendar algorithms.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    super::table::parse_rfc3339(s).map(|ns| ns.div_euclid(1_000_000_000) as i64)
 }
 
 /// A random version-4 UUID, the form kube-apiserver gives `metadata.uid`.
@@ -99,41 +60,7 @@ pub fn generate_name_suffix() -> String {
 /// inside JSON strings, so a byte-level rewrite is safe.
 pub fn to_go_json(v: &serde_json::Value) -> Vec<u8> {
     let raw = serde_json::to_vec(v).expect("a Value always serialises");
-    go_escape(raw)
-}
-
-/// Applies Go's HTML escaping to already serialised JSON.
-pub fn go_escape(raw: Vec<u8>) -> Vec<u8> {
-    let needs = raw
-        .iter()
-        .any(|&c| c == b'<' || c == b'>' || c == b'&' || c == 0xE2);
-    if !needs {
-        return raw;
-    }
-    let mut out = Vec::with_capacity(raw.len() + 16);
-    let mut i = 0;
-    while i < raw.len() {
-        let c = raw[i];
-        match c {
-            b'<' => out.extend_from_slice(b"\\u003c"),
-            b'>' => out.extend_from_slice(b"\\u003e"),
-            b'&' => out.extend_from_slice(b"\\u0026"),
-            0xE2 if i + 2 < raw.len()
-                && raw[i + 1] == 0x80
-                && (raw[i + 2] == 0xA8 || raw[i + 2] == 0xA9) =>
-            {
-                out.extend_from_slice(if raw[i + 2] == 0xA8 {
-                    b"\\u2028"
-                } else {
-                    b"\\u2029"
-                });
-                i += 2;
-            }
-            _ => out.push(c),
-        }
-        i += 1;
-    }
-    out
+    crate::gofmt::escape_html(raw)
 }
 
 #[cfg(test)]
