@@ -124,42 +124,6 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn documents_list_served_types() {
-        let reg = Registry::new(&["example.com/v1/widgets=Widget".parse().unwrap()]).unwrap();
-        let core = resource_list(&reg, "", "v1").unwrap();
-        let names: Vec<&str> = core["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["name"].as_str().unwrap())
-            .collect();
-        assert!(
-            names.contains(&"pods")
-                && names.contains(&"pods/status")
-                && names.contains(&"configmaps")
-        );
-        assert_eq!(core["groupVersion"], "v1");
-        let groups = group_list(&reg);
-        let gnames: Vec<&str> = groups["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|g| g["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(gnames, vec!["discovery.k8s.io", "example.com"]);
-        assert_eq!(
-            group(&reg, "example.com").unwrap()["preferredVersion"]["groupVersion"],
-            "example.com/v1"
-        );
-        assert!(resource_list(&reg, "apps", "v1").is_none());
-    }
-}
-
 /// `/openapi/v3`: the index of per-group-version documents.
 pub fn openapi_v3_root(reg: &Registry) -> Value {
     let mut paths = serde_json::Map::new();
@@ -230,4 +194,40 @@ pub fn openapi_v3_group_version(reg: &Registry, group: &str, version: &str) -> O
     Some(
         json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.34.2"}, "paths": paths}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_list_served_types() {
+        let reg = Registry::new(&["example.com/v1/widgets=Widget".parse().unwrap()]).unwrap();
+        let core = resource_list(&reg, "", "v1").unwrap();
+        let names: Vec<&str> = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            names.contains(&"pods")
+                && names.contains(&"pods/status")
+                && names.contains(&"configmaps")
+        );
+        assert_eq!(core["groupVersion"], "v1");
+        let groups = group_list(&reg);
+        let gnames: Vec<&str> = groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(gnames, vec!["discovery.k8s.io", "example.com"]);
+        assert_eq!(
+            group(&reg, "example.com").unwrap()["preferredVersion"]["groupVersion"],
+            "example.com/v1"
+        );
+        assert!(resource_list(&reg, "apps", "v1").is_none());
+    }
 }
