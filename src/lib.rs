@@ -4,6 +4,8 @@
 //! the demo and the benchmarks use as the upstream.
 
 pub mod api;
+pub mod cache;
+pub mod config;
 pub mod gofmt;
 pub mod selector;
 pub mod sim;

@@ -126,7 +126,8 @@ impl Status {
             details: self.details.as_deref(),
             code: self.code,
         };
-        serde_json::to_vec(&wire).expect("Status always serialises")
+        // Go's encoding/json escapes `<`, `>`, `&` (e.g. in a selector echoed by a message).
+        crate::gofmt::escape_html(serde_json::to_vec(&wire).expect("Status always serialises"))
     }
 
     /// The `details` block naming a resource (and object).

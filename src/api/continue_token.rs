@@ -65,9 +65,15 @@ impl ContinueToken {
 
     /// Decodes and validates as kube does.
     pub fn decode(s: &str) -> Result<Self, ContinueError> {
-        let data = URL_SAFE_NO_PAD
-            .decode(s)
-            .map_err(|e| ContinueError::Malformed(e.to_string()))?;
+        let data = URL_SAFE_NO_PAD.decode(s).map_err(|e| {
+            ContinueError::Malformed(match e {
+                // Go's `base64.CorruptInputError` text.
+                base64::DecodeError::InvalidByte(at, _) => {
+                    format!("illegal base64 data at input byte {at}")
+                }
+                other => other.to_string(),
+            })
+        })?;
         let w: Wire =
             serde_json::from_slice(&data).map_err(|e| ContinueError::Malformed(e.to_string()))?;
         if w.v != "meta.k8s.io/v1" {

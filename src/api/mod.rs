@@ -2,5 +2,6 @@
 //! list/watch query parameters with their validation rules, and `continue` tokens.
 
 pub mod continue_token;
+pub mod event;
 pub mod options;
 pub mod path;

@@ -116,78 +116,94 @@ impl ListOptions {
     }
 
     /// Validation of `ListOptions` (422 Invalid), for a LIST or a WATCH.
+    /// Like apimachinery's `ValidateListOptions` (WatchList gate on), every error is collected
+    /// (one cause each); the field of the "requires NotOlderThan" error is `resourceVersionMatch`.
     pub fn validate(&self) -> Result<(), Status> {
+        const RVM: &str = "resourceVersionMatch";
         let rvm = self.resource_version_match.as_deref();
+        let mut errs: Vec<(&str, &str, String)> = Vec::new();
+        let forbidden = |errs: &mut Vec<(&str, &str, String)>, field, detail: &str| {
+            errs.push(("FieldValueForbidden", field, format!("Forbidden: {detail}")));
+        };
+        let not_supported = |errs: &mut Vec<(&str, &str, String)>, value: &str, ok: &[&str]| {
+            let list: Vec<String> = ok.iter().map(|s| format!("\"{s}\"")).collect();
+            errs.push((
+                "FieldValueNotSupported",
+                RVM,
+                format!(
+                    "Unsupported value: {}: supported values: {}",
+                    crate::selector::go_quote(value),
+                    list.join(", ")
+                ),
+            ));
+        };
         if self.watch {
-            if let Some(_sie) = self.send_initial_events {
-                if rvm != Some("NotOlderThan") {
-                    return Err(Status::list_options_forbidden(
-                        "sendInitialEvents",
-                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                    ));
-                }
-            } else if rvm.is_some() {
-                return Err(Status::list_options_forbidden(
-                    "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-                ));
+            if self.send_initial_events.is_some() && rvm != Some("NotOlderThan") {
+                forbidden(
+                    &mut errs,
+                    RVM,
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                );
             }
             if let Some(m) = rvm {
+                if self.send_initial_events.is_none() {
+                    forbidden(
+                        &mut errs,
+                        RVM,
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    );
+                }
                 if m != "NotOlderThan" {
-                    return Err(Status::list_options_not_supported(
-                        "resourceVersionMatch",
-                        m,
-                        &["NotOlderThan"],
-                    ));
+                    not_supported(&mut errs, m, &["NotOlderThan"]);
                 }
                 if self.continue_token.is_some() {
-                    return Err(Status::list_options_forbidden(
-                        "resourceVersionMatch",
+                    forbidden(
+                        &mut errs,
+                        RVM,
                         "resourceVersionMatch is forbidden when continue is provided",
-                    ));
+                    );
                 }
             }
-            return Ok(());
-        }
-        if self.send_initial_events.is_some() {
-            return Err(Status::list_options_forbidden(
-                "sendInitialEvents",
-                "sendInitialEvents is forbidden for list",
-            ));
-        }
-        if let Some(m) = rvm {
-            if self.resource_version.is_none() {
-                return Err(Status::list_options_forbidden(
-                    "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
-            }
-            if self.continue_token.is_some() {
-                return Err(Status::list_options_forbidden(
-                    "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden when continue is provided",
-                ));
-            }
-            match m {
-                "NotOlderThan" => {}
-                "Exact" => {
-                    if self.resource_version.as_deref() == Some("0") {
-                        return Err(Status::list_options_forbidden(
-                            "resourceVersionMatch",
-                            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-                        ));
-                    }
+        } else {
+            if let Some(m) = rvm {
+                if self.resource_version.is_none() {
+                    forbidden(
+                        &mut errs,
+                        RVM,
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    );
                 }
-                other => {
-                    return Err(Status::list_options_not_supported(
-                        "resourceVersionMatch",
-                        other,
-                        &["Exact", "NotOlderThan"],
-                    ));
+                if self.continue_token.is_some() {
+                    forbidden(
+                        &mut errs,
+                        RVM,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    );
+                }
+                if m != "Exact" && m != "NotOlderThan" {
+                    not_supported(&mut errs, m, &["Exact", "NotOlderThan", ""]);
+                }
+                if m == "Exact" && self.resource_version.as_deref() == Some("0") {
+                    forbidden(
+                        &mut errs,
+                        RVM,
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    );
                 }
             }
+            if self.send_initial_events.is_some() {
+                forbidden(
+                    &mut errs,
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                );
+            }
         }
-        Ok(())
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(Status::invalid("meta.k8s.io", "ListOptions", "", &errs))
+        }
     }
 }
 

@@ -13,10 +13,12 @@
 
 pub mod field;
 pub mod fields;
+pub mod filter;
 pub mod label;
 
 pub use field::{FieldOp, FieldRequirement, FieldSelector};
 pub use fields::{convert_field_label, convert_field_selector, selectable_fields};
+pub use filter::Filter;
 pub use label::{LabelOp, LabelRequirement, LabelSelector, Labels};
 
 /// A selector that kube-apiserver rejects with HTTP 400 (reason `BadRequest`).

@@ -531,7 +531,13 @@ async fn list(
     repr: Repr,
     query: Option<&str>,
 ) -> Result<Response<Body>, Status> {
-    let rv = opts.rv()?;
+    // kube's `storage.ValidateListOptions`: with `continue`, the token is decoded first and any
+    // RV other than ""/"0" is refused without being parsed.
+    let rv = if opts.continue_token.is_some() {
+        None
+    } else {
+        opts.rv()?
+    };
     let prefix = match ns {
         Some(n) if rt.namespaced => format!("{n}/"),
         _ => String::new(),
@@ -540,13 +546,13 @@ async fn list(
     let mut at = None;
     let mut start = None;
     if let Some(tok) = &opts.continue_token {
-        if rv.is_some_and(|r| r != 0) {
+        let t = ContinueToken::decode(tok)
+            .map_err(|e| Status::bad_request(format!("invalid continue token: {e}")))?;
+        if opts.resource_version.as_deref().is_some_and(|r| r != "0") {
             return Err(Status::bad_request(
                 "specifying resource version is not allowed when using continue",
             ));
         }
-        let t = ContinueToken::decode(tok)
-            .map_err(|e| Status::bad_request(format!("invalid continue token: {e}")))?;
         start = Some(format!("{prefix}{}", t.start));
         if t.rv > 0 {
             at = Some(t.rv as u64);

@@ -173,9 +173,14 @@ impl Ops {
             let mut v = current.to_value(rt);
             f(&mut v);
             let status = v.get("status").cloned();
-            let mut action = decide_update(rt, current, v, UpdateScope::Main)?;
-            if let (Action::Put(new), Some(s)) = (&mut action, status) {
-                new["status"] = s;
+            let mut action = decide_update(rt, current, v.clone(), UpdateScope::Main)?;
+            match (&mut action, status) {
+                (Action::Put(new), Some(s)) => new["status"] = s,
+                // Main scope ignores status, so a status-only change looked like a no-op.
+                (Action::Keep, Some(_)) if rt.status_subresource => {
+                    action = decide_update(rt, current, v, UpdateScope::Status)?;
+                }
+                _ => {}
             }
             Ok(action)
         })

@@ -221,8 +221,11 @@ fn default_and_validate(rt: &ResourceType, name: &str, obj: &mut Value) -> Resul
     let o = obj.as_object_mut().expect("object");
     match rt.resource.as_str() {
         "pods" => {
-            let containers = o["spec"]["containers"]
-                .as_array()
+            // (`Map` indexing panics on a missing key: a pod body may lack `spec`.)
+            let containers = o
+                .get("spec")
+                .and_then(|s| s.get("containers"))
+                .and_then(Value::as_array)
                 .map(Vec::len)
                 .unwrap_or(0);
             if containers == 0 {
@@ -581,15 +584,17 @@ pub fn decide_delete(
     current: &StoredObject,
     opts: &DeleteOptions,
 ) -> Result<(Action, DeleteKind), Status> {
+    // kube's `rest.BeforeDelete` checks the preconditions first and names the *kind* as the
+    // resource (`GroupResource{Group: gvk.Group, Resource: gvk.Kind}`).
     if let Some(uid) = &opts.precondition_uid
         && *uid != current.uid
     {
         return Err(Status::conflict(
             &rt.group,
-            &rt.resource,
+            &rt.kind,
             &current.name,
             &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
                 current.uid
             ),
         ));
@@ -599,10 +604,10 @@ pub fn decide_delete(
     {
         return Err(Status::conflict(
             &rt.group,
-            &rt.resource,
+            &rt.kind,
             &current.name,
             &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                 current.rv
             ),
         ));

@@ -197,6 +197,7 @@ impl Watcher {
         self.last_sent = self.last_sent.max(cursor);
         let interval = self.state.config.bookmark_interval;
         let mut next_bookmark = self.next_bookmark(interval);
+        let mut bookmark_due = false;
         loop {
             // Drain the log from the cursor.
             let caught_up = loop {
@@ -218,6 +219,14 @@ impl Watcher {
                     break rev;
                 }
             };
+            // The bookmark carries the revision read just now, with every event up to it sent.
+            if std::mem::take(&mut bookmark_due) && self.bookmarks && caught_up > self.last_sent {
+                self.last_sent = caught_up;
+                let b = self.bookmark(caught_up, false);
+                if !self.send(b).await {
+                    return End::Clean;
+                }
+            }
             let wake_at = match next_bookmark {
                 Some(b) => b.min(self.deadline),
                 None => self.deadline,
@@ -233,14 +242,7 @@ impl Watcher {
                     if Instant::now() >= self.deadline {
                         return End::Clean;
                     }
-                    if self.bookmarks && caught_up > self.last_sent {
-                        // Every event of this resource up to `caught_up` has been sent.
-                        self.last_sent = caught_up;
-                        let b = self.bookmark(caught_up, false);
-                        if !self.send(b).await {
-                            return End::Clean;
-                        }
-                    }
+                    bookmark_due = true;
                     next_bookmark = self.next_bookmark(interval);
                 }
             }

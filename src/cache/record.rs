@@ -1,0 +1,414 @@
+//! Ingest: turning one upstream object's JSON into the stored body and the small record that
+//! selectors and indexes read, in one borrowed pass (no JSON tree of the whole object).
+//!
+//! The body is stored *without* its `kind`/`apiVersion` prefix, starting `{"metadata":…`, so a
+//! built-in LIST item is the body as is, and a watch frame is a constant head, the body minus
+//! its opening brace, and a constant tail — no re-encoding, ever.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::ResourceInfo;
+
+/// What selectors and indexes need of an object, extracted once at ingest.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObjectRecord {
+    /// `metadata.namespace` ("" for cluster-scoped).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.resourceVersion`.
+    pub rv: u64,
+    /// `metadata.labels`, sorted by key.
+    pub labels: Vec<(String, String)>,
+    /// Selectable field values of the kind (metadata.name, metadata.namespace, spec.nodeName…).
+    pub fields: Vec<(String, String)>,
+}
+
+impl ObjectRecord {
+    /// A selectable field's value.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Storage key: `ns/name`, or `name` for cluster-scoped objects (kube's key order).
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// One cached object: its body (exactly sized, shared) and its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cached {
+    /// JSON without `kind`/`apiVersion`, starting with `{`.
+    pub body: Bytes,
+    /// Extracted record.
+    pub rec: ObjectRecord,
+}
+
+/// Why an object could not be ingested.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Not a JSON object, or malformed.
+    #[error("malformed object JSON: {0}")]
+    Json(String),
+    /// `metadata.resourceVersion` missing or not an unsigned integer.
+    #[error("object {name:?} has a missing or non-numeric resourceVersion {rv:?}")]
+    ResourceVersion {
+        /// Object name.
+        name: String,
+        /// The value seen.
+        rv: String,
+    },
+    /// `metadata.name` missing.
+    #[error("object has no metadata.name")]
+    NoName,
+}
+
+#[derive(Deserialize)]
+struct Skeleton<'a> {
+    #[serde(borrow, default)]
+    metadata: Meta<'a>,
+    #[serde(borrow, default)]
+    spec: Option<SpecSel<'a>>,
+    #[serde(borrow, default)]
+    status: Option<StatusSel<'a>>,
+    #[serde(borrow, default, rename = "type")]
+    type_: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Meta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    resource_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    labels: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
+}
+
+/// The `spec` fields any built-in kind's field selectors read.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct SpecSel<'a> {
+    #[serde(borrow, default)]
+    node_name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    restart_policy: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    scheduler_name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    service_account_name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    service_account: Option<Cow<'a, str>>,
+    #[serde(default)]
+    host_network: Option<bool>,
+    #[serde(default)]
+    unschedulable: Option<bool>,
+    #[serde(borrow, default, rename = "clusterIP")]
+    cluster_ip: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "type")]
+    type_: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    signer_name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pod_name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    driver: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct PodIp<'a> {
+    #[serde(borrow, default)]
+    ip: Option<Cow<'a, str>>,
+}
+
+/// The `status` fields any built-in kind's field selectors read.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct StatusSel<'a> {
+    #[serde(borrow, default)]
+    phase: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "podIP")]
+    pod_ip: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "podIPs")]
+    pod_ips: Option<Vec<PodIp<'a>>>,
+    #[serde(borrow, default)]
+    nominated_node_name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    replicas: Option<i64>,
+    #[serde(default)]
+    succeeded: Option<i64>,
+}
+
+fn put(m: &mut Map<String, Value>, k: &str, v: Option<Value>) {
+    if let Some(v) = v {
+        m.insert(k.to_string(), v);
+    }
+}
+
+fn s(v: &Option<Cow<'_, str>>) -> Option<Value> {
+    v.as_ref().map(|x| Value::String(x.to_string()))
+}
+
+impl Skeleton<'_> {
+    /// A tiny JSON value with only the fields selectors read, so that the per-kind rules in
+    /// `selector::fields` (written against full objects) apply unchanged.
+    fn selectable_view(&self) -> Value {
+        let mut meta = Map::new();
+        put(&mut meta, "name", s(&self.metadata.name));
+        put(&mut meta, "namespace", s(&self.metadata.namespace));
+        let mut spec = Map::new();
+        if let Some(sp) = &self.spec {
+            put(&mut spec, "nodeName", s(&sp.node_name));
+            put(&mut spec, "restartPolicy", s(&sp.restart_policy));
+            put(&mut spec, "schedulerName", s(&sp.scheduler_name));
+            put(&mut spec, "serviceAccountName", s(&sp.service_account_name));
+            put(&mut spec, "serviceAccount", s(&sp.service_account));
+            put(&mut spec, "hostNetwork", sp.host_network.map(Value::Bool));
+            put(&mut spec, "unschedulable", sp.unschedulable.map(Value::Bool));
+            put(&mut spec, "clusterIP", s(&sp.cluster_ip));
+            put(&mut spec, "type", s(&sp.type_));
+            put(&mut spec, "signerName", s(&sp.signer_name));
+            put(&mut spec, "podName", s(&sp.pod_name));
+            put(&mut spec, "driver", s(&sp.driver));
+        }
+        let mut status = Map::new();
+        if let Some(st) = &self.status {
+            put(&mut status, "phase", s(&st.phase));
+            put(&mut status, "podIP", s(&st.pod_ip));
+            if let Some(ips) = &st.pod_ips {
+                let list: Vec<Value> = ips.iter().map(|i| json!({"ip": i.ip.as_deref().unwrap_or_default()})).collect();
+                status.insert("podIPs".into(), Value::Array(list));
+            }
+            put(&mut status, "nominatedNodeName", s(&st.nominated_node_name));
+            put(&mut status, "replicas", st.replicas.map(Value::from));
+            put(&mut status, "succeeded", st.succeeded.map(Value::from));
+        }
+        let mut out = Map::new();
+        out.insert("metadata".into(), Value::Object(meta));
+        out.insert("spec".into(), Value::Object(spec));
+        out.insert("status".into(), Value::Object(status));
+        put(&mut out, "type", s(&self.type_));
+        Value::Object(out)
+    }
+}
+
+/// Kinds whose selectable fields are not all in [`Skeleton`]: parsed fully (rare; events are
+/// not cached by default in kube-apiserver either).
+fn needs_full_parse(info: &ResourceInfo) -> bool {
+    !info.selectable_fields.is_empty() || info.kind == "Event"
+}
+
+/// Ingests one object's JSON (with or without `kind`/`apiVersion`).
+pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeError> {
+    let sk: Skeleton<'_> = serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let name = sk.metadata.name.as_deref().unwrap_or_default().to_string();
+    if name.is_empty() {
+        return Err(DecodeError::NoName);
+    }
+    let rv_text = sk.metadata.resource_version.as_deref().unwrap_or_default();
+    let rv = rv_text.parse::<u64>().map_err(|_| DecodeError::ResourceVersion {
+        name: name.clone(),
+        rv: rv_text.to_string(),
+    })?;
+    let fields = if needs_full_parse(info) {
+        let full: Value = serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
+        crate::selector::fields::selectable_fields(&info.group, &info.kind, info.namespaced, &info.selectable_fields, &full)
+    } else {
+        crate::selector::fields::selectable_fields(&info.group, &info.kind, info.namespaced, &[], &sk.selectable_view())
+    };
+    let labels = sk
+        .metadata
+        .labels
+        .as_ref()
+        .map(|l| l.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        .unwrap_or_default();
+    let rec = ObjectRecord {
+        namespace: sk.metadata.namespace.as_deref().unwrap_or_default().to_string(),
+        name,
+        uid: sk.metadata.uid.as_deref().unwrap_or_default().to_string(),
+        rv,
+        labels,
+        fields,
+    };
+    Ok(Cached { body: strip_type_meta(raw)?, rec })
+}
+
+/// The object's JSON without `kind`/`apiVersion`, copied into an exactly sized buffer (so no
+/// list page or watch read buffer is kept alive by a cached object).
+pub fn strip_type_meta(raw: &[u8]) -> Result<Bytes, DecodeError> {
+    let raw = trim(raw);
+    let mut rest = raw.strip_prefix(b"{").ok_or_else(|| DecodeError::Json("not an object".into()))?;
+    // kube encodes typed objects as {"kind":..,"apiVersion":..,...} and unstructured ones with
+    // sorted keys {"apiVersion":..,"kind":..,...}; strip either when they lead.
+    for _ in 0..2 {
+        match leading_string_member(rest, &[b"\"kind\"", b"\"apiVersion\""]) {
+            Some(after) => rest = after,
+            None => break,
+        }
+    }
+    if rest.first() == Some(&b'}') || !contains_member_elsewhere(rest) {
+        let mut b = BytesMut::with_capacity(rest.len() + 1);
+        b.put_u8(b'{');
+        b.put_slice(rest);
+        return Ok(b.freeze());
+    }
+    // Type meta not leading: rebuild without it (rare; never for kube-apiserver's own output).
+    let mut v: Map<String, Value> = serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
+    v.shift_remove("kind");
+    v.shift_remove("apiVersion");
+    let out = crate::gofmt::escape_html(serde_json::to_vec(&v).expect("map serialises"));
+    Ok(Bytes::from(out))
+}
+
+fn trim(raw: &[u8]) -> &[u8] {
+    let start = raw.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(raw.len());
+    let end = raw.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    &raw[start..end]
+}
+
+/// If `s` starts with `"<key>":"<string without escapes>",` for one of `keys`, the rest after it.
+fn leading_string_member<'a>(s: &'a [u8], keys: &[&[u8]]) -> Option<&'a [u8]> {
+    for k in keys {
+        if let Some(after_key) = s.strip_prefix(*k) {
+            let v = after_key.strip_prefix(b":\"")?;
+            let end = v.iter().position(|&c| c == b'"' || c == b'\\')?;
+            if v[end] != b'"' {
+                return None;
+            }
+            return v[end + 1..].strip_prefix(b",");
+        }
+    }
+    None
+}
+
+/// Whether a top-level `"kind"` or `"apiVersion"` member may still follow (a cheap, conservative
+/// check: any occurrence of those keys right after a `{` or `,` at depth 0 is handled by the
+/// slow path).
+fn contains_member_elsewhere(rest: &[u8]) -> bool {
+    let mut depth = 0i32;
+    let mut in_str = false;
+    let mut esc = false;
+    let mut i = 0;
+    while i < rest.len() {
+        let c = rest[i];
+        if in_str {
+            if esc {
+                esc = false;
+            } else if c == b'\\' {
+                esc = true;
+            } else if c == b'"' {
+                in_str = false;
+            }
+        } else {
+            match c {
+                b'"' => {
+                    if depth == 0 && (rest[i..].starts_with(b"\"kind\":") || rest[i..].starts_with(b"\"apiVersion\":")) {
+                        let prev = rest[..i].iter().rev().find(|c| !c.is_ascii_whitespace());
+                        if matches!(prev, None | Some(b',')) {
+                            return true;
+                        }
+                    }
+                    in_str = true;
+                }
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => depth -= 1,
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+/// The body with `metadata.resourceVersion` replaced by `rv` (a DELETED event for an object
+/// moving out of a selector carries the previous state stamped with the event's RV).
+pub fn restamp(body: &Bytes, old_rv: u64, rv: u64) -> Bytes {
+    let needle = format!("\"resourceVersion\":\"{old_rv}\"");
+    let hits: Vec<usize> = memchr::memmem::find_iter(body, needle.as_bytes()).collect();
+    if let [at] = hits[..] {
+        let mut b = BytesMut::with_capacity(body.len() + 8);
+        b.put_slice(&body[..at]);
+        b.put_slice(format!("\"resourceVersion\":\"{rv}\"").as_bytes());
+        b.put_slice(&body[at + needle.len()..]);
+        return b.freeze();
+    }
+    // Ambiguous (the same text elsewhere): edit the parsed object.
+    let mut v: Map<String, Value> = serde_json::from_slice(body).expect("cached bodies are valid JSON");
+    if let Some(Value::Object(m)) = v.get_mut("metadata") {
+        m.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+    Bytes::from(crate::gofmt::escape_html(serde_json::to_vec(&v).expect("map serialises")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pods() -> ResourceInfo {
+        ResourceInfo::new("", "v1", "pods", "Pod", true)
+    }
+
+    #[test]
+    fn decodes_pod_record_and_strips_type_meta() {
+        let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"d","uid":"u1","resourceVersion":"42","labels":{"b":"2","a":"1"}},"spec":{"nodeName":"n1","containers":[{"name":"c"}]},"status":{"phase":"Running","podIPs":[{"ip":"10.0.0.1"}]}}"#;
+        let c = decode_object(&pods(), raw).unwrap();
+        assert!(c.body.starts_with(br#"{"metadata":{"name":"p""#));
+        assert_eq!(c.rec.rv, 42);
+        assert_eq!(c.rec.key(), "d/p");
+        assert_eq!(c.rec.labels, vec![("a".into(), "1".into()), ("b".into(), "2".into())]);
+        assert_eq!(c.rec.field("spec.nodeName"), Some("n1"));
+        assert_eq!(c.rec.field("status.phase"), Some("Running"));
+        assert_eq!(c.rec.field("status.podIP"), Some("10.0.0.1"));
+        assert_eq!(c.rec.field("metadata.namespace"), Some("d"));
+        assert_eq!(c.rec.field("spec.hostNetwork"), Some("false"));
+    }
+
+    #[test]
+    fn list_items_and_unstructured_objects() {
+        let item = br#"{"metadata":{"name":"p","resourceVersion":"1"}}"#;
+        assert_eq!(&decode_object(&pods(), item).unwrap().body[..], &item[..]);
+        let cr = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind":"inner"}}"#;
+        let w = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
+        let c = decode_object(&w, cr).unwrap();
+        assert_eq!(&c.body[..], br#"{"metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind":"inner"}}"#);
+        let odd = br#"{"metadata":{"name":"w","resourceVersion":"3"},"kind":"Widget"}"#;
+        assert_eq!(&decode_object(&w, odd).unwrap().body[..], br#"{"metadata":{"name":"w","resourceVersion":"3"}}"#);
+    }
+
+    #[test]
+    fn rejects_bad_objects() {
+        assert!(matches!(decode_object(&pods(), b"[1]"), Err(DecodeError::Json(_))));
+        assert_eq!(decode_object(&pods(), br#"{"metadata":{"resourceVersion":"1"}}"#), Err(DecodeError::NoName));
+        assert!(matches!(
+            decode_object(&pods(), br#"{"metadata":{"name":"a","resourceVersion":"x"}}"#),
+            Err(DecodeError::ResourceVersion { .. })
+        ));
+    }
+
+    #[test]
+    fn restamps_the_resource_version() {
+        let b = Bytes::from_static(br#"{"metadata":{"name":"p","resourceVersion":"5"},"spec":{}}"#);
+        assert_eq!(&restamp(&b, 5, 9)[..], br#"{"metadata":{"name":"p","resourceVersion":"9"},"spec":{}}"#);
+        let amb = Bytes::from_static(br#"{"metadata":{"annotations":{"resourceVersion":"5"},"resourceVersion":"5"}}"#);
+        let v: Value = serde_json::from_slice(&restamp(&amb, 5, 9)).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "9");
+        assert_eq!(v["metadata"]["annotations"]["resourceVersion"], "5");
+    }
+}

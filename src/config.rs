@@ -1,0 +1,962 @@
+//! The proxy's configuration, read from a TOML file.
+//!
+//! The file is parsed with serde into private `Raw*` structs that mirror the file exactly
+//! (`deny_unknown_fields`, so a typo is an error rather than a silently ignored key), then converted
+//! into the typed [`Config`] and checked by [`Config::validate`]. Durations are integers with the
+//! unit in the key name (`event_window_secs`, `not_ready_wait_ms`) because TOML has no duration
+//! type and humantime-serde is unmaintained.
+//!
+//! Every error names the file, the key path (`cache.resources[3].resource`) and, when the key is in
+//! the file, its line: whoever edits a config at 3 a.m. should not have to guess which of twenty
+//! `resource = ...` lines is wrong. Bad input is always an error, never a panic.
+//!
+//! The commented example `config.toml` at the repository root documents every key.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+/// The largest duration any `*_secs` / `*_ms` key accepts (one year).
+///
+/// Far larger values are certainly typos, and bounding them keeps `Instant + duration` arithmetic
+/// elsewhere from overflowing (which would panic).
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    /// `[server]`: where watchmux listens.
+    pub server: ServerConfig,
+    /// `[upstream]`: the kube-apiserver behind it.
+    pub upstream: UpstreamConfig,
+    /// `[cache]`: the list/watch cache.
+    pub cache: CacheConfig,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// `listen`: the address clients connect to.
+    pub listen: SocketAddr,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        }
+    }
+}
+
+/// `[upstream]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    /// `url`: the kube-apiserver's base URL, `http://` or `https://` with a host and optionally a
+    /// path prefix (no trailing slash kept). `None` when the file does not set it: `serve` needs
+    /// it, the simulator does not, so the requirement is checked where it applies
+    /// ([`UpstreamConfig::require_url`]).
+    pub url: Option<http::Uri>,
+    /// `connect_timeout_ms`: how long establishing a TCP connection to the upstream may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            url: None,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl UpstreamConfig {
+    /// The upstream URL, or [`ConfigError::Missing`] when none is configured.
+    pub fn require_url(&self) -> Result<&http::Uri, ConfigError> {
+        self.url.as_ref().ok_or(ConfigError::Missing {
+            key: "upstream.url",
+        })
+    }
+}
+
+/// `[cache]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// `event_window_count`: events kept per resource; a watch from an older resourceVersion gets
+    /// 410 Gone.
+    pub event_window_count: usize,
+    /// `event_window_secs`: events older than this are dropped from the window (kube-apiserver's
+    /// watch cache keeps 75 s).
+    pub event_window: Duration,
+    /// `bookmark_interval_secs`: interval of BOOKMARK events to watchers that asked for them.
+    pub bookmark_interval: Duration,
+    /// `watcher_queue`: events a watcher may have queued before it falls back to reading the
+    /// shared event log at its own pace.
+    pub watcher_queue: usize,
+    /// `watcher_max_lag_bytes`: a watcher further behind than this many bytes of events is closed.
+    pub watcher_max_lag_bytes: u64,
+    /// `not_ready_wait_ms`: a LIST `resourceVersion=0` or a WATCH that arrives before the
+    /// resource's first sync waits this long, then gets 429 with Retry-After. Zero answers 429 at
+    /// once.
+    pub not_ready_wait: Duration,
+    /// `list_page_size`: the `limit` of the reflector's upstream LIST pages.
+    pub list_page_size: usize,
+    /// `[[cache.resources]]`: the resources served from the cache; everything else passes through.
+    pub resources: Vec<ResourceSpec>,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            event_window_count: 102_400,
+            event_window: Duration::from_secs(75),
+            bookmark_interval: Duration::from_secs(60),
+            watcher_queue: 1024,
+            watcher_max_lag_bytes: 64 << 20,
+            not_ready_wait: Duration::from_millis(3000),
+            list_page_size: 500,
+            resources: Vec::new(),
+        }
+    }
+}
+
+/// One cached resource: `[[cache.resources]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceSpec {
+    /// API group, `""` for the core group (the default when the key is absent).
+    #[serde(default)]
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// Plural lower-case resource name, e.g. `pods`.
+    pub resource: String,
+}
+
+impl ResourceSpec {
+    /// A spec from its three parts.
+    pub fn new(group: &str, version: &str, resource: &str) -> Self {
+        ResourceSpec {
+            group: group.to_string(),
+            version: version.to_string(),
+            resource: resource.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ResourceSpec {
+    /// `pods.v1` for core, `endpointslices.v1.discovery.k8s.io` otherwise (kubectl's
+    /// `resource.version.group` notation).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}.{}", self.resource, self.version)
+        } else {
+            write!(f, "{}.{}.{}", self.resource, self.version, self.group)
+        }
+    }
+}
+
+/// Why a configuration was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML, or does not have the configuration's shape (unknown key,
+    /// wrong type, missing required key).
+    #[error("{}", located(origin, *line, key.as_deref(), message))]
+    Parse {
+        /// The file name (or whatever the caller named the text).
+        origin: String,
+        /// 1-based line of the problem, when known.
+        line: Option<usize>,
+        /// Dotted key path (`cache.resources[2].version`), when known.
+        key: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value has the right type but is not acceptable.
+    #[error("{}", located(origin, *line, Some(key), message))]
+    Invalid {
+        /// The file name (or whatever the caller named the text).
+        origin: String,
+        /// 1-based line of the key, when it is in the file.
+        line: Option<usize>,
+        /// Dotted key path.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A key the requested mode needs is not set.
+    #[error("{key} is not set")]
+    Missing {
+        /// Dotted key path.
+        key: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The dotted key path the error is about, when known.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Read { .. } => None,
+            ConfigError::Parse { key, .. } => key.as_deref(),
+            ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::Missing { key } => Some(key),
+        }
+    }
+
+    /// The 1-based line the error is about, when known.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ConfigError::Parse { line, .. } | ConfigError::Invalid { line, .. } => *line,
+            _ => None,
+        }
+    }
+}
+
+fn located(origin: &str, line: Option<usize>, key: Option<&str>, message: &str) -> String {
+    let mut s = format!("{origin}: ");
+    if let Some(line) = line {
+        s.push_str(&format!("line {line}: "));
+    }
+    if let Some(key) = key {
+        s.push_str(key);
+        s.push_str(": ");
+    }
+    s.push_str(message);
+    s
+}
+
+/// A problem found by validation before it is located in the file.
+struct Problem {
+    key: String,
+    message: String,
+}
+
+fn problem(key: impl Into<String>, message: impl Into<String>) -> Problem {
+    Problem {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: origin.clone(),
+            source,
+        })?;
+        Config::from_toml_str(&text, &origin)
+    }
+
+    /// Parses and validates TOML text; `origin` names it in errors (usually the file name).
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        // Parse once into a spanned document: it locates errors (line and key path) both for the
+        // serde pass and for validation.
+        let doc = DeTable::parse(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_string(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            key: None,
+            message: e.message().to_string(),
+        })?;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let span = e.span();
+            ConfigError::Parse {
+                origin: origin.to_string(),
+                line: span.as_ref().map(|s| line_of(text, s.start)),
+                key: span.and_then(|s| key_path_at(doc.get_ref(), s.start)),
+                message: e.message().to_string(),
+            }
+        })?;
+        let locate = |p: Problem| ConfigError::Invalid {
+            origin: origin.to_string(),
+            line: line_of_key(doc.get_ref(), &p.key).map(|off| line_of(text, off)),
+            key: p.key,
+            message: p.message,
+        };
+        let config = raw.into_config().map_err(locate)?;
+        config.check().map_err(locate)?;
+        Ok(config)
+    }
+
+    /// Checks the invariants serde cannot express: http(s) URL with a host, counts above zero,
+    /// bounded durations, well-formed and unique resources. [`Config::from_toml_str`] already calls
+    /// it; call it again after overriding fields (e.g. from the command line).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check().map_err(|p| ConfigError::Invalid {
+            origin: "configuration".to_string(),
+            line: None,
+            key: p.key,
+            message: p.message,
+        })
+    }
+
+    fn check(&self) -> Result<(), Problem> {
+        if let Some(url) = &self.upstream.url {
+            check_url(url)
+                .map_err(|m| problem("upstream.url", format!("{:?} {m}", url.to_string())))?;
+        }
+        check_duration(
+            "upstream.connect_timeout_ms",
+            self.upstream.connect_timeout,
+            false,
+        )?;
+        let c = &self.cache;
+        check_count("cache.event_window_count", c.event_window_count as u64)?;
+        check_duration("cache.event_window_secs", c.event_window, false)?;
+        check_duration("cache.bookmark_interval_secs", c.bookmark_interval, false)?;
+        check_count("cache.watcher_queue", c.watcher_queue as u64)?;
+        check_count("cache.watcher_max_lag_bytes", c.watcher_max_lag_bytes)?;
+        check_duration("cache.not_ready_wait_ms", c.not_ready_wait, true)?;
+        check_count("cache.list_page_size", c.list_page_size as u64)?;
+        let mut seen: HashMap<&ResourceSpec, usize> = HashMap::new();
+        for (i, r) in c.resources.iter().enumerate() {
+            let at = format!("cache.resources[{i}]");
+            if !r.group.is_empty() && !is_dns_subdomain(&r.group) {
+                return Err(problem(
+                    format!("{at}.group"),
+                    format!(
+                        "{:?} is not a lower-case DNS subdomain (\"\" is the core group)",
+                        r.group
+                    ),
+                ));
+            }
+            if !is_dns_label(&r.version) {
+                return Err(problem(
+                    format!("{at}.version"),
+                    format!("{:?} is not a lower-case DNS label like \"v1\"", r.version),
+                ));
+            }
+            if !is_dns_label(&r.resource) {
+                return Err(problem(
+                    format!("{at}.resource"),
+                    format!(
+                        "{:?} is not a lower-case DNS label (the plural resource name, e.g. \"pods\")",
+                        r.resource
+                    ),
+                ));
+            }
+            if let Some(first) = seen.insert(r, i) {
+                return Err(problem(
+                    at,
+                    format!("{r} is already listed as cache.resources[{first}]"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Ok` or what is wrong with an upstream URL (completing "\"ftp://x\" ...").
+fn check_url(url: &http::Uri) -> Result<(), &'static str> {
+    match url.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => return Err("is not an http(s) URL"),
+    }
+    let Some(auth) = url.authority() else {
+        return Err("has no host");
+    };
+    if auth.host().is_empty() {
+        return Err("has no host");
+    }
+    if auth.as_str().contains('@') {
+        return Err("carries credentials; they do not belong in the URL");
+    }
+    if url.query().is_some() {
+        return Err("has a query string; only scheme, host, port and a path prefix are allowed");
+    }
+    Ok(())
+}
+
+fn check_count(key: &str, n: u64) -> Result<(), Problem> {
+    if n == 0 {
+        return Err(problem(key, "must be greater than 0"));
+    }
+    Ok(())
+}
+
+fn check_duration(key: &str, d: Duration, zero_ok: bool) -> Result<(), Problem> {
+    if d.is_zero() && !zero_ok {
+        return Err(problem(key, "must be greater than 0"));
+    }
+    if d > MAX_DURATION {
+        return Err(problem(
+            key,
+            format!(
+                "must be at most {} seconds (one year)",
+                MAX_DURATION.as_secs()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// RFC 1123 label, lower case: what Kubernetes accepts as a resource or version name.
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// RFC 1123 subdomain, lower case: what Kubernetes accepts as an API group name.
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+// ---- the file's shape -------------------------------------------------------------------------
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawConfig {
+    server: RawServer,
+    upstream: RawUpstream,
+    cache: RawCache,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawServer {
+    listen: String,
+}
+
+impl Default for RawServer {
+    fn default() -> Self {
+        RawServer {
+            listen: ServerConfig::default().listen.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawUpstream {
+    url: Option<String>,
+    connect_timeout_ms: u64,
+}
+
+impl Default for RawUpstream {
+    fn default() -> Self {
+        RawUpstream {
+            url: None,
+            connect_timeout_ms: UpstreamConfig::default().connect_timeout.as_millis() as u64,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawCache {
+    event_window_count: usize,
+    event_window_secs: u64,
+    bookmark_interval_secs: u64,
+    watcher_queue: usize,
+    watcher_max_lag_bytes: u64,
+    not_ready_wait_ms: u64,
+    list_page_size: usize,
+    resources: Vec<ResourceSpec>,
+}
+
+impl Default for RawCache {
+    fn default() -> Self {
+        let d = CacheConfig::default();
+        RawCache {
+            event_window_count: d.event_window_count,
+            event_window_secs: d.event_window.as_secs(),
+            bookmark_interval_secs: d.bookmark_interval.as_secs(),
+            watcher_queue: d.watcher_queue,
+            watcher_max_lag_bytes: d.watcher_max_lag_bytes,
+            not_ready_wait_ms: d.not_ready_wait.as_millis() as u64,
+            list_page_size: d.list_page_size,
+            resources: d.resources,
+        }
+    }
+}
+
+impl RawConfig {
+    /// The typed configuration; fails on values whose text does not parse (address, URL).
+    fn into_config(self) -> Result<Config, Problem> {
+        let listen = self.server.listen.parse::<SocketAddr>().map_err(|_| {
+            problem(
+                "server.listen",
+                format!(
+                    "{:?} is not an IP address with a port, e.g. \"127.0.0.1:8080\"",
+                    self.server.listen
+                ),
+            )
+        })?;
+        let url = match self.upstream.url {
+            None => None,
+            Some(text) => {
+                let uri = text.parse::<http::Uri>().map_err(|e| {
+                    problem("upstream.url", format!("{text:?} is not a valid URL: {e}"))
+                })?;
+                check_url(&uri).map_err(|m| problem("upstream.url", format!("{text:?} {m}")))?;
+                Some(strip_trailing_slash(uri))
+            }
+        };
+        let c = self.cache;
+        Ok(Config {
+            server: ServerConfig { listen },
+            upstream: UpstreamConfig {
+                url,
+                connect_timeout: Duration::from_millis(self.upstream.connect_timeout_ms),
+            },
+            cache: CacheConfig {
+                event_window_count: c.event_window_count,
+                event_window: Duration::from_secs(c.event_window_secs),
+                bookmark_interval: Duration::from_secs(c.bookmark_interval_secs),
+                watcher_queue: c.watcher_queue,
+                watcher_max_lag_bytes: c.watcher_max_lag_bytes,
+                not_ready_wait: Duration::from_millis(c.not_ready_wait_ms),
+                list_page_size: c.list_page_size,
+                resources: c.resources,
+            },
+        })
+    }
+}
+
+/// `http://h:1/prefix/` → `http://h:1/prefix`, and `http://h:1/` stays as it is, so request paths
+/// can be appended to the path without doubling the slash.
+fn strip_trailing_slash(uri: http::Uri) -> http::Uri {
+    let path = uri.path();
+    if path.len() <= 1 || !path.ends_with('/') || uri.query().is_some() {
+        return uri;
+    }
+    let trimmed = path.trim_end_matches('/');
+    let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+    let mut parts = uri.clone().into_parts();
+    match trimmed.parse() {
+        Ok(pq) => {
+            parts.path_and_query = Some(pq);
+            http::Uri::from_parts(parts).unwrap_or(uri)
+        }
+        Err(_) => uri,
+    }
+}
+
+// ---- locating keys in the document ------------------------------------------------------------
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// One step of a key path: a table key or an array index.
+#[derive(Debug, Clone)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn format_path(path: &[Seg]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// The deepest key path whose key or value span contains `offset`.
+///
+/// Every node is visited (the document is small), because the span toml gives a `[table]` header's
+/// value does not necessarily cover the keys below it.
+fn key_path_at(doc: &DeTable<'_>, offset: usize) -> Option<String> {
+    fn walk_value(
+        v: &Spanned<DeValue<'_>>,
+        offset: usize,
+        path: &mut Vec<Seg>,
+        best: &mut Vec<Seg>,
+    ) {
+        match v.get_ref() {
+            DeValue::Table(t) => walk_table(t, offset, path, best),
+            DeValue::Array(a) => {
+                for (i, item) in a.iter().enumerate() {
+                    path.push(Seg::Index(i));
+                    if item.span().contains(&offset) && path.len() > best.len() {
+                        *best = path.clone();
+                    }
+                    walk_value(item, offset, path, best);
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+    fn walk_table(t: &DeTable<'_>, offset: usize, path: &mut Vec<Seg>, best: &mut Vec<Seg>) {
+        for (k, v) in t.iter() {
+            path.push(Seg::Key(k.get_ref().to_string()));
+            if (k.span().contains(&offset) || v.span().contains(&offset)) && path.len() > best.len()
+            {
+                *best = path.clone();
+            }
+            walk_value(v, offset, path, best);
+            path.pop();
+        }
+    }
+    let mut best = Vec::new();
+    walk_table(doc, offset, &mut Vec::new(), &mut best);
+    (!best.is_empty()).then(|| format_path(&best))
+}
+
+/// Byte offset of the key path `a.b[3].c` in the document: of the key itself, or of the deepest
+/// part of the path present (an array element's table). `None` when not even the first key is
+/// there (the value came from a default).
+fn line_of_key(doc: &DeTable<'_>, path: &str) -> Option<usize> {
+    let mut segs = Vec::new();
+    for part in path.split('.') {
+        let (name, rest) = part.split_once('[').unwrap_or((part, ""));
+        segs.push(Seg::Key(name.to_string()));
+        for idx in rest.split('[') {
+            if let Ok(i) = idx.trim_end_matches(']').parse() {
+                segs.push(Seg::Index(i));
+            }
+        }
+    }
+    let mut found = None;
+    let mut table = Some(doc);
+    let mut value: Option<&Spanned<DeValue<'_>>> = None;
+    for seg in &segs {
+        match seg {
+            Seg::Key(k) => {
+                let (key, v) = table?.get_key_value(k.as_str())?;
+                found = Some(key.span().start);
+                value = Some(v);
+            }
+            Seg::Index(i) => {
+                let item = value?.get_ref().as_array()?.get(*i)?;
+                found = Some(item.span().start);
+                value = Some(item);
+            }
+        }
+        table = value.and_then(|v| v.get_ref().as_table());
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ConfigError {
+        match Config::from_toml_str(text, "test.toml") {
+            Ok(c) => panic!("expected an error, got {c:?}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn empty_text_gives_the_defaults() {
+        assert_eq!(Config::from_toml_str("", "x").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn example_file_parses_to_the_defaults_plus_resources() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml");
+        let c = Config::from_file(path).unwrap();
+        let mut want = Config::default();
+        want.upstream.url = Some("http://127.0.0.1:8001".parse().unwrap());
+        want.cache.resources = vec![
+            ResourceSpec::new("", "v1", "pods"),
+            ResourceSpec::new("", "v1", "nodes"),
+            ResourceSpec::new("", "v1", "namespaces"),
+            ResourceSpec::new("", "v1", "services"),
+            ResourceSpec::new("", "v1", "configmaps"),
+            ResourceSpec::new("discovery.k8s.io", "v1", "endpointslices"),
+        ];
+        assert_eq!(c, want);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn all_keys_are_read() {
+        let c = Config::from_toml_str(
+            r#"
+[server]
+listen = "0.0.0.0:9443"
+[upstream]
+url = "https://kube.example:6443/prefix/"
+connect_timeout_ms = 250
+[cache]
+event_window_count = 7
+event_window_secs = 8
+bookmark_interval_secs = 9
+watcher_queue = 10
+watcher_max_lag_bytes = 11
+not_ready_wait_ms = 0
+list_page_size = 13
+[[cache.resources]]
+resource = "pods"
+version = "v1"
+"#,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.server.listen, "0.0.0.0:9443".parse().unwrap());
+        assert_eq!(
+            c.upstream.url.as_ref().unwrap().to_string(),
+            "https://kube.example:6443/prefix"
+        );
+        assert_eq!(c.upstream.connect_timeout, Duration::from_millis(250));
+        let k = &c.cache;
+        assert_eq!(k.event_window_count, 7);
+        assert_eq!(k.event_window, Duration::from_secs(8));
+        assert_eq!(k.bookmark_interval, Duration::from_secs(9));
+        assert_eq!(k.watcher_queue, 10);
+        assert_eq!(k.watcher_max_lag_bytes, 11);
+        assert_eq!(k.not_ready_wait, Duration::ZERO);
+        assert_eq!(k.list_page_size, 13);
+        assert_eq!(k.resources, vec![ResourceSpec::new("", "v1", "pods")]);
+    }
+
+    #[test]
+    fn unknown_key_names_the_table_and_line() {
+        let e = err("[server]\nlisten = \"127.0.0.1:1\"\n\n[cache]\nwatcher_queue = 5\nfoo = 1\n");
+        let s = e.to_string();
+        assert_eq!(e.key(), Some("cache.foo"), "{s}");
+        assert_eq!(e.line(), Some(6), "{s}");
+        assert!(
+            s.starts_with("test.toml: line 6: cache.foo: unknown field `foo`"),
+            "{s}"
+        );
+        assert!(s.contains("watcher_queue"), "lists the expected keys: {s}");
+    }
+
+    #[test]
+    fn unknown_top_level_table() {
+        let e = err("[servr]\nlisten = \"x\"\n");
+        assert_eq!(e.key(), Some("servr"), "{e}");
+        assert_eq!(e.line(), Some(1), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_in_a_resource() {
+        let e = err(
+            "[[cache.resources]]\nversion = \"v1\"\nresource = \"pods\"\n\
+             [[cache.resources]]\nversion = \"v1\"\nresources = \"nodes\"\n",
+        );
+        assert_eq!(e.key(), Some("cache.resources[1].resources"), "{e}");
+        assert_eq!(e.line(), Some(6), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let e = err("[cache]\nlist_page_size = \"many\"\n");
+        assert_eq!(e.key(), Some("cache.list_page_size"), "{e}");
+        assert_eq!(e.line(), Some(2), "{e}");
+        let e = err("[cache]\nwatcher_queue = -1\n");
+        assert_eq!(e.key(), Some("cache.watcher_queue"), "{e}");
+    }
+
+    #[test]
+    fn missing_resource_key_names_the_entry() {
+        let e = err("[[cache.resources]]\nversion = \"v1\"\n");
+        let s = e.to_string();
+        assert!(s.contains("resource"), "{s}");
+        assert_eq!(e.key(), Some("cache.resources[0]"), "{s}");
+        assert_eq!(e.line(), Some(1), "{s}");
+    }
+
+    #[test]
+    fn syntax_error_has_a_line() {
+        let e = err("[server]\nlisten = \n");
+        assert!(matches!(e, ConfigError::Parse { .. }), "{e:?}");
+        assert_eq!(e.line(), Some(2), "{e}");
+        assert!(e.to_string().starts_with("test.toml: line 2: "), "{e}");
+    }
+
+    #[test]
+    fn bad_upstream_scheme() {
+        let e = err("[upstream]\nurl = \"ftp://x\"\n");
+        assert_eq!(
+            e.to_string(),
+            "test.toml: line 2: upstream.url: \"ftp://x\" is not an http(s) URL"
+        );
+        assert_eq!(e.key(), Some("upstream.url"));
+    }
+
+    #[test]
+    fn upstream_url_needs_a_host_and_no_query() {
+        for (url, want) in [
+            ("/just/a/path", "is not an http(s) URL"),
+            ("http://h:1/?x=1", "has a query string"),
+            ("http://u:p@h:1", "carries credentials"),
+            ("http://h:1:2", "is not a valid URL"),
+        ] {
+            let e = err(&format!("[upstream]\nurl = \"{url}\"\n"));
+            assert_eq!(e.key(), Some("upstream.url"), "{e}");
+            assert!(e.to_string().contains(want), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn upstream_url_is_optional_but_required_on_demand() {
+        let c = Config::from_toml_str("", "t").unwrap();
+        let e = c.upstream.require_url().unwrap_err();
+        assert_eq!(e.to_string(), "upstream.url is not set");
+        let c = Config::from_toml_str("[upstream]\nurl = \"http://h:8001\"\n", "t").unwrap();
+        assert_eq!(
+            c.upstream.require_url().unwrap().to_string(),
+            "http://h:8001/"
+        );
+    }
+
+    #[test]
+    fn bad_listen_address() {
+        let e = err("\n[server]\nlisten = \"localhost\"\n");
+        assert_eq!(e.key(), Some("server.listen"));
+        assert_eq!(e.line(), Some(3), "{e}");
+        assert!(e.to_string().contains("\"localhost\""), "{e}");
+    }
+
+    #[test]
+    fn zero_counts_are_rejected() {
+        for key in [
+            "event_window_count",
+            "event_window_secs",
+            "bookmark_interval_secs",
+            "watcher_queue",
+            "watcher_max_lag_bytes",
+            "list_page_size",
+        ] {
+            let e = err(&format!("[cache]\n{key} = 0\n"));
+            assert_eq!(e.key(), Some(format!("cache.{key}").as_str()), "{e}");
+            assert_eq!(e.line(), Some(2), "{e}");
+            assert!(e.to_string().ends_with("must be greater than 0"), "{e}");
+        }
+        let e = err("[upstream]\nconnect_timeout_ms = 0\n");
+        assert_eq!(e.key(), Some("upstream.connect_timeout_ms"), "{e}");
+        // Waiting zero milliseconds for the first sync is allowed: answer 429 at once.
+        Config::from_toml_str("[cache]\nnot_ready_wait_ms = 0\n", "t").unwrap();
+    }
+
+    #[test]
+    fn huge_durations_are_rejected() {
+        let e = err("[cache]\nevent_window_secs = 18446744073709551615\n");
+        assert_eq!(e.key(), Some("cache.event_window_secs"), "{e}");
+        assert!(e.to_string().contains("at most"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_resources_name_the_entry() {
+        let text = r#"
+[[cache.resources]]
+version = "v1"
+resource = "pods"
+
+[[cache.resources]]
+group = "apps"
+version = "v1"
+resource = "deployments"
+
+[[cache.resources]]
+version = "v1"
+resource = "nodes"
+
+[[cache.resources]]
+group = ""
+version = "v1"
+resource = "pods"
+"#;
+        let e = err(text);
+        assert_eq!(e.key(), Some("cache.resources[3]"), "{e}");
+        assert_eq!(e.line(), Some(15), "{e}");
+        assert!(
+            e.to_string()
+                .contains("pods.v1 is already listed as cache.resources[0]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn resource_names_must_be_dns_labels() {
+        for (entry, key) in [
+            ("version = \"v1\"\nresource = \"Pods\"", "resource"),
+            ("version = \"v1\"\nresource = \"\"", "resource"),
+            ("version = \"v1\"\nresource = \"pods/status\"", "resource"),
+            ("version = \"v1\"\nresource = \"-pods\"", "resource"),
+            ("version = \"V1\"\nresource = \"pods\"", "version"),
+            (
+                "group = \"Apps\"\nversion = \"v1\"\nresource = \"deployments\"",
+                "group",
+            ),
+            (
+                "group = \"apps..x\"\nversion = \"v1\"\nresource = \"deployments\"",
+                "group",
+            ),
+        ] {
+            let text = format!(
+                "[[cache.resources]]\nversion = \"v1\"\nresource = \"pods\"\n[[cache.resources]]\n{entry}\n"
+            );
+            let e = err(&text);
+            assert_eq!(
+                e.key(),
+                Some(format!("cache.resources[1].{key}").as_str()),
+                "{entry}: {e}"
+            );
+            assert!(e.line().is_some_and(|l| l >= 5), "{entry}: {e}");
+        }
+        let c = Config::from_toml_str(
+            "[[cache.resources]]\ngroup = \"discovery.k8s.io\"\nversion = \"v1beta1\"\nresource = \"endpointslices\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            c.cache.resources[0].to_string(),
+            "endpointslices.v1beta1.discovery.k8s.io"
+        );
+    }
+
+    #[test]
+    fn validate_checks_overridden_values() {
+        let mut c = Config::default();
+        c.validate().unwrap();
+        c.cache.watcher_queue = 0;
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.key(), Some("cache.watcher_queue"));
+        assert_eq!(e.line(), None);
+        c.cache.watcher_queue = 1;
+        c.upstream.url = Some("ftp://x".parse().unwrap());
+        assert_eq!(c.validate().unwrap_err().key(), Some("upstream.url"));
+    }
+
+    #[test]
+    fn unreadable_file_names_the_path() {
+        let e = Config::from_file("/nonexistent/watchmux.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/watchmux.toml: cannot read: "),
+            "{e}"
+        );
+    }
+}
