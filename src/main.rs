@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use watchmux::config::Config;
+use watchmux::server::{self, Proxy};
 use watchmux::sim::{SimConfig, Simulator, churn::ChurnSpec, fleet::FleetSpec, kinds::CustomType};
+use watchmux::upstream::Upstream;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -23,8 +26,38 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the proxy in front of an upstream kube-apiserver.
+    Serve(ServeArgs),
+    /// The simulator with a synthetic fleet and watchmux in front of it, in one process.
+    Demo(DemoArgs),
     /// Run the built-in kube-apiserver simulator.
     Sim(SimArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// Configuration file (see config.toml).
+    #[arg(long, short)]
+    config: std::path::PathBuf,
+    /// Overrides `server.listen`.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+}
+
+#[derive(clap::Args, Debug)]
+struct DemoArgs {
+    /// Address watchmux listens on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Nodes in the simulated fleet.
+    #[arg(long, default_value_t = 50)]
+    nodes: usize,
+    /// Pods in the simulated fleet.
+    #[arg(long, default_value_t = 1000)]
+    pods: usize,
+    /// Pod writes per second in the simulator.
+    #[arg(long, default_value_t = 10.0)]
+    churn: f64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -70,9 +103,87 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match cli.command {
+        Command::Serve(a) => run_serve(a).await,
+        Command::Demo(a) => run_demo(a).await,
         Command::Sim(a) => run_sim(a).await,
     }
 }
+
+async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+    let mut config = Config::from_file(&a.config)?;
+    if let Some(l) = a.listen {
+        config.server.listen = l;
+    }
+    config.validate()?;
+    config.upstream.require_url()?;
+    run_proxy(config).await
+}
+
+async fn run_proxy(config: Config) -> anyhow::Result<()> {
+    let upstream = Upstream::new(&config.upstream).context("upstream client")?;
+    let proxy = Proxy::start(&config, upstream);
+    let addr = server::bind_and_serve(proxy.clone(), config.server.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.server.listen))?;
+    tracing::info!(listen = %addr, upstream = %proxy.upstream.url(), resources = config.cache.resources.len(), "watchmux serving");
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    tracing::info!("shutting down");
+    proxy.shutdown().await;
+    Ok(())
+}
+
+async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
+    let sim = Simulator::start(SimConfig {
+        fleet: Some(FleetSpec {
+            nodes: a.nodes,
+            pods: a.pods,
+            namespaces: 10,
+            seed: 1,
+        }),
+        churn: (a.churn > 0.0).then_some(ChurnSpec {
+            per_second: a.churn,
+            seed: 1,
+        }),
+        ..SimConfig::default()
+    })
+    .await
+    .context("starting the simulator")?;
+    let mut config = Config::from_toml_str(DEMO_CONFIG, "built-in demo config")?;
+    config.server.listen = a.listen;
+    config.upstream.url = Some(sim.url().parse().context("simulator URL")?);
+    config.validate()?;
+    tracing::info!(simulator = %sim.url(), "simulated kube-apiserver with {} nodes and {} pods", a.nodes, a.pods);
+    println!(
+        "watchmux demo: point kubectl at it with\n  kubectl --server http://{} get pods -A -w",
+        a.listen
+    );
+    run_proxy(config).await
+}
+
+/// The demo caches what kubelets, controllers and dashboards watch most.
+const DEMO_CONFIG: &str = r#"
+[[cache.resources]]
+version = "v1"
+resource = "pods"
+[[cache.resources]]
+version = "v1"
+resource = "nodes"
+[[cache.resources]]
+version = "v1"
+resource = "namespaces"
+[[cache.resources]]
+version = "v1"
+resource = "services"
+[[cache.resources]]
+version = "v1"
+resource = "configmaps"
+[[cache.resources]]
+group = "discovery.k8s.io"
+version = "v1"
+resource = "endpointslices"
+"#;
 
 async fn run_sim(a: SimArgs) -> anyhow::Result<()> {
     let mut cfg = SimConfig {

@@ -253,7 +253,10 @@ impl Upstream {
     /// and query), `Host` is set to the upstream's authority, everything else (method, headers,
     /// streaming body) goes as given. Hop-by-hop headers are the caller's business
     /// (see `proxy`).
-    pub async fn send(&self, mut req: Request<UpstreamBody>) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn send(
+        &self,
+        mut req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let pq = req
             .uri()
             .path_and_query()
@@ -263,7 +266,10 @@ impl Upstream {
         self.send_raw(req).await
     }
 
-    async fn send_raw(&self, mut req: Request<UpstreamBody>) -> Result<Response<Incoming>, UpstreamError> {
+    async fn send_raw(
+        &self,
+        mut req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         req.headers_mut().insert(HOST, self.base.host.clone());
         // The downstream may have spoken HTTP/2; the version of the upstream exchange is the
         // pool's choice (a request marked HTTP/2 would be refused on an HTTP/1.1 connection).
@@ -316,8 +322,10 @@ fn build_client(connect_timeout: Duration) -> Client<HttpConnector, UpstreamBody
 }
 
 /// The error and its causes, outermost first.
-fn causes<'a>(e: &'a (dyn StdError + 'static)) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
-    std::iter::successors(Some(e), |e| e.source())
+fn causes<'a>(
+    e: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(e), |e: &&'a (dyn StdError + 'static)| (*e).source())
 }
 
 /// The causes below hyper-util's generic "client error (Connect)", joined: e.g.

@@ -112,8 +112,7 @@ fn invalid_json(group: &str, kind: &str, name: &str, causes: &[Cause<'_>]) -> St
     )
 }
 
-fn forbidden(field: &str, detail: &str) -> Cause<'static> {
-    let field: &'static str = Box::leak(field.to_string().into_boxed_str());
+fn forbidden(field: &'static str, detail: &str) -> Cause<'static> {
     ("FieldValueForbidden", field, format!("Forbidden: {detail}"))
 }
 
@@ -373,6 +372,10 @@ async fn legacy_watch_path_name_conflicting_with_field_selector_is_400() {
         "fieldSelector=metadata.name%3D%3Db",
         "fieldSelector=spec.nodeName%3Dn%2Cmetadata.name%3Db",
         "fieldSelector=metadata.name%3Db&resourceVersion=0",
+        // a non-empty selector must itself pin metadata.name to the name in the path
+        "fieldSelector=spec.nodeName%3Dn",
+        "fieldSelector=metadata.name%21%3Da",
+        "fieldSelector=metadata.namespace%3Ddefault",
     ] {
         expect_get(
             &format!("{u}/api/v1/watch/namespaces/default/pods/a?{q}"),
@@ -381,7 +384,29 @@ async fn legacy_watch_path_name_conflicting_with_field_selector_is_400() {
         )
         .await;
     }
-    // The same name is accepted and scopes the watch to that object.
+    // Validation (422) and field label conversion (400) come before the name rule.
+    expect_get(
+        &format!("{u}/api/v1/watch/namespaces/default/pods/a?fieldSelector=metadata.name%3Db&resourceVersionMatch=NotOlderThan&resourceVersion=1"),
+        422,
+        &list_options_invalid(&[forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        )]),
+    )
+    .await;
+    expect_get(
+        &format!("{u}/api/v1/watch/namespaces/default/pods/a?fieldSelector=x%3D1"),
+        400,
+        &status_json(400, "BadRequest", "field label not supported: x", None),
+    )
+    .await;
+    // The same name (alone or with other terms) is accepted and scopes the watch to that object.
+    let mut w = watch(&format!(
+        "{u}/api/v1/watch/namespaces/default/pods/a?fieldSelector=spec.nodeName%3D%2Cmetadata.name%3Da"
+    ))
+    .await;
+    assert_eq!(w.status, 200);
+    assert_eq!(w.next_event(T).await["object"]["metadata"]["name"], "a");
     let mut w = watch(&format!(
         "{u}/api/v1/watch/namespaces/default/pods/a?fieldSelector=metadata.name%3Da"
     ))

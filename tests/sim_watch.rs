@@ -725,7 +725,7 @@ async fn watch_from_rv_replays_exactly_the_events_after_it() {
     // The DELETED object is p2's last state, stamped with the deletion's RV.
     let mut w = watch(&format!("{pods}?watch=1&resourceVersion={r3}")).await;
     let d = w.next_event(T).await;
-    assert_eq!(d["object"]["metadata"]["uid"].as_str().is_some(), true);
+    assert!(d["object"]["metadata"]["uid"].is_string(), "{d}");
     assert_eq!(d["object"]["spec"]["containers"][0]["name"], "c");
 
     // A future RV is not an error: the watch waits and suppresses events up to it.

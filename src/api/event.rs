@@ -94,7 +94,13 @@ pub fn unstructured_prefix(kind: &str, api_version: &str) -> String {
 /// A BOOKMARK object: an empty object of the kind carrying only `metadata.resourceVersion` (and
 /// the initial-events-end annotation), with the Go zero-value fields kube-apiserver's encoder
 /// emits for the core kinds.
-pub fn bookmark_object(kind: &str, api_version: &str, core: bool, rv: u64, initial_end: bool) -> Value {
+pub fn bookmark_object(
+    kind: &str,
+    api_version: &str,
+    core: bool,
+    rv: u64,
+    initial_end: bool,
+) -> Value {
     let mut meta = serde_json::Map::new();
     meta.insert("resourceVersion".into(), json!(rv.to_string()));
     if initial_end {
@@ -113,7 +119,13 @@ pub fn bookmark_object(kind: &str, api_version: &str, core: bool, rv: u64, initi
 }
 
 /// The BOOKMARK frame for [`bookmark_object`].
-pub fn bookmark_frame(kind: &str, api_version: &str, core: bool, rv: u64, initial_end: bool) -> Bytes {
+pub fn bookmark_frame(
+    kind: &str,
+    api_version: &str,
+    core: bool,
+    rv: u64,
+    initial_end: bool,
+) -> Bytes {
     let obj = bookmark_object(kind, api_version, core, rv, initial_end);
     let mut out = b"{\"type\":\"BOOKMARK\",\"object\":".to_vec();
     out.extend_from_slice(&serde_json::to_vec(&obj).expect("bookmark serialises"));

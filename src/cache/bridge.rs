@@ -65,7 +65,9 @@ pub fn plan(
     list_rv: u64,
 ) -> Result<Vec<BridgeEvent>, String> {
     if list_rv < old_rv {
-        return Err(format!("the new list (RV {list_rv}) is older than the cache (RV {old_rv})"));
+        return Err(format!(
+            "the new list (RV {list_rv}) is older than the cache (RV {old_rv})"
+        ));
     }
     let mut events: Vec<BridgeEvent> = Vec::new();
     // Deletions to place: (latest allowed RV exclusive, previous object).
@@ -84,7 +86,9 @@ pub fn plan(
                 deletions.push((rv, p.clone()));
                 Some((EventType::Added, None))
             }
-            Some(p) if p.rec.rv != rv || p.body != item.body => Some((EventType::Modified, Some(p.clone()))),
+            Some(p) if p.rec.rv != rv || p.body != item.body => {
+                Some((EventType::Modified, Some(p.clone())))
+            }
             Some(_) => None,
         };
         if let Some((ty, prev)) = changed {
@@ -140,22 +144,41 @@ mod tests {
             body: Bytes::from(format!(
                 "{{\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"d\",\"uid\":\"{uid}\",\"resourceVersion\":\"{rv}\"}},\"data\":\"{data}\"}}"
             )),
-            rec: ObjectRecord { namespace: "d".into(), name: name.into(), uid: uid.into(), rv, ..Default::default() },
+            rec: ObjectRecord {
+                namespace: "d".into(),
+                name: name.into(),
+                uid: uid.into(),
+                rv,
+                ..Default::default()
+            },
         }
     }
 
     fn map(objs: &[Cached]) -> imbl::OrdMap<Arc<str>, Arc<Cached>> {
-        objs.iter().map(|o| (Arc::from(o.rec.key()), Arc::new(o.clone()))).collect()
+        objs.iter()
+            .map(|o| (Arc::from(o.rec.key()), Arc::new(o.clone())))
+            .collect()
     }
 
     #[test]
     fn bridges_adds_modifies_deletes_in_rv_order() {
-        let old = map(&[obj("a", "ua", 5, "1"), obj("b", "ub", 6, "1"), obj("c", "uc", 7, "1")]);
+        let old = map(&[
+            obj("a", "ua", 5, "1"),
+            obj("b", "ub", 6, "1"),
+            obj("c", "uc", 7, "1"),
+        ]);
         // During the outage (old RV 10): b modified at 13, c deleted (at 11, unknown to us),
         // d created at 12, a unchanged; list at 15.
-        let new = [obj("a", "ua", 5, "1"), obj("b", "ub", 13, "2"), obj("d", "ud", 12, "1")];
+        let new = [
+            obj("a", "ua", 5, "1"),
+            obj("b", "ub", 13, "2"),
+            obj("d", "ud", 12, "1"),
+        ];
         let ev = plan(&old, 10, &new, 15).unwrap();
-        let got: Vec<(EventType, String, u64)> = ev.iter().map(|(t, o, _)| (*t, o.rec.name.clone(), o.rec.rv)).collect();
+        let got: Vec<(EventType, String, u64)> = ev
+            .iter()
+            .map(|(t, o, _)| (*t, o.rec.name.clone(), o.rec.rv))
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -165,8 +188,16 @@ mod tests {
             ]
         );
         let deleted = &ev[0].1;
-        assert!(std::str::from_utf8(&deleted.body).unwrap().contains("\"resourceVersion\":\"11\""));
-        assert_eq!(ev[2].2.as_ref().unwrap().rec.rv, 6, "MODIFIED keeps the previous state for move-out");
+        assert!(
+            std::str::from_utf8(&deleted.body)
+                .unwrap()
+                .contains("\"resourceVersion\":\"11\"")
+        );
+        assert_eq!(
+            ev[2].2.as_ref().unwrap().rec.rv,
+            6,
+            "MODIFIED keeps the previous state for move-out"
+        );
     }
 
     #[test]
@@ -175,10 +206,17 @@ mod tests {
         // a deleted at 11, re-created at 12 with a new uid; z created at 13.
         let new = [obj("a", "u2", 12, "y"), obj("z", "uz", 13, "y")];
         let ev = plan(&old, 10, &new, 13).unwrap();
-        let got: Vec<(EventType, String, u64)> = ev.iter().map(|(t, o, _)| (*t, o.rec.uid.clone(), o.rec.rv)).collect();
+        let got: Vec<(EventType, String, u64)> = ev
+            .iter()
+            .map(|(t, o, _)| (*t, o.rec.uid.clone(), o.rec.rv))
+            .collect();
         assert_eq!(
             got,
-            vec![(EventType::Deleted, "u1".into(), 11), (EventType::Added, "u2".into(), 12), (EventType::Added, "uz".into(), 13)]
+            vec![
+                (EventType::Deleted, "u1".into(), 11),
+                (EventType::Added, "u2".into(), 12),
+                (EventType::Added, "uz".into(), 13)
+            ]
         );
     }
 
@@ -186,9 +224,22 @@ mod tests {
     fn unsafe_cases_fall_back() {
         let old = map(&[obj("a", "u1", 5, "x"), obj("b", "u2", 6, "x")]);
         assert!(plan(&old, 10, &[], 9).is_err(), "list older than the cache");
-        assert!(plan(&old, 10, &[obj("a", "u1", 8, "y")], 12).is_err(), "changed object with an old RV");
+        assert!(
+            plan(&old, 10, &[obj("a", "u1", 8, "y")], 12).is_err(),
+            "changed object with an old RV"
+        );
         // Two deletions but only one free revision: not etcd-like.
         assert!(plan(&old, 10, &[obj("c", "u3", 11, "x")], 12).is_err());
-        assert_eq!(plan(&old, 10, &[obj("a", "u1", 5, "x"), obj("b", "u2", 6, "x")], 10).unwrap().len(), 0);
+        assert_eq!(
+            plan(
+                &old,
+                10,
+                &[obj("a", "u1", 5, "x"), obj("b", "u2", 6, "x")],
+                10
+            )
+            .unwrap()
+            .len(),
+            0
+        );
     }
 }

@@ -52,9 +52,18 @@ impl ResourceInfo {
     /// Type information for a resource.
     pub fn new(group: &str, version: &str, resource: &str, kind: &str, namespaced: bool) -> Self {
         let builtin = crate::selector::fields::is_builtin_group(group);
-        let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-        let type_prefix = if builtin { typed_prefix(kind, &api_version) } else { unstructured_prefix(kind, &api_version) };
-        let heads = [EventType::Added, EventType::Modified, EventType::Deleted].map(|t| frame_head(t.as_str(), &type_prefix));
+        let api_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        let type_prefix = if builtin {
+            typed_prefix(kind, &api_version)
+        } else {
+            unstructured_prefix(kind, &api_version)
+        };
+        let heads = [EventType::Added, EventType::Modified, EventType::Deleted]
+            .map(|t| frame_head(t.as_str(), &type_prefix));
         ResourceInfo {
             group: group.into(),
             version: version.into(),
@@ -70,7 +79,11 @@ impl ResourceInfo {
 
     /// `v1` or `group/version`.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// `PodList`.
@@ -148,7 +161,9 @@ impl CacheEvent {
         self.frames[emitted as usize]
             .get_or_init(|| {
                 let body = match (emitted, self.ty, &self.prev) {
-                    (EventType::Deleted, EventType::Modified, Some(prev)) => record::restamp(&prev.body, prev.rec.rv, self.rv),
+                    (EventType::Deleted, EventType::Modified, Some(prev)) => {
+                        record::restamp(&prev.body, prev.rec.rv, self.rv)
+                    }
                     _ => self.obj.body.clone(),
                 };
                 encode_frame(emitted.as_str(), &info.type_prefix, &body)
@@ -219,7 +234,10 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Objects in a namespace (or all), in key order.
-    pub fn iter_namespace<'a>(&'a self, namespace: Option<&'a str>) -> Box<dyn Iterator<Item = &'a Arc<Cached>> + 'a> {
+    pub fn iter_namespace<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+    ) -> Box<dyn Iterator<Item = &'a Arc<Cached>> + Send + 'a> {
         match namespace {
             None => Box::new(self.objects.values()),
             Some(ns) => {
@@ -277,7 +295,9 @@ pub struct ResourceCache {
 
 impl std::fmt::Debug for ResourceCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResourceCache").field("resource", &self.info.group_resource()).finish()
+        f.debug_struct("ResourceCache")
+            .field("resource", &self.info.group_resource())
+            .finish()
     }
 }
 
@@ -354,13 +374,19 @@ impl ResourceCache {
     /// Waits until the first sync, up to `timeout`.
     pub async fn wait_synced(&self, timeout: Duration) -> bool {
         let mut rx = self.synced_tx.subscribe();
-        matches!(tokio::time::timeout(timeout, rx.wait_for(|s| *s)).await, Ok(Ok(_)))
+        matches!(
+            tokio::time::timeout(timeout, rx.wait_for(|s| *s)).await,
+            Ok(Ok(_))
+        )
     }
 
     /// Waits until the cache's resourceVersion reaches `rv`, up to `timeout`.
     pub async fn wait_rv(&self, rv: u64, timeout: Duration) -> bool {
         let mut rx = self.rv_tx.subscribe();
-        matches!(tokio::time::timeout(timeout, rx.wait_for(|r| *r >= rv)).await, Ok(Ok(_)))
+        matches!(
+            tokio::time::timeout(timeout, rx.wait_for(|r| *r >= rv)).await,
+            Ok(Ok(_))
+        )
     }
 
     /// A receiver of the cache's resourceVersion.
@@ -371,7 +397,10 @@ impl ResourceCache {
     /// An O(1) snapshot of the current objects.
     pub fn snapshot(&self) -> Snapshot {
         let st = self.state.read();
-        Snapshot { rv: st.rv, objects: st.objects.clone() }
+        Snapshot {
+            rv: st.rv,
+            objects: st.objects.clone(),
+        }
     }
 
     /// kube's watch start rule: a watch from `rv` is served iff `rv >= oldest - 1`; else
@@ -386,7 +415,11 @@ impl ResourceCache {
                 None => st.max_evicted,
             }
         };
-        if rv < oldest_minus_one { Err(oldest_minus_one) } else { Ok(()) }
+        if rv < oldest_minus_one {
+            Err(oldest_minus_one)
+        } else {
+            Ok(())
+        }
     }
 
     /// Up to `max` events after `cursor`; `Err` when some of them already left the log.
@@ -397,7 +430,10 @@ impl ResourceCache {
         }
         let start = st.log.partition_point(|e| e.rv <= cursor);
         let end = start.saturating_add(max).min(st.log.len());
-        Ok(LogBatch { events: st.log.range(start..end).cloned().collect(), at_head: end == st.log.len() })
+        Ok(LogBatch {
+            events: st.log.range(start..end).cloned().collect(),
+            at_head: end == st.log.len(),
+        })
     }
 
     /// Registers a watcher that starts reading the log after `cursor` ("catching up").
@@ -412,8 +448,20 @@ impl ResourceCache {
         let mut st = self.state.write();
         let id = st.next_id;
         st.next_id += 1;
-        st.watchers.insert(id, Registered { filter, tx, shared: shared.clone() });
-        Registration { cache: self.clone(), id, shared, rx }
+        st.watchers.insert(
+            id,
+            Registered {
+                filter,
+                tx,
+                shared: shared.clone(),
+            },
+        );
+        Registration {
+            cache: self.clone(),
+            id,
+            shared,
+            rx,
+        }
     }
 
     /// A catching-up watcher at `cursor` switches to live delivery if the log holds nothing
@@ -456,7 +504,9 @@ impl ResourceCache {
                 st.objects.insert(key, obj.clone());
             }
         }
-        self.counters.events_received.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .events_received
+            .fetch_add(1, Ordering::Relaxed);
         self.append(&mut st, ty, obj, prev);
         drop(st);
         self.rv_tx.send_replace(rv);
@@ -484,10 +534,14 @@ impl ResourceCache {
             if w.shared.lagging.load(Ordering::Acquire) {
                 continue;
             }
-            let Some(emitted) = ev.emitted_for(&w.filter) else { continue };
+            let Some(emitted) = ev.emitted_for(&w.filter) else {
+                continue;
+            };
             match w.tx.try_send((ev.clone(), emitted)) {
                 Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) => w.shared.lagging.store(true, Ordering::Release),
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    w.shared.lagging.store(true, Ordering::Release)
+                }
                 Err(mpsc::error::TrySendError::Closed(_)) => gone.push(*id),
             }
         }
@@ -499,7 +553,10 @@ impl ResourceCache {
     fn evict(&self, st: &mut State) {
         let cutoff = Instant::now().checked_sub(self.settings.window_age);
         while st.log.len() > self.settings.window_count
-            || st.log.front().is_some_and(|e| cutoff.is_some_and(|c| e.at < c))
+            || st
+                .log
+                .front()
+                .is_some_and(|e| cutoff.is_some_and(|c| e.at < c))
         {
             let Some(e) = st.log.pop_front() else { break };
             st.max_evicted = st.max_evicted.max(e.rv);
@@ -533,15 +590,26 @@ impl ResourceCache {
                 Some("fell out of the event window")
             } else {
                 let i = st.log.partition_point(|e| e.rv <= cursor);
-                let done = if i == 0 { head_bytes - st.log.iter().map(|e| e.obj.body.len() as u64 + 48).sum::<u64>() } else { st.log[i - 1].cum_bytes };
-                (head_bytes.saturating_sub(done) > self.settings.max_lag_bytes).then_some("lagging beyond the byte bound")
+                let done = if i == 0 {
+                    head_bytes
+                        - st.log
+                            .iter()
+                            .map(|e| e.obj.body.len() as u64 + 48)
+                            .sum::<u64>()
+                } else {
+                    st.log[i - 1].cum_bytes
+                };
+                (head_bytes.saturating_sub(done) > self.settings.max_lag_bytes)
+                    .then_some("lagging beyond the byte bound")
             };
             if let Some(r) = reason {
                 w.shared.close(r);
                 closed += 1;
             }
         }
-        self.counters.slow_watchers_closed.fetch_add(closed as u64, Ordering::Relaxed);
+        self.counters
+            .slow_watchers_closed
+            .fetch_add(closed as u64, Ordering::Relaxed);
         closed
     }
 
@@ -582,7 +650,9 @@ impl ResourceCache {
                     self.append(&mut st, ty, obj, prev);
                 }
                 st.rv = st.rv.max(list_rv);
-                self.counters.relists_bridged.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .relists_bridged
+                    .fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Bridged { events: n }
             }
             Err(why) => {

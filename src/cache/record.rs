@@ -34,7 +34,10 @@ pub struct ObjectRecord {
 impl ObjectRecord {
     /// A selectable field's value.
     pub fn field(&self, name: &str) -> Option<&str> {
-        self.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Storage key: `ns/name`, or `name` for cluster-scoped objects (kube's key order).
@@ -181,7 +184,11 @@ impl Skeleton<'_> {
             put(&mut spec, "serviceAccountName", s(&sp.service_account_name));
             put(&mut spec, "serviceAccount", s(&sp.service_account));
             put(&mut spec, "hostNetwork", sp.host_network.map(Value::Bool));
-            put(&mut spec, "unschedulable", sp.unschedulable.map(Value::Bool));
+            put(
+                &mut spec,
+                "unschedulable",
+                sp.unschedulable.map(Value::Bool),
+            );
             put(&mut spec, "clusterIP", s(&sp.cluster_ip));
             put(&mut spec, "type", s(&sp.type_));
             put(&mut spec, "signerName", s(&sp.signer_name));
@@ -193,7 +200,10 @@ impl Skeleton<'_> {
             put(&mut status, "phase", s(&st.phase));
             put(&mut status, "podIP", s(&st.pod_ip));
             if let Some(ips) = &st.pod_ips {
-                let list: Vec<Value> = ips.iter().map(|i| json!({"ip": i.ip.as_deref().unwrap_or_default()})).collect();
+                let list: Vec<Value> = ips
+                    .iter()
+                    .map(|i| json!({"ip": i.ip.as_deref().unwrap_or_default()}))
+                    .collect();
                 status.insert("podIPs".into(), Value::Array(list));
             }
             put(&mut status, "nominatedNodeName", s(&st.nominated_node_name));
@@ -217,44 +227,74 @@ fn needs_full_parse(info: &ResourceInfo) -> bool {
 
 /// Ingests one object's JSON (with or without `kind`/`apiVersion`).
 pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeError> {
-    let sk: Skeleton<'_> = serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let sk: Skeleton<'_> =
+        serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
     let name = sk.metadata.name.as_deref().unwrap_or_default().to_string();
     if name.is_empty() {
         return Err(DecodeError::NoName);
     }
     let rv_text = sk.metadata.resource_version.as_deref().unwrap_or_default();
-    let rv = rv_text.parse::<u64>().map_err(|_| DecodeError::ResourceVersion {
-        name: name.clone(),
-        rv: rv_text.to_string(),
-    })?;
+    let rv = rv_text
+        .parse::<u64>()
+        .map_err(|_| DecodeError::ResourceVersion {
+            name: name.clone(),
+            rv: rv_text.to_string(),
+        })?;
     let fields = if needs_full_parse(info) {
-        let full: Value = serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
-        crate::selector::fields::selectable_fields(&info.group, &info.kind, info.namespaced, &info.selectable_fields, &full)
+        let full: Value =
+            serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
+        crate::selector::fields::selectable_fields(
+            &info.group,
+            &info.kind,
+            info.namespaced,
+            &info.selectable_fields,
+            &full,
+        )
     } else {
-        crate::selector::fields::selectable_fields(&info.group, &info.kind, info.namespaced, &[], &sk.selectable_view())
+        crate::selector::fields::selectable_fields(
+            &info.group,
+            &info.kind,
+            info.namespaced,
+            &[],
+            &sk.selectable_view(),
+        )
     };
     let labels = sk
         .metadata
         .labels
         .as_ref()
-        .map(|l| l.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        .map(|l| {
+            l.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
         .unwrap_or_default();
     let rec = ObjectRecord {
-        namespace: sk.metadata.namespace.as_deref().unwrap_or_default().to_string(),
+        namespace: sk
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or_default()
+            .to_string(),
         name,
         uid: sk.metadata.uid.as_deref().unwrap_or_default().to_string(),
         rv,
         labels,
         fields,
     };
-    Ok(Cached { body: strip_type_meta(raw)?, rec })
+    Ok(Cached {
+        body: strip_type_meta(raw)?,
+        rec,
+    })
 }
 
 /// The object's JSON without `kind`/`apiVersion`, copied into an exactly sized buffer (so no
 /// list page or watch read buffer is kept alive by a cached object).
 pub fn strip_type_meta(raw: &[u8]) -> Result<Bytes, DecodeError> {
     let raw = trim(raw);
-    let mut rest = raw.strip_prefix(b"{").ok_or_else(|| DecodeError::Json("not an object".into()))?;
+    let mut rest = raw
+        .strip_prefix(b"{")
+        .ok_or_else(|| DecodeError::Json("not an object".into()))?;
     // kube encodes typed objects as {"kind":..,"apiVersion":..,...} and unstructured ones with
     // sorted keys {"apiVersion":..,"kind":..,...}; strip either when they lead.
     for _ in 0..2 {
@@ -270,7 +310,8 @@ pub fn strip_type_meta(raw: &[u8]) -> Result<Bytes, DecodeError> {
         return Ok(b.freeze());
     }
     // Type meta not leading: rebuild without it (rare; never for kube-apiserver's own output).
-    let mut v: Map<String, Value> = serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let mut v: Map<String, Value> =
+        serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
     v.shift_remove("kind");
     v.shift_remove("apiVersion");
     let out = crate::gofmt::escape_html(serde_json::to_vec(&v).expect("map serialises"));
@@ -278,8 +319,14 @@ pub fn strip_type_meta(raw: &[u8]) -> Result<Bytes, DecodeError> {
 }
 
 fn trim(raw: &[u8]) -> &[u8] {
-    let start = raw.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(raw.len());
-    let end = raw.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = raw
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(raw.len());
+    let end = raw
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &raw[start..end]
 }
 
@@ -319,7 +366,10 @@ fn contains_member_elsewhere(rest: &[u8]) -> bool {
         } else {
             match c {
                 b'"' => {
-                    if depth == 0 && (rest[i..].starts_with(b"\"kind\":") || rest[i..].starts_with(b"\"apiVersion\":")) {
+                    if depth == 0
+                        && (rest[i..].starts_with(b"\"kind\":")
+                            || rest[i..].starts_with(b"\"apiVersion\":"))
+                    {
                         let prev = rest[..i].iter().rev().find(|c| !c.is_ascii_whitespace());
                         if matches!(prev, None | Some(b',')) {
                             return true;
@@ -350,11 +400,14 @@ pub fn restamp(body: &Bytes, old_rv: u64, rv: u64) -> Bytes {
         return b.freeze();
     }
     // Ambiguous (the same text elsewhere): edit the parsed object.
-    let mut v: Map<String, Value> = serde_json::from_slice(body).expect("cached bodies are valid JSON");
+    let mut v: Map<String, Value> =
+        serde_json::from_slice(body).expect("cached bodies are valid JSON");
     if let Some(Value::Object(m)) = v.get_mut("metadata") {
         m.insert("resourceVersion".into(), Value::String(rv.to_string()));
     }
-    Bytes::from(crate::gofmt::escape_html(serde_json::to_vec(&v).expect("map serialises")))
+    Bytes::from(crate::gofmt::escape_html(
+        serde_json::to_vec(&v).expect("map serialises"),
+    ))
 }
 
 #[cfg(test)]
@@ -372,7 +425,10 @@ mod tests {
         assert!(c.body.starts_with(br#"{"metadata":{"name":"p""#));
         assert_eq!(c.rec.rv, 42);
         assert_eq!(c.rec.key(), "d/p");
-        assert_eq!(c.rec.labels, vec![("a".into(), "1".into()), ("b".into(), "2".into())]);
+        assert_eq!(
+            c.rec.labels,
+            vec![("a".into(), "1".into()), ("b".into(), "2".into())]
+        );
         assert_eq!(c.rec.field("spec.nodeName"), Some("n1"));
         assert_eq!(c.rec.field("status.phase"), Some("Running"));
         assert_eq!(c.rec.field("status.podIP"), Some("10.0.0.1"));
@@ -387,17 +443,32 @@ mod tests {
         let cr = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind":"inner"}}"#;
         let w = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
         let c = decode_object(&w, cr).unwrap();
-        assert_eq!(&c.body[..], br#"{"metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind":"inner"}}"#);
+        assert_eq!(
+            &c.body[..],
+            br#"{"metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind":"inner"}}"#
+        );
         let odd = br#"{"metadata":{"name":"w","resourceVersion":"3"},"kind":"Widget"}"#;
-        assert_eq!(&decode_object(&w, odd).unwrap().body[..], br#"{"metadata":{"name":"w","resourceVersion":"3"}}"#);
+        assert_eq!(
+            &decode_object(&w, odd).unwrap().body[..],
+            br#"{"metadata":{"name":"w","resourceVersion":"3"}}"#
+        );
     }
 
     #[test]
     fn rejects_bad_objects() {
-        assert!(matches!(decode_object(&pods(), b"[1]"), Err(DecodeError::Json(_))));
-        assert_eq!(decode_object(&pods(), br#"{"metadata":{"resourceVersion":"1"}}"#), Err(DecodeError::NoName));
         assert!(matches!(
-            decode_object(&pods(), br#"{"metadata":{"name":"a","resourceVersion":"x"}}"#),
+            decode_object(&pods(), b"[1]"),
+            Err(DecodeError::Json(_))
+        ));
+        assert_eq!(
+            decode_object(&pods(), br#"{"metadata":{"resourceVersion":"1"}}"#),
+            Err(DecodeError::NoName)
+        );
+        assert!(matches!(
+            decode_object(
+                &pods(),
+                br#"{"metadata":{"name":"a","resourceVersion":"x"}}"#
+            ),
             Err(DecodeError::ResourceVersion { .. })
         ));
     }
@@ -405,8 +476,13 @@ mod tests {
     #[test]
     fn restamps_the_resource_version() {
         let b = Bytes::from_static(br#"{"metadata":{"name":"p","resourceVersion":"5"},"spec":{}}"#);
-        assert_eq!(&restamp(&b, 5, 9)[..], br#"{"metadata":{"name":"p","resourceVersion":"9"},"spec":{}}"#);
-        let amb = Bytes::from_static(br#"{"metadata":{"annotations":{"resourceVersion":"5"},"resourceVersion":"5"}}"#);
+        assert_eq!(
+            &restamp(&b, 5, 9)[..],
+            br#"{"metadata":{"name":"p","resourceVersion":"9"},"spec":{}}"#
+        );
+        let amb = Bytes::from_static(
+            br#"{"metadata":{"annotations":{"resourceVersion":"5"},"resourceVersion":"5"}}"#,
+        );
         let v: Value = serde_json::from_slice(&restamp(&amb, 5, 9)).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "9");
         assert_eq!(v["metadata"]["annotations"]["resourceVersion"], "5");

@@ -63,7 +63,16 @@ mod tests {
 
     #[test]
     fn scopes_and_selects() {
-        let f = Filter::parse("", "Pod", true, &[], Some("a".into()), "app=web", "spec.host=n1").unwrap();
+        let f = Filter::parse(
+            "",
+            "Pod",
+            true,
+            &[],
+            Some("a".into()),
+            "app=web",
+            "spec.host=n1",
+        )
+        .unwrap();
         let labels = vec![("app".to_string(), "web".to_string())];
         let fields = [("spec.nodeName", "n1")];
         let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
@@ -73,6 +82,9 @@ mod tests {
         assert!(!f.no_selectors());
         assert!(Filter::parse("", "Pod", true, &[], None, "", "bogus=1").is_err());
         let nodes = Filter::parse("", "Node", false, &[], Some("x".into()), "", "").unwrap();
-        assert_eq!(nodes.namespace, None, "cluster-scoped kinds ignore a namespace");
+        assert_eq!(
+            nodes.namespace, None,
+            "cluster-scoped kinds ignore a namespace"
+        );
     }
 }

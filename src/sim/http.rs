@@ -282,10 +282,12 @@ async fn resource(
         (Method::GET, Some(name)) if rp.legacy_watch => {
             let mut opts = ListOptions::from_query(query.as_deref())?;
             opts.watch = true;
-            fold_name_into_selector(&mut opts, &name)?;
             let repr = negotiate(accept.as_deref(), Target::Object, &rt.kind)?;
             opts.apply_watch_list_defaults();
             opts.validate()?;
+            // kube's order: validation (422), field label conversion (400), then the name rule.
+            Filter::new(&rt, ns.clone(), &opts)?;
+            fold_name_into_selector(&mut opts, &name)?;
             let filter = Filter::new(&rt, ns, &opts)?;
             watch::serve(state.clone(), rt, opts, filter, repr, query.as_deref()).await
         }
@@ -423,8 +425,9 @@ async fn resource(
 fn fold_name_into_selector(opts: &mut ListOptions, name: &str) -> Result<(), Status> {
     let fs = FieldSelector::parse(&opts.field_selector)
         .map_err(|e| Status::bad_request(e.to_string()))?;
-    if let Some(existing) = fs.exact_value("metadata.name") {
-        if existing != name {
+    // kube's get.go: a non-empty selector must itself require `metadata.name=<name>`.
+    if !fs.is_empty() {
+        if fs.exact_value("metadata.name") != Some(name) {
             return Err(Status::bad_request(
                 "fieldSelector metadata.name doesn't match requested name",
             ));
@@ -435,11 +438,7 @@ fn fold_name_into_selector(opts: &mut ListOptions, name: &str) -> Result<(), Sta
         .replace('\\', "\\\\")
         .replace(',', "\\,")
         .replace('=', "\\=");
-    opts.field_selector = if opts.field_selector.is_empty() {
-        format!("metadata.name={escaped}")
-    } else {
-        format!("{},metadata.name={escaped}", opts.field_selector)
-    };
+    opts.field_selector = format!("metadata.name={escaped}");
     Ok(())
 }
 

@@ -1,0 +1,277 @@
+//! Pass-through: every request the cache does not answer goes to the upstream untouched.
+//!
+//! Writes, uncached kinds, Table and protobuf requests, discovery, and upgrades (exec, attach,
+//! port-forward over SPDY or websocket) all come here. The request is forwarded with its method,
+//! path, query, headers and body; the response comes back with its status, headers and body. Both
+//! bodies stream frame by frame and are never buffered, so a chunked watch from the upstream
+//! reaches the client event by event, and a large request body is never held in memory.
+//!
+//! Only the hop-by-hop headers (RFC 9110 §7.6.1) are dropped: they describe one connection, not
+//! the message, and forwarding them would corrupt the framing on the other connection (a
+//! `Transfer-Encoding` from the client, a `Connection: close` from the upstream). `Host` is set to
+//! the upstream's authority. `Authorization` and every other header pass as they are.
+//!
+//! An upgrade (`Connection: Upgrade` + `Upgrade: ...`) is forwarded with those two headers kept;
+//! when the upstream answers 101 the client gets the same 101, and the two upgraded connections
+//! are then joined byte for byte until both directions have closed.
+
+use std::io;
+
+use bytes::Bytes;
+use http::header::{CONNECTION, CONTENT_TYPE, HeaderName, UPGRADE};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::status::Status;
+use crate::upstream::{Upstream, UpstreamError};
+
+/// The body of every pass-through response.
+pub type ProxyBody = BoxBody<Bytes, io::Error>;
+
+/// Headers that describe one connection, never forwarded (besides those `Connection` names).
+/// `Upgrade` and `Connection` are put back for an upgrade request.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Forwards `req` to the upstream and returns the upstream's answer, or a kube `Status` 503 when
+/// the upstream cannot be reached. Never fails and never panics.
+pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .to_string();
+    let upgrade = upgrade_protocol(req.headers());
+    // Must be taken before the request is taken apart: it is the request's extension.
+    let downstream = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
+
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    if let Some(protocol) = &upgrade {
+        parts
+            .headers
+            .insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+        parts.headers.insert(UPGRADE, protocol.clone());
+    }
+    let body = body.map_err(io::Error::other).boxed();
+    let result = up.send(Request::from_parts(parts, body)).await;
+
+    let mut resp = match result {
+        Ok(resp) => resp,
+        Err(e) => {
+            let resp = error_response(&e);
+            debug!(
+                %method, path, status = resp.status().as_u16(), error = %e,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "pass-through failed"
+            );
+            return resp;
+        }
+    };
+    let status = resp.status();
+    debug!(
+        %method, path, status = status.as_u16(), upgrade = upgrade.is_some(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "pass-through"
+    );
+
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        let Some(downstream) = downstream else {
+            // A 101 nobody asked for cannot be relayed: the client would not switch.
+            let s = Status::new(
+                502,
+                "",
+                "the upstream switched protocols without an upgrade request",
+            );
+            return status_response(&s);
+        };
+        let upstream = hyper::upgrade::on(&mut resp);
+        let (mut parts, _) = resp.into_parts();
+        let protocol = parts.headers.get(UPGRADE).cloned().or(upgrade);
+        strip_hop_by_hop(&mut parts.headers);
+        parts
+            .headers
+            .insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+        if let Some(protocol) = protocol {
+            parts.headers.insert(UPGRADE, protocol);
+        }
+        tokio::spawn(tunnel(downstream, upstream, method, path));
+        return Response::from_parts(parts, empty());
+    }
+
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    Response::from_parts(parts, body.map_err(io::Error::other).boxed())
+}
+
+/// The requested protocol of an upgrade request: `Upgrade`'s value when `Connection` lists the
+/// `upgrade` token (both are needed, RFC 9110 §7.8).
+fn upgrade_protocol(headers: &HeaderMap) -> Option<HeaderValue> {
+    let wants = connection_tokens(headers).any(|t| t.eq_ignore_ascii_case("upgrade"));
+    if !wants {
+        return None;
+    }
+    headers.get(UPGRADE).cloned()
+}
+
+/// The comma-separated tokens of every `Connection` header.
+fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Removes the hop-by-hop headers: the fixed set, every `Proxy-*` header, and whatever
+/// `Connection` names.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = connection_tokens(headers)
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+    let proxy: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("proxy-"))
+        .cloned()
+        .collect();
+    for name in proxy {
+        headers.remove(name);
+    }
+}
+
+/// Joins the client's and the upstream's upgraded connections until both directions are done
+/// (each side's EOF is passed on as a write shutdown, so half-closed exec streams work).
+async fn tunnel(downstream: OnUpgrade, upstream: OnUpgrade, method: http::Method, path: String) {
+    let (down, up) = match tokio::try_join!(downstream, upstream) {
+        Ok(pair) => pair,
+        Err(e) => {
+            debug!(%method, path, error = %e, "upgrade failed");
+            return;
+        }
+    };
+    let mut down = TokioIo::new(down);
+    let mut up = TokioIo::new(up);
+    match tokio::io::copy_bidirectional(&mut down, &mut up).await {
+        Ok((to_up, to_down)) => {
+            debug!(%method, path, to_up, to_down, "upgraded connection closed");
+        }
+        Err(e) => debug!(%method, path, error = %e, "upgraded connection aborted"),
+    }
+}
+
+/// The kube Status for a failed upstream exchange.
+fn error_response(e: &UpstreamError) -> Response<ProxyBody> {
+    let status = if e.is_invalid_uri() {
+        Status::new(400, "BadRequest", e.to_string())
+    } else {
+        Status::new(503, "ServiceUnavailable", e.to_string())
+    };
+    status_response(&status)
+}
+
+fn status_response(s: &Status) -> Response<ProxyBody> {
+    let mut resp = Response::new(
+        Full::new(Bytes::from(s.to_json()))
+            .map_err(|e| match e {})
+            .boxed(),
+    );
+    *resp.status_mut() = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn empty() -> ProxyBody {
+    Empty::new().map_err(|e| match e {}).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn hop_by_hop_headers_are_dropped() {
+        let mut h = headers(&[
+            ("connection", "keep-alive, X-Conn-Only"),
+            ("keep-alive", "timeout=5"),
+            ("x-conn-only", "1"),
+            ("proxy-authorization", "Basic x"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "trailers"),
+            ("trailer", "x-t"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+            ("authorization", "Bearer t"),
+            ("accept", "application/json"),
+            ("content-length", "3"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        left.sort();
+        assert_eq!(left, ["accept", "authorization", "content-length"]);
+    }
+
+    #[test]
+    fn upgrade_needs_both_headers() {
+        assert_eq!(
+            upgrade_protocol(&headers(&[
+                ("connection", "keep-alive, Upgrade"),
+                ("upgrade", "SPDY/3.1")
+            ])),
+            Some(HeaderValue::from_static("SPDY/3.1"))
+        );
+        assert_eq!(
+            upgrade_protocol(&headers(&[("upgrade", "websocket")])),
+            None
+        );
+        assert_eq!(
+            upgrade_protocol(&headers(&[("connection", "upgrade")])),
+            None
+        );
+    }
+
+    #[test]
+    fn errors_become_status_bodies() {
+        let e = UpstreamError::InvalidUri {
+            path: "x".into(),
+            reason: "bad".into(),
+        };
+        let r = error_response(&e);
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(r.headers()[CONTENT_TYPE], "application/json");
+    }
+}

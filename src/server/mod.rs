@@ -1,0 +1,468 @@
+//! The downstream HTTP server: routes each request either to a resource's watch cache (LIST and
+//! WATCH forms the cache can answer exactly as kube-apiserver would) or to the upstream
+//! unchanged (everything else).
+
+pub mod list;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::watch as tokio_watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::options::{ListOptions, RvMatch};
+use crate::api::path::{self, ApiPath};
+use crate::cache::{CacheSettings, ResourceCache};
+use crate::config::{CacheConfig, Config, ResourceSpec};
+use crate::reflector::{self, Backoff};
+use crate::respond::{Body, status_response};
+use crate::selector::{FieldSelector, Filter};
+use crate::status::Status;
+use crate::upstream::Upstream;
+
+/// Where a resource's cache will be once upstream discovery has answered.
+#[derive(Debug)]
+pub struct CacheSlot {
+    tx: tokio_watch::Sender<Option<Arc<ResourceCache>>>,
+}
+
+impl CacheSlot {
+    fn new() -> Self {
+        CacheSlot {
+            tx: tokio_watch::channel(None).0,
+        }
+    }
+
+    /// The cache, if discovered.
+    pub fn get(&self) -> Option<Arc<ResourceCache>> {
+        self.tx.borrow().clone()
+    }
+
+    /// Waits up to `timeout` for a synced cache.
+    pub async fn synced(&self, timeout: Duration) -> Option<Arc<ResourceCache>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rx = self.tx.subscribe();
+        let cache = match tokio::time::timeout_at(deadline, rx.wait_for(Option::is_some)).await {
+            Ok(Ok(c)) => c.clone()?,
+            _ => return None,
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        cache.wait_synced(left).await.then_some(cache)
+    }
+}
+
+/// The proxy: caches, upstream, settings.
+pub struct Proxy {
+    slots: HashMap<(String, String, String), CacheSlot>,
+    /// Pass-through client.
+    pub upstream: Upstream,
+    /// Cache settings from the config.
+    pub cache_config: CacheConfig,
+    /// Watches without `timeoutSeconds` last a random time in [this, 2× this) (kube: 1800 s).
+    pub min_request_timeout: Duration,
+    /// Stops everything.
+    pub cancel: CancellationToken,
+    /// Background tasks.
+    pub tasks: TaskTracker,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("upstream", &self.upstream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// Builds the proxy and starts one reflector per cached resource.
+    pub fn start(config: &Config, upstream: Upstream) -> Arc<Proxy> {
+        let mut slots = HashMap::new();
+        for spec in &config.cache.resources {
+            slots.insert(
+                (
+                    spec.group.clone(),
+                    spec.version.clone(),
+                    spec.resource.clone(),
+                ),
+                CacheSlot::new(),
+            );
+        }
+        let proxy = Arc::new(Proxy {
+            slots,
+            upstream,
+            cache_config: config.cache.clone(),
+            min_request_timeout: Duration::from_secs(1800),
+            cancel: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        });
+        for spec in &config.cache.resources {
+            let p = proxy.clone();
+            let spec = spec.clone();
+            proxy.tasks.spawn(async move { p.run_resource(spec).await });
+        }
+        let p = proxy.clone();
+        proxy.tasks.spawn(async move { p.reap_loop().await });
+        proxy
+    }
+
+    fn settings(&self) -> CacheSettings {
+        let c = &self.cache_config;
+        CacheSettings {
+            window_count: c.event_window_count,
+            window_age: c.event_window,
+            watcher_queue: c.watcher_queue,
+            max_lag_bytes: c.watcher_max_lag_bytes,
+        }
+    }
+
+    /// Discovery (retried with backoff), then the reflector.
+    async fn run_resource(self: Arc<Self>, spec: ResourceSpec) {
+        let up = self.upstream.watch_client();
+        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+        let info = loop {
+            let r = tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                r = reflector::discover(&up, &spec) => r,
+            };
+            match r {
+                Ok(info) => break info,
+                Err(e) => {
+                    let d = backoff.next_delay();
+                    tracing::warn!(resource = %spec, error = %e, retry_in = ?d, "discovery failed");
+                    tokio::select! {
+                        _ = self.cancel.cancelled() => return,
+                        _ = tokio::time::sleep(d) => {}
+                    }
+                }
+            }
+        };
+        let cache = ResourceCache::new(info, self.settings());
+        if let Some(slot) = self.slot(&spec.group, &spec.version, &spec.resource) {
+            slot.tx.send_replace(Some(cache.clone()));
+        }
+        reflector::run(
+            up,
+            spec,
+            cache,
+            self.cache_config.list_page_size,
+            self.cancel.clone(),
+        )
+        .await;
+    }
+
+    /// Once a second: evict old events, close watchers that fell behind.
+    async fn reap_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            for slot in self.slots.values() {
+                if let Some(c) = slot.get() {
+                    let n = c.reap();
+                    if n > 0 {
+                        tracing::info!(resource = %c.info.group_resource(), closed = n, "closed slow watchers");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The slot of a cached resource.
+    pub fn slot(&self, group: &str, version: &str, resource: &str) -> Option<&CacheSlot> {
+        self.slots
+            .get(&(group.to_string(), version.to_string(), resource.to_string()))
+    }
+
+    /// The cache of a resource, if discovered.
+    pub fn cache(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
+        self.slot(group, version, resource)?.get()
+    }
+
+    /// Whether every cached resource has synced.
+    pub fn ready(&self) -> bool {
+        self.slots
+            .values()
+            .all(|s| s.get().is_some_and(|c| c.is_synced()))
+    }
+
+    /// Stops the reflectors and closes every watch.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        for slot in self.slots.values() {
+            if let Some(c) = slot.get() {
+                c.close_all("server shutting down");
+            }
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+/// Whether the `Accept` header lets the cache answer with plain JSON: the first media range
+/// that names a representation we know decides. `as=Table`/`as=PartialObjectMetadata` and
+/// protobuf-only requests go to the upstream.
+pub fn accepts_plain_json(accept: Option<&str>) -> bool {
+    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
+        return true;
+    };
+    for mr in crate::sim::negotiate::media_ranges(accept) {
+        let json_like = matches!(mr.essence, "application/json" | "*/*" | "application/*");
+        if mr.param("as").is_some() {
+            return false;
+        }
+        if json_like {
+            return true;
+        }
+    }
+    false
+}
+
+/// Which LIST forms the cache answers (spec §1.5): RV=0 (any), and RV=N not-older-than.
+/// Everything else (consistent reads, exact RVs, continue pages) goes upstream.
+pub fn list_from_cache(opts: &ListOptions) -> bool {
+    if opts.continue_token.is_some() {
+        return false;
+    }
+    match (opts.resource_version.as_deref(), opts.rv_match()) {
+        (Some("0"), None | Some(RvMatch::NotOlderThan)) => true,
+        (Some(rv), Some(RvMatch::NotOlderThan)) => rv.parse::<u64>().is_ok(),
+        (Some(rv), None) => opts.limit == 0 && rv.parse::<u64>().is_ok(),
+        _ => false,
+    }
+}
+
+/// Folds a legacy `/watch/.../{name}` path's name into `metadata.name` (kube's `listOpts`).
+fn fold_name(opts: &mut ListOptions, name: &str) -> Result<(), Status> {
+    let fs = FieldSelector::parse(&opts.field_selector)
+        .map_err(|e| Status::bad_request(e.to_string()))?;
+    if let Some(existing) = fs.exact_value("metadata.name") {
+        if existing != name {
+            return Err(Status::bad_request(
+                "fieldSelector metadata.name doesn't match requested name",
+            ));
+        }
+        return Ok(());
+    }
+    let escaped = name
+        .replace('\\', "\\\\")
+        .replace(',', "\\,")
+        .replace('=', "\\=");
+    opts.field_selector = if opts.field_selector.is_empty() {
+        format!("metadata.name={escaped}")
+    } else {
+        format!("{},metadata.name={escaped}", opts.field_selector)
+    };
+    Ok(())
+}
+
+/// Handles one request.
+pub async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
+    match route(&proxy, &req).await {
+        Route::Answer(r) => r,
+        Route::Watch {
+            cache,
+            opts,
+            filter,
+        } => watch::serve(&proxy, cache, opts, filter),
+        Route::List {
+            slot_key,
+            ns,
+            opts,
+            filter,
+        } => {
+            let slot = proxy
+                .slots
+                .get(&slot_key)
+                .expect("routed to an existing slot");
+            list::serve(&proxy, slot, ns.as_deref(), &opts, &filter).await
+        }
+        Route::PassThrough => crate::proxy::pass_through(&proxy.upstream, req).await,
+    }
+}
+
+enum Route {
+    Answer(Response<Body>),
+    Watch {
+        cache: Arc<ResourceCache>,
+        opts: ListOptions,
+        filter: Filter,
+    },
+    List {
+        slot_key: (String, String, String),
+        ns: Option<String>,
+        opts: ListOptions,
+        filter: Filter,
+    },
+    PassThrough,
+}
+
+async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
+    let ApiPath::Resource(rp) = path::parse(req.uri().path()) else {
+        return Route::PassThrough;
+    };
+    if req.method() != Method::GET
+        || rp.subresource.is_some()
+        || (rp.name.is_some() && !rp.legacy_watch)
+    {
+        return Route::PassThrough;
+    }
+    let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
+    let Some(slot) = proxy.slots.get(&key) else {
+        return Route::PassThrough;
+    };
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    if !accepts_plain_json(accept) {
+        return Route::PassThrough;
+    }
+    let answer = |s: Status| Route::Answer(status_response(&s));
+    let mut opts = match ListOptions::from_query(req.uri().query()) {
+        Ok(o) => o,
+        Err(s) => return answer(s),
+    };
+    opts.watch |= rp.legacy_watch;
+    if let Some(name) = &rp.name
+        && let Err(s) = fold_name(&mut opts, name)
+    {
+        return answer(s);
+    }
+    if !opts.watch && !list_from_cache(&opts) {
+        return Route::PassThrough;
+    }
+    // Before discovery answered we do not know the kind: the resource is not ready.
+    let wait = proxy.cache_config.not_ready_wait;
+    let Some(cache) = slot.synced(wait).await else {
+        return answer(Status::too_many_requests("storage is (re)initializing", 1));
+    };
+    let info = &cache.info;
+    if rp.namespace.is_some() && !info.namespaced {
+        return answer(Status::path_not_found());
+    }
+    if opts.watch {
+        opts.apply_watch_list_defaults();
+    }
+    if let Err(s) = opts.validate() {
+        return answer(s);
+    }
+    let filter = match Filter::parse(
+        &info.group,
+        &info.kind,
+        info.namespaced,
+        &info.selectable_fields,
+        rp.namespace.clone(),
+        &opts.label_selector,
+        &opts.field_selector,
+    ) {
+        Ok(f) => f,
+        Err(e) => return answer(Status::bad_request(e.to_string())),
+    };
+    if opts.watch {
+        Route::Watch {
+            cache,
+            opts,
+            filter,
+        }
+    } else {
+        Route::List {
+            slot_key: key,
+            ns: rp.namespace,
+            opts,
+            filter,
+        }
+    }
+}
+
+/// Serves HTTP/1.1 and HTTP/2 (with upgrades) on `listener` until the proxy is cancelled.
+pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
+    loop {
+        let conn = tokio::select! {
+            _ = proxy.cancel.cancelled() => return,
+            c = listener.accept() => c,
+        };
+        let Ok((stream, _)) = conn else { continue };
+        let _ = stream.set_nodelay(true);
+        let p = proxy.clone();
+        let cancel = proxy.cancel.clone();
+        proxy.tasks.spawn(async move {
+            let svc = service_fn(move |req| {
+                let p = p.clone();
+                async move { Ok::<_, std::convert::Infallible>(handle(p, req).await) }
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = conn => {}
+                _ = cancel.cancelled() => {}
+            }
+        });
+    }
+}
+
+/// Binds `addr` and serves in the background; returns the bound address.
+pub async fn bind_and_serve(proxy: Arc<Proxy>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let p = proxy.clone();
+    proxy.tasks.spawn(async move { serve(p, listener).await });
+    Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(q: &str) -> ListOptions {
+        ListOptions::from_query(Some(q)).unwrap()
+    }
+
+    #[test]
+    fn cache_answers_the_forms_kube_serves_from_its_cache() {
+        assert!(list_from_cache(&opts("resourceVersion=0")));
+        assert!(list_from_cache(&opts("resourceVersion=0&limit=500")));
+        assert!(list_from_cache(&opts(
+            "resourceVersion=5&resourceVersionMatch=NotOlderThan&limit=5"
+        )));
+        assert!(list_from_cache(&opts("resourceVersion=5")));
+        assert!(!list_from_cache(&opts("")), "consistent reads go upstream");
+        assert!(!list_from_cache(&opts("limit=500")));
+        assert!(
+            !list_from_cache(&opts("resourceVersion=5&limit=5")),
+            "legacy exact"
+        );
+        assert!(!list_from_cache(&opts(
+            "resourceVersion=5&resourceVersionMatch=Exact"
+        )));
+        assert!(!list_from_cache(&opts("resourceVersion=0&continue=abc")));
+    }
+
+    #[test]
+    fn accept_negotiation() {
+        assert!(accepts_plain_json(None));
+        assert!(accepts_plain_json(Some("application/json")));
+        assert!(accepts_plain_json(Some(
+            "application/vnd.kubernetes.protobuf, application/json"
+        )));
+        assert!(!accepts_plain_json(Some(
+            "application/vnd.kubernetes.protobuf"
+        )));
+        assert!(!accepts_plain_json(Some(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        )));
+        assert!(accepts_plain_json(Some("*/*")));
+    }
+}

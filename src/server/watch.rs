@@ -1,0 +1,265 @@
+//! WATCH from the cache, as kube-apiserver 1.34+ serves it (spec §1.6, §2): initial events and
+//! the `k8s.io/initial-events-end` bookmark for watch-lists, replay from a resourceVersion inside
+//! the window, 410 as an ERROR event, periodic bookmarks and one before the deadline,
+//! `timeoutSeconds` (else a random 30–60 min), move-in/move-out.
+//!
+//! The 200 and its headers go out before any event. Each watcher is one task that is either
+//! *live* (the dispatcher pushes matching events into its bounded queue) or *catching up* (it
+//! reads the shared log from its cursor after falling behind). Frames are shared `Bytes`.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use hyper::body::Frame;
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+use super::Proxy;
+use super::list::BLOCK_TIMEOUT;
+use crate::api::event::{EventType, FRAME_TAIL, bookmark_frame, error_frame};
+use crate::api::options::ListOptions;
+use crate::cache::{Registration, ResourceCache};
+use crate::respond::{Body, status_response, stream_response};
+use crate::selector::Filter;
+use crate::status::Status;
+
+/// Log events read per catch-up step.
+const BATCH: usize = 256;
+
+type Tx = mpsc::Sender<Result<Frame<Bytes>, io::Error>>;
+
+/// Starts a watch on `cache`. Validation already happened in the router.
+pub fn serve(
+    proxy: &Proxy,
+    cache: Arc<ResourceCache>,
+    opts: ListOptions,
+    filter: Filter,
+) -> Response<Body> {
+    let rv = match opts.rv() {
+        Ok(rv) => rv,
+        Err(s) => return status_response(&s),
+    };
+    let timeout = match opts.timeout_seconds {
+        Some(s) if s > 0 => Duration::from_secs(s as u64),
+        _ => {
+            let min = proxy.min_request_timeout;
+            min + min.mul_f64(rand::rng().random::<f64>())
+        }
+    };
+    let (tx, mut rx) = mpsc::channel(64);
+    let w = Watcher {
+        cache,
+        filter: Arc::new(filter),
+        bookmarks: opts.allow_watch_bookmarks,
+        deadline: Instant::now() + timeout,
+        bookmark_interval: proxy.cache_config.bookmark_interval,
+        tx,
+        last_sent: 0,
+    };
+    let cancel = proxy.cancel.clone();
+    let sie = opts.send_initial_events;
+    proxy.tasks.spawn(async move {
+        tokio::select! {
+            _ = w.run(rv, sie) => {}
+            _ = cancel.cancelled() => {}
+        }
+    });
+    stream_response(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+}
+
+struct Watcher {
+    cache: Arc<ResourceCache>,
+    filter: Arc<Filter>,
+    bookmarks: bool,
+    deadline: Instant,
+    bookmark_interval: Duration,
+    tx: Tx,
+    /// Highest resourceVersion the client has been told about (events or bookmarks).
+    last_sent: u64,
+}
+
+/// The watcher stops (client gone, closed by the hub, deadline).
+struct Stop;
+
+impl Watcher {
+    async fn run(mut self, rv: Option<u64>, sie: Option<bool>) {
+        let cursor = match self.start(rv, sie).await {
+            Ok(c) => c,
+            Err(Stop) => return,
+        };
+        let reg = self.cache.register(self.filter.clone(), cursor);
+        let _ = self.stream(reg, cursor).await;
+    }
+
+    /// Initial events / start point. Returns the cursor to continue from.
+    async fn start(&mut self, rv: Option<u64>, sie: Option<bool>) -> Result<u64, Stop> {
+        let cache = self.cache.clone();
+        match (sie, rv) {
+            (Some(true), _) => {
+                let target = rv.unwrap_or(0);
+                if target > cache.rv() && !cache.wait_rv(target, BLOCK_TIMEOUT).await {
+                    let s = Status::too_large_resource_version(target, cache.rv());
+                    self.send(error_frame(&s)).await?;
+                    return Err(Stop);
+                }
+                let snap = cache.snapshot();
+                let info = &cache.info;
+                let head = info.frame_head(EventType::Added).clone();
+                let ns = if info.namespaced {
+                    self.filter.namespace.as_deref()
+                } else {
+                    None
+                };
+                for obj in snap.iter_namespace(ns) {
+                    let r = &obj.rec;
+                    if !self.filter.matches(&r.namespace, &r.labels, |f| r.field(f)) {
+                        continue;
+                    }
+                    // Three frames, no copy: the constant head, the stored body, the tail.
+                    self.send(head.clone()).await?;
+                    self.send(obj.body.slice(1..)).await?;
+                    self.send(Bytes::from_static(FRAME_TAIL)).await?;
+                }
+                self.last_sent = snap.rv;
+                if self.bookmarks {
+                    self.send(self.bookmark(snap.rv, true)).await?;
+                }
+                Ok(snap.rv)
+            }
+            (Some(false), None | Some(0)) | (None, None) => {
+                self.last_sent = cache.rv();
+                Ok(self.last_sent)
+            }
+            (_, Some(n)) => {
+                if let Err(oldest) = cache.check_watch_start(n) {
+                    let s = Status::expired(format!("too old resource version: {n} ({oldest})"));
+                    self.send(error_frame(&s)).await?;
+                    return Err(Stop);
+                }
+                self.last_sent = n;
+                Ok(n)
+            }
+        }
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let info = &self.cache.info;
+        bookmark_frame(
+            &info.kind,
+            &info.api_version(),
+            info.builtin && info.group.is_empty(),
+            rv,
+            initial_end,
+        )
+    }
+
+    /// kube: next bookmark at min(now + interval, deadline − 2 s); none once that has passed.
+    fn next_bookmark(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let t =
+            (now + self.bookmark_interval).min(self.deadline.checked_sub(Duration::from_secs(2))?);
+        (t > now).then_some(t)
+    }
+
+    async fn stream(&mut self, mut reg: Registration, mut cursor: u64) -> Result<(), Stop> {
+        let info = self.cache.info.clone();
+        let mut next_bookmark = self.next_bookmark();
+        let cancel = reg.shared.cancel.clone();
+        loop {
+            if reg.shared.lagging.load(Ordering::Acquire) && reg.rx.is_empty() {
+                // Catch up from the shared log.
+                let batch = match self.cache.events_after(cursor, BATCH) {
+                    Ok(b) => b,
+                    Err(_) => {
+                        reg.shared.close("fell out of the event window");
+                        self.closed(&reg);
+                        return Err(Stop);
+                    }
+                };
+                for ev in &batch.events {
+                    cursor = cursor.max(ev.rv);
+                    if let Some(emitted) = ev.emitted_for(&self.filter) {
+                        self.send_cancellable(ev.frame(&info, emitted), &cancel, &reg)
+                            .await?;
+                        self.last_sent = ev.rv;
+                    }
+                    reg.shared.cursor.store(cursor, Ordering::Relaxed);
+                }
+                if batch.at_head {
+                    self.cache.try_go_live(&reg, cursor);
+                }
+                if Instant::now() >= self.deadline {
+                    return Ok(());
+                }
+                continue;
+            }
+            let wake = match next_bookmark {
+                Some(b) => b.min(self.deadline),
+                None => self.deadline,
+            };
+            tokio::select! {
+                d = reg.rx.recv() => {
+                    let Some((ev, emitted)) = d else { return Err(Stop) };
+                    if ev.rv <= cursor {
+                        continue;
+                    }
+                    cursor = ev.rv;
+                    self.send_cancellable(ev.frame(&info, emitted), &cancel, &reg).await?;
+                    self.last_sent = ev.rv;
+                    reg.shared.cursor.store(cursor, Ordering::Relaxed);
+                }
+                _ = sleep_until(wake) => {
+                    if Instant::now() >= self.deadline {
+                        return Ok(());
+                    }
+                    if self.bookmarks {
+                        let rx = &reg.rx;
+                        if let Some(rv) = self.cache.bookmark_rv(&reg, || rx.is_empty())
+                            && rv > self.last_sent
+                        {
+                            self.last_sent = rv;
+                            let b = self.bookmark(rv, false);
+                            self.send_cancellable(b, &cancel, &reg).await?;
+                        }
+                    }
+                    next_bookmark = self.next_bookmark();
+                }
+                _ = cancel.cancelled() => {
+                    self.closed(&reg);
+                    return Err(Stop);
+                }
+                _ = self.tx.closed() => return Err(Stop),
+            }
+        }
+    }
+
+    fn closed(&self, reg: &Registration) {
+        let reason = reg.shared.reason.lock().unwrap_or("closed");
+        tracing::info!(resource = %self.cache.info.group_resource(), reason, cursor = reg.shared.cursor.load(Ordering::Relaxed), "watcher closed");
+    }
+
+    async fn send(&self, b: Bytes) -> Result<(), Stop> {
+        self.tx.send(Ok(Frame::data(b))).await.map_err(|_| Stop)
+    }
+
+    /// Sends unless the hub closes the watcher meanwhile (a client that stopped reading).
+    async fn send_cancellable(
+        &self,
+        b: Bytes,
+        cancel: &tokio_util::sync::CancellationToken,
+        reg: &Registration,
+    ) -> Result<(), Stop> {
+        tokio::select! {
+            r = self.tx.send(Ok(Frame::data(b))) => r.map_err(|_| Stop),
+            _ = cancel.cancelled() => {
+                self.closed(reg);
+                Err(Stop)
+            }
+        }
+    }
+}
