@@ -68,7 +68,10 @@ pub fn list_head(list_kind: &str, api_version: &str, metadata: &serde_json::Valu
 /// list is never copied into one buffer and never re-encoded. Returns the body and its length.
 pub fn stream_list(head: String, items: Vec<Bytes>) -> (Response<Body>, usize) {
     const CHUNK: usize = 64 * 1024;
-    let total = head.len() + items.iter().map(Bytes::len).sum::<usize>() + items.len().saturating_sub(1) + 2;
+    let total = head.len()
+        + items.iter().map(Bytes::len).sum::<usize>()
+        + items.len().saturating_sub(1)
+        + 2;
     let mut iter = items.into_iter().enumerate();
     let mut head = Some(head);
     let mut finished = false;

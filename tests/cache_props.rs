@@ -80,7 +80,10 @@ impl Upstream {
     }
 
     fn list(&self) -> Vec<Cached> {
-        self.objects.iter().map(|(k, (uid, rv, v))| object(k, uid, *rv, *v)).collect()
+        self.objects
+            .iter()
+            .map(|(k, (uid, rv, v))| object(k, uid, *rv, *v))
+            .collect()
     }
 }
 

@@ -100,6 +100,28 @@ impl ListOptions {
         }
     }
 
+    /// Folds the object name of a legacy `/watch/.../{name}` path into the field selector, as
+    /// kube's `listOpts` does: a non-empty field selector must itself require
+    /// `metadata.name=<name>` (400 otherwise); an empty one becomes that requirement.
+    pub fn fold_name(&mut self, name: &str) -> Result<(), Status> {
+        let fs = crate::selector::FieldSelector::parse(&self.field_selector)
+            .map_err(|e| Status::bad_request(e.to_string()))?;
+        if !fs.is_empty() {
+            if fs.exact_value("metadata.name") != Some(name) {
+                return Err(Status::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
+            return Ok(());
+        }
+        let escaped = name
+            .replace('\\', "\\\\")
+            .replace(',', "\\,")
+            .replace('=', "\\=");
+        self.field_selector = format!("metadata.name={escaped}");
+        Ok(())
+    }
+
     /// kube-apiserver 1.34+ defaulting with the WatchList gate on: a watch from RV ""/"0" with
     /// neither `sendInitialEvents` nor `resourceVersionMatch` becomes a watch-list.
     pub fn apply_watch_list_defaults(&mut self) {

@@ -26,7 +26,7 @@ use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, Config, ResourceSpec};
 use crate::reflector::{self, Backoff};
 use crate::respond::{Body, status_response};
-use crate::selector::{FieldSelector, Filter};
+use crate::selector::Filter;
 use crate::status::Status;
 use crate::upstream::Upstream;
 
@@ -244,30 +244,6 @@ pub fn list_from_cache(opts: &ListOptions) -> bool {
     }
 }
 
-/// Folds a legacy `/watch/.../{name}` path's name into `metadata.name` (kube's `listOpts`).
-fn fold_name(opts: &mut ListOptions, name: &str) -> Result<(), Status> {
-    let fs = FieldSelector::parse(&opts.field_selector)
-        .map_err(|e| Status::bad_request(e.to_string()))?;
-    if let Some(existing) = fs.exact_value("metadata.name") {
-        if existing != name {
-            return Err(Status::bad_request(
-                "fieldSelector metadata.name doesn't match requested name",
-            ));
-        }
-        return Ok(());
-    }
-    let escaped = name
-        .replace('\\', "\\\\")
-        .replace(',', "\\,")
-        .replace('=', "\\=");
-    opts.field_selector = if opts.field_selector.is_empty() {
-        format!("metadata.name={escaped}")
-    } else {
-        format!("{},metadata.name={escaped}", opts.field_selector)
-    };
-    Ok(())
-}
-
 /// Handles one request.
 pub async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
     match route(&proxy, &req).await {
@@ -337,7 +313,7 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
     };
     opts.watch |= rp.legacy_watch;
     if let Some(name) = &rp.name
-        && let Err(s) = fold_name(&mut opts, name)
+        && let Err(s) = opts.fold_name(name)
     {
         return answer(s);
     }

@@ -1,18 +1,15 @@
 //! The simulator's HTTP front: routing by the kube path grammar, the read verbs (get, list),
 //! the write verbs (through [`Ops`]), discovery, and the `/sim/` control endpoints.
 
-use std::convert::Infallible;
-use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use super::SimState;
@@ -30,40 +27,12 @@ use crate::api::path::{self, ApiPath, ResourcePath};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::Status;
 
-/// Response body type of the simulator.
-pub type Body = BoxBody<Bytes, io::Error>;
+pub use crate::respond::{Body, full, json_response, status_response};
 
 /// Largest request body accepted (kube-apiserver's limit is 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
 /// How long a read waits for a future resourceVersion before 504 (kube's `blockTimeout`).
 const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// A complete body.
-pub fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into())
-        .map_err(|e: Infallible| match e {})
-        .boxed()
-}
-
-/// A JSON response with kube's standard headers.
-pub fn json_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    let mut r = Response::new(full(body));
-    *r.status_mut() = code;
-    let h = r.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-    r
-}
-
-/// The HTTP answer for a Status.
-pub fn status_response(s: &Status) -> Response<Body> {
-    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut r = json_response(code, s.to_json());
-    if let Some(ra) = s.retry_after() {
-        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(ra));
-    }
-    r
-}
 
 /// Marker error that makes the connection abort (refused connections).
 #[derive(Debug, thiserror::Error)]
@@ -287,7 +256,7 @@ async fn resource(
             opts.validate()?;
             // kube's order: validation (422), field label conversion (400), then the name rule.
             Filter::new(&rt, ns.clone(), &opts)?;
-            fold_name_into_selector(&mut opts, &name)?;
+            opts.fold_name(&name)?;
             let filter = Filter::new(&rt, ns, &opts)?;
             watch::serve(state.clone(), rt, opts, filter, repr, query.as_deref()).await
         }
@@ -419,27 +388,6 @@ async fn resource(
         }
         _ => Err(Status::method_not_allowed()),
     }
-}
-
-/// Folds a name from the path into `metadata.name` (kube's `listOpts` rule).
-fn fold_name_into_selector(opts: &mut ListOptions, name: &str) -> Result<(), Status> {
-    let fs = FieldSelector::parse(&opts.field_selector)
-        .map_err(|e| Status::bad_request(e.to_string()))?;
-    // kube's get.go: a non-empty selector must itself require `metadata.name=<name>`.
-    if !fs.is_empty() {
-        if fs.exact_value("metadata.name") != Some(name) {
-            return Err(Status::bad_request(
-                "fieldSelector metadata.name doesn't match requested name",
-            ));
-        }
-        return Ok(());
-    }
-    let escaped = name
-        .replace('\\', "\\\\")
-        .replace(',', "\\,")
-        .replace('=', "\\=");
-    opts.field_selector = format!("metadata.name={escaped}");
-    Ok(())
 }
 
 fn delete_options(query: Option<&str>, body: &[u8]) -> Result<DeleteOptions, Status> {
@@ -631,12 +579,7 @@ fn list_response(
     let meta = Value::Object(meta);
     let body = match repr {
         Repr::Json => {
-            let head = format!(
-                "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-                rt.list_kind(),
-                rt.api_version(),
-                meta
-            );
+            let head = crate::respond::list_head(&rt.list_kind(), &rt.api_version(), &meta);
             let items: Vec<Bytes> = page
                 .items
                 .iter()
@@ -648,7 +591,9 @@ fn list_response(
                     }
                 })
                 .collect();
-            return stream_list(state, rt.index, head, items);
+            let (resp, len) = crate::respond::stream_list(head, items);
+            state.stats.sent(Some(rt.index), len);
+            return resp;
         }
         Repr::Table => {
             let values: Vec<Value> = page.items.iter().map(|o| o.to_value(rt)).collect();
@@ -675,48 +620,6 @@ fn list_response(
     let b = super::util::to_go_json(&body);
     state.stats.sent(Some(rt.index), b.len());
     json_response(StatusCode::OK, b)
-}
-
-/// Streams `head`, the items joined by commas, and `]}` in chunks of about 64 KiB, so a large
-/// list never sits in memory twice.
-fn stream_list(state: &SimState, index: usize, head: String, items: Vec<Bytes>) -> Response<Body> {
-    const CHUNK: usize = 64 * 1024;
-    let total: usize = head.len() + items.iter().map(|b| b.len() + 1).sum::<usize>() + 2;
-    state.stats.sent(Some(index), total);
-    let mut iter = items.into_iter().enumerate();
-    let mut head = Some(head);
-    let mut finished = false;
-    let stream = futures_util::stream::poll_fn(move |_| {
-        if finished {
-            return std::task::Poll::Ready(None);
-        }
-        let mut buf = BytesMut::with_capacity(CHUNK);
-        if let Some(h) = head.take() {
-            buf.put_slice(h.as_bytes());
-        }
-        while buf.len() < CHUNK {
-            match iter.next() {
-                Some((i, item)) => {
-                    if i > 0 {
-                        buf.put_u8(b',');
-                    }
-                    buf.put_slice(&item);
-                }
-                None => {
-                    buf.put_slice(b"]}");
-                    finished = true;
-                    break;
-                }
-            }
-        }
-        std::task::Poll::Ready(Some(Ok::<_, io::Error>(Frame::data(buf.freeze()))))
-    });
-    let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r.headers_mut()
-        .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-    r
 }
 
 /// `/sim/...` control endpoints: stats, faults, compaction.

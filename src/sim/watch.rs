@@ -28,11 +28,11 @@ use super::negotiate::Repr;
 use super::store::{Event, EventType, StoredObject, encode_frame};
 use super::table::{self, IncludeObject};
 use super::util::{now_unix, to_go_json};
+use crate::api::event::{bookmark_object, error_frame};
 use crate::api::options::ListOptions;
 use crate::status::Status;
 
-/// Annotation marking the end of a watch-list's initial events.
-pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+pub use crate::api::event::INITIAL_EVENTS_END;
 /// Events read from the log per lock acquisition.
 const BATCH: usize = 256;
 /// How long a watch-list waits for a future resourceVersion before an ERROR 504.
@@ -318,21 +318,8 @@ impl Watcher {
 
     /// A BOOKMARK: an empty object of the kind carrying only the resourceVersion.
     fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
-        let mut meta = serde_json::Map::new();
-        meta.insert("resourceVersion".into(), json!(rv.to_string()));
-        if initial_end {
-            meta.insert("annotations".into(), json!({INITIAL_EVENTS_END: "true"}));
-        }
-        let mut obj = serde_json::Map::new();
-        obj.insert("kind".into(), json!(self.rt.kind));
-        obj.insert("apiVersion".into(), json!(self.rt.api_version()));
-        obj.insert("metadata".into(), Value::Object(meta));
-        if self.rt.builtin && self.rt.group.is_empty() {
-            for (k, v) in zero_fields(&self.rt.kind) {
-                obj.insert(k.into(), v);
-            }
-        }
-        let v = Value::Object(obj);
+        let core = self.rt.builtin && self.rt.group.is_empty();
+        let v = bookmark_object(&self.rt.kind, &self.rt.api_version(), core, rv, initial_end);
         if self.repr == Repr::Table {
             // A Table watch's bookmark row embeds PartialObjectMetadata so the annotation survives.
             let pom = table::partial_object_metadata(&v);
@@ -345,10 +332,7 @@ impl Watcher {
     }
 
     async fn send_error(&mut self, s: &Status) {
-        let mut out = b"{\"type\":\"ERROR\",\"object\":".to_vec();
-        out.extend_from_slice(&s.to_json());
-        out.extend_from_slice(b"}\n");
-        self.send(Bytes::from(out)).await;
+        self.send(error_frame(s)).await;
     }
 
     /// Sends an event frame, preceded by a malformed line if that fault is armed.
@@ -364,34 +348,5 @@ impl Watcher {
     async fn send(&mut self, b: Bytes) -> bool {
         self.state.stats.sent(Some(self.rt.index), b.len());
         self.tx.send(Ok(Frame::data(b))).await.is_ok()
-    }
-}
-
-/// The Go zero-value fields kube-apiserver's encoder emits for an empty object of a core kind
-/// (what a BOOKMARK object looks like besides its metadata).
-fn zero_fields(kind: &str) -> Vec<(&'static str, Value)> {
-    match kind {
-        "Pod" => vec![("spec", json!({"containers": null})), ("status", json!({}))],
-        "Node" => vec![
-            ("spec", json!({})),
-            (
-                "status",
-                json!({"daemonEndpoints":{"kubeletEndpoint":{"Port":0}},"nodeInfo":{"machineID":"","systemUUID":"","bootID":"","kernelVersion":"","osImage":"","containerRuntimeVersion":"","kubeletVersion":"","kubeProxyVersion":"","operatingSystem":"","architecture":""}}),
-            ),
-        ],
-        "Namespace" => vec![("spec", json!({})), ("status", json!({}))],
-        "Service" => vec![("spec", json!({})), ("status", json!({"loadBalancer":{}}))],
-        "Event" => vec![
-            ("involvedObject", json!({})),
-            ("reason", json!("")),
-            ("message", json!("")),
-            ("source", json!({})),
-            ("firstTimestamp", Value::Null),
-            ("lastTimestamp", Value::Null),
-            ("eventTime", Value::Null),
-            ("reportingComponent", json!("")),
-            ("reportingInstance", json!("")),
-        ],
-        _ => Vec::new(),
     }
 }
