@@ -312,11 +312,6 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
         Err(s) => return answer(s),
     };
     opts.watch |= rp.legacy_watch;
-    if let Some(name) = &rp.name
-        && let Err(s) = opts.fold_name(name)
-    {
-        return answer(s);
-    }
     if !opts.watch && !list_from_cache(&opts) {
         return Route::PassThrough;
     }
@@ -335,18 +330,33 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
     if let Err(s) = opts.validate() {
         return answer(s);
     }
-    let filter = match Filter::parse(
-        &info.group,
-        &info.kind,
-        info.namespaced,
-        &info.selectable_fields,
-        rp.namespace.clone(),
-        &opts.label_selector,
-        &opts.field_selector,
-    ) {
-        Ok(f) => f,
-        Err(e) => return answer(Status::bad_request(e.to_string())),
+    let parse = |opts: &ListOptions| {
+        Filter::parse(
+            &info.group,
+            &info.kind,
+            info.namespaced,
+            &info.selectable_fields,
+            rp.namespace.clone(),
+            &opts.label_selector,
+            &opts.field_selector,
+        )
+        .map_err(|e| Status::bad_request(e.to_string()))
     };
+    let mut filter = match parse(&opts) {
+        Ok(f) => f,
+        Err(s) => return answer(s),
+    };
+    // kube's `listOpts` order: validation (422), field label conversion (400), then the rule
+    // folding a legacy `/watch/…/{name}` path's name into `metadata.name` (400 on mismatch).
+    if let Some(name) = &rp.name {
+        if let Err(s) = opts.fold_name(name) {
+            return answer(s);
+        }
+        filter = match parse(&opts) {
+            Ok(f) => f,
+            Err(s) => return answer(s),
+        };
+    }
     if opts.watch {
         Route::Watch {
             cache,
