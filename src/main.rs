@@ -162,3 +162,45 @@ async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
     );
     run_proxy(config).await
 }
+
+async fn run_sim(a: SimArgs) -> anyhow::Result<()> {
+    let mut cfg = SimConfig {
+        listen: a.listen,
+        custom_types: a.crds,
+        bookmark_interval: Duration::from_secs(a.bookmark_interval_secs.max(1)),
+        ..SimConfig::default()
+    };
+    cfg.history.window = Duration::from_secs(a.history_window_secs);
+    cfg.history.max_events = a.history_max_events.max(1);
+    if a.nodes > 0 || a.pods > 0 {
+        cfg.fleet = Some(FleetSpec {
+            nodes: a.nodes,
+            pods: a.pods,
+            namespaces: a.namespaces.max(1),
+            seed: a.seed,
+        });
+    }
+    if a.churn > 0.0 {
+        cfg.churn = Some(ChurnSpec {
+            per_second: a.churn,
+            seed: a.seed,
+        });
+    }
+    let started = std::time::Instant::now();
+    let sim = Simulator::start(cfg)
+        .await
+        .context("starting the simulator")?;
+    tracing::info!(
+        url = %sim.url(),
+        revision = sim.store().revision(),
+        load_secs = started.elapsed().as_secs_f64(),
+        "simulated kube-apiserver ready; try: kubectl --server {} get pods -A",
+        sim.url()
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    tracing::info!("shutting down");
+    sim.shutdown().await;
+    Ok(())
+}
