@@ -136,6 +136,11 @@ pub struct ResourceSpec {
     pub version: String,
     /// Plural lower-case resource name, e.g. `pods`.
     pub resource: String,
+    /// Selectable fields whose exact-value watchers are indexed for dispatch (e.g. kubelets'
+    /// `spec.nodeName=<node>` pod watches). Absent: `["spec.nodeName"]` for core pods, none
+    /// otherwise. Each must be a field selector the kind supports.
+    #[serde(default)]
+    pub index_fields: Option<Vec<String>>,
 }
 
 impl ResourceSpec {
@@ -145,6 +150,18 @@ impl ResourceSpec {
             group: group.to_string(),
             version: version.to_string(),
             resource: resource.to_string(),
+            index_fields: None,
+        }
+    }
+
+    /// The indexed fields in effect (the configured ones, or the default for the resource).
+    pub fn effective_index_fields(&self) -> Vec<String> {
+        match &self.index_fields {
+            Some(f) => f.clone(),
+            None if self.group.is_empty() && self.resource == "pods" => {
+                vec!["spec.nodeName".to_string()]
+            }
+            None => Vec::new(),
         }
     }
 }
@@ -323,7 +340,7 @@ impl Config {
         check_count("cache.watcher_max_lag_bytes", c.watcher_max_lag_bytes)?;
         check_duration("cache.not_ready_wait_ms", c.not_ready_wait, true)?;
         check_count("cache.list_page_size", c.list_page_size as u64)?;
-        let mut seen: HashMap<&ResourceSpec, usize> = HashMap::new();
+        let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
         for (i, r) in c.resources.iter().enumerate() {
             let at = format!("cache.resources[{i}]");
             if !r.group.is_empty() && !is_dns_subdomain(&r.group) {
@@ -350,7 +367,18 @@ impl Config {
                     ),
                 ));
             }
-            if let Some(first) = seen.insert(r, i) {
+            for (j, f) in r.index_fields.iter().flatten().enumerate() {
+                let ok = !f.is_empty()
+                    && f.split('.')
+                        .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_alphanumeric()));
+                if !ok {
+                    return Err(problem(
+                        format!("{at}.index_fields[{j}]"),
+                        format!("{f:?} is not a field path like \"spec.nodeName\""),
+                    ));
+                }
+            }
+            if let Some(first) = seen.insert((&r.group, &r.version, &r.resource), i) {
                 return Err(problem(
                     at,
                     format!("{r} is already listed as cache.resources[{first}]"),

@@ -9,9 +9,10 @@
 //! holds its cursor or it lags by more than a byte bound.
 
 pub mod bridge;
+pub mod hub;
 pub mod record;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -43,6 +44,8 @@ pub struct ResourceInfo {
     pub builtin: bool,
     /// Extra selectable fields (custom resources).
     pub selectable_fields: Vec<String>,
+    /// Selectable fields whose exact-value watchers are indexed (e.g. pods' `spec.nodeName`).
+    pub index_fields: Vec<String>,
     /// The object prefix `{"kind":..,"apiVersion":..,` (or sorted, for custom resources).
     pub type_prefix: String,
     heads: [Bytes; 3],
@@ -72,6 +75,7 @@ impl ResourceInfo {
             namespaced,
             builtin,
             selectable_fields: Vec::new(),
+            index_fields: Vec::new(),
             type_prefix,
             heads,
         }
@@ -204,12 +208,6 @@ impl WatcherShared {
     }
 }
 
-struct Registered {
-    filter: Arc<Filter>,
-    tx: mpsc::Sender<Delivery>,
-    shared: Arc<WatcherShared>,
-}
-
 /// Why reading the log failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FellBehind;
@@ -265,6 +263,10 @@ pub struct CacheCounters {
     pub relists_bridged: AtomicU64,
     /// Relists that fell back to closing every watcher.
     pub relists_reset: AtomicU64,
+    /// Watcher filters evaluated while dispatching (the cost the index keeps small).
+    pub selector_evaluations: AtomicU64,
+    /// Events handed to live watchers.
+    pub deliveries: AtomicU64,
 }
 
 struct State {
@@ -277,8 +279,7 @@ struct State {
     evicted_since_list: bool,
     max_evicted: u64,
     cum_bytes: u64,
-    watchers: HashMap<u64, Registered>,
-    next_id: u64,
+    hub: hub::Hub,
 }
 
 /// The cache of one resource. Shared behind an `Arc`.
@@ -313,7 +314,7 @@ pub struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.cache.state.write().watchers.remove(&self.id);
+        self.cache.state.write().hub.remove(self.id);
     }
 }
 
@@ -332,8 +333,7 @@ impl ResourceCache {
                 evicted_since_list: false,
                 max_evicted: 0,
                 cum_bytes: 0,
-                watchers: HashMap::new(),
-                next_id: 0,
+                hub: hub::Hub::default(),
             }),
             rv_tx: watch::channel(0).0,
             synced_tx: watch::channel(false).0,
@@ -366,9 +366,14 @@ impl ResourceCache {
         self.len() == 0
     }
 
+    /// Number of registered watchers every event is checked against (no index applies).
+    pub fn unindexed_watchers(&self) -> usize {
+        self.state.read().hub.unindexed()
+    }
+
     /// Number of registered watchers.
     pub fn watcher_count(&self) -> usize {
-        self.state.read().watchers.len()
+        self.state.read().hub.len()
     }
 
     /// Waits until the first sync, up to `timeout`.
@@ -446,16 +451,7 @@ impl ResourceCache {
             reason: Mutex::new(None),
         });
         let mut st = self.state.write();
-        let id = st.next_id;
-        st.next_id += 1;
-        st.watchers.insert(
-            id,
-            Registered {
-                filter,
-                tx,
-                shared: shared.clone(),
-            },
-        );
+        let id = st.hub.insert(&self.info, filter, tx, shared.clone());
         Registration {
             cache: self.clone(),
             id,
@@ -530,24 +526,32 @@ impl ResourceCache {
         st.log.push_back(ev.clone());
         self.evict(st);
         let mut gone = Vec::new();
-        for (id, w) in &st.watchers {
+        let (mut evaluated, mut delivered) = (0u64, 0u64);
+        for (id, w) in st.hub.candidates(&self.info, &ev.obj, ev.prev.as_deref()) {
             if w.shared.lagging.load(Ordering::Acquire) {
                 continue;
             }
+            evaluated += 1;
             let Some(emitted) = ev.emitted_for(&w.filter) else {
                 continue;
             };
             match w.tx.try_send((ev.clone(), emitted)) {
-                Ok(()) => {}
+                Ok(()) => delivered += 1,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     w.shared.lagging.store(true, Ordering::Release)
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => gone.push(*id),
+                Err(mpsc::error::TrySendError::Closed(_)) => gone.push(id),
             }
         }
         for id in gone {
-            st.watchers.remove(&id);
+            st.hub.remove(id);
         }
+        self.counters
+            .selector_evaluations
+            .fetch_add(evaluated, Ordering::Relaxed);
+        self.counters
+            .deliveries
+            .fetch_add(delivered, Ordering::Relaxed);
     }
 
     fn evict(&self, st: &mut State) {
@@ -581,7 +585,7 @@ impl ResourceCache {
         self.evict(&mut st);
         let head_bytes = st.cum_bytes;
         let mut closed = 0;
-        for w in st.watchers.values() {
+        for w in st.hub.all() {
             if !w.shared.lagging.load(Ordering::Acquire) || w.shared.cancel.is_cancelled() {
                 continue;
             }
@@ -666,10 +670,10 @@ impl ResourceCache {
                 st.log.clear();
                 st.evicted_since_list = false;
                 st.max_evicted = list_rv;
-                for w in st.watchers.values() {
+                for w in st.hub.all() {
                     w.shared.close("upstream relist could not be bridged");
                 }
-                st.watchers.clear();
+                st.hub.clear();
                 self.counters.relists_reset.fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Reset { why }
             }
@@ -683,9 +687,9 @@ impl ResourceCache {
     /// Closes every watcher (shutdown).
     pub fn close_all(&self, reason: &'static str) {
         let mut st = self.state.write();
-        for w in st.watchers.values() {
+        for w in st.hub.all() {
             w.shared.close(reason);
         }
-        st.watchers.clear();
+        st.hub.clear();
     }
 }

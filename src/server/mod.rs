@@ -147,6 +147,8 @@ impl Proxy {
                 }
             }
         };
+        let mut info = info;
+        info.index_fields = spec.effective_index_fields();
         let cache = ResourceCache::new(info, self.settings());
         if let Some(slot) = self.slot(&spec.group, &spec.version, &spec.resource) {
             slot.tx.send_replace(Some(cache.clone()));
@@ -307,6 +309,11 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
         return Route::PassThrough;
     }
     let answer = |s: Status| Route::Answer(status_response(&s));
+    // kube has no route for a namespaced path of a cluster-scoped kind: 404 before the query
+    // is even parsed (known once discovery answered; otherwise checked below).
+    if rp.namespace.is_some() && slot.get().is_some_and(|c| !c.info.namespaced) {
+        return answer(Status::path_not_found());
+    }
     let mut opts = match ListOptions::from_query(req.uri().query()) {
         Ok(o) => o,
         Err(s) => return answer(s),
@@ -356,6 +363,18 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
             Ok(f) => f,
             Err(s) => return answer(s),
         };
+    }
+    // A LIST or watch-list that must reflect RV=N: the cache learns the upstream's progress only
+    // from events and bookmarks (kube sends those about once a minute), so an RV it has not
+    // reached may well exist upstream, where kube's cache would catch up at once (spec §3.5,
+    // §3.11). After kube's 3 s wait, the upstream answers: that RV's state, or its own 504.
+    let needs_rv = !opts.watch || opts.send_initial_events == Some(true);
+    if let Ok(Some(rv)) = opts.rv()
+        && needs_rv
+        && rv > cache.rv()
+        && !cache.wait_rv(rv, list::BLOCK_TIMEOUT).await
+    {
+        return Route::PassThrough;
     }
     if opts.watch {
         Route::Watch {
