@@ -632,10 +632,10 @@ impl Store {
             };
             let Some(obj) = visible else { continue };
             if full {
+                remaining += 1;
                 if !count_remaining {
                     break;
                 }
-                remaining += 1;
                 continue;
             }
             if filter(obj) {
@@ -646,8 +646,9 @@ impl Store {
                 }
             }
         }
-        // A page that happened to end exactly at the last item has nothing after it.
-        if full && count_remaining && remaining == 0 {
+        // A page that happened to end exactly at the last item has nothing after it, with or
+        // without selectors (kube's cacher: `hasMoreListItems = i < len(items)-1`).
+        if full && remaining == 0 {
             last_key = None;
         }
         Ok(ListPage {
