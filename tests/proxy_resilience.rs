@@ -223,7 +223,13 @@ fn fold(mut state: State, after: u64, seen: &[Seen]) -> Result<State, String> {
     let mut last = after;
     for (i, e) in seen.iter().enumerate() {
         if e.rv <= last {
-            return Err(format!("line {i} {e:?}: RV not above the previous {last}"));
+            let context = &seen[i.saturating_sub(4)..(i + 3).min(seen.len())];
+            let earlier: Vec<usize> = (0..i).filter(|&j| seen[j].rv == e.rv).collect();
+            return Err(format!(
+                "line {i} {e:?}: RV not above the previous {last}; lines {}.. {context:?}; \
+                 earlier lines with this RV: {earlier:?}",
+                i.saturating_sub(4)
+            ));
         }
         last = e.rv;
         match e.ty.as_str() {
@@ -435,15 +441,20 @@ struct Rig {
     proxy: common::TestProxy,
     cache: Arc<ResourceCache>,
     writer: Writer,
-    /// The resourceVersion every watcher started from.
-    rv0: u64,
     watchers: Vec<(Scope, Recorder)>,
-    /// Each watcher's state at `rv0` (the simulator cannot list it after a compaction).
+    /// The resourceVersion each watcher started from.
+    from: Vec<u64>,
+    /// Each watcher's state at its start (the simulator cannot list it after a compaction).
     initial: Vec<State>,
 }
 
 impl Rig {
     async fn new() -> Rig {
+        Rig::with(|_| {}).await
+    }
+
+    /// A rig whose proxy config is adjusted by `f`.
+    async fn with(f: impl FnOnce(&mut watchmux::config::Config)) -> Rig {
         let sim = common::sim().await;
         sim.ops()
             .create(
@@ -457,31 +468,34 @@ impl Rig {
         for _ in 0..12 {
             writer.create();
         }
-        let proxy = common::proxy_for(&sim, |_| {}).await;
+        let proxy = common::proxy_for(&sim, f).await;
         let cache = proxy.proxy.cache("", "v1", "pods").expect("pods cache");
         // Some history in the proxy's window; watchers start in the middle of it.
         writer.burst(4);
         let rv0 = writer.revision();
         let last = writer.burst(6);
         assert!(cache.wait_rv(last, DEADLINE).await, "proxy caught up");
-        let mut watchers = Vec::new();
-        let initial = SCOPES
-            .iter()
-            .map(|s| sim_state(&sim, s, Some(rv0)))
-            .collect();
-        for scope in SCOPES {
-            let w = common::watch(&scope.url(&proxy.url, rv0)).await;
-            watchers.push((scope.clone(), Recorder::start(w)));
-        }
-        Rig {
+        let mut rig = Rig {
             sim,
             proxy,
             cache,
             writer,
-            rv0,
-            watchers,
-            initial,
+            watchers: Vec::new(),
+            from: Vec::new(),
+            initial: Vec::new(),
+        };
+        for scope in SCOPES {
+            rig.add_watcher(scope, rv0).await;
         }
+        rig
+    }
+
+    /// Opens a watcher of `scope` from `rv` (at most the simulator's revision).
+    async fn add_watcher(&mut self, scope: &Scope, rv: u64) {
+        self.initial.push(sim_state(&self.sim, scope, Some(rv)));
+        self.from.push(rv);
+        let w = common::watch(&scope.url(&self.proxy.url, rv)).await;
+        self.watchers.push((scope.clone(), Recorder::start(w)));
     }
 
     /// Waits until the proxy's cache has applied everything written so far.
@@ -492,6 +506,16 @@ impl Rig {
             "the proxy's pods cache reached {rev} (it is at {})",
             self.cache.rv()
         );
+    }
+
+    /// Waits until the simulator's pods watch stream is gone (after a drop or during an
+    /// outage), so later writes cannot reach the proxy over the old connection.
+    async fn wait_no_upstream_watch(&self) {
+        let deadline = Instant::now() + DEADLINE;
+        while stat(&self.sim, "openWatches") != 0 {
+            assert!(Instant::now() < deadline, "the pods watch was not dropped");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
     }
 
     /// Waits until the simulator's pods `key` counter exceeds `before`.
@@ -517,7 +541,7 @@ impl Rig {
                     panic!("{what}: watcher {i} {scope:?}: stream stopped: {end}");
                 }
                 let initial = self.initial[i].clone();
-                let got = fold(initial, self.rv0, &rec.seen())
+                let got = fold(initial, self.from[i], &rec.seen())
                     .unwrap_or_else(|e| panic!("{what}: watcher {i} {scope:?}: {e}"));
                 let want = sim_state(&self.sim, scope, None);
                 if got != want {
@@ -552,7 +576,7 @@ impl Rig {
     fn assert_exact_history(&self, what: &str) {
         let until = self.writer.revision();
         for (i, (scope, rec)) in self.watchers.iter().enumerate() {
-            let want = expected_events(&self.sim, scope, self.rv0, until);
+            let want = expected_events(&self.sim, scope, self.from[i], until);
             assert_eq!(
                 rec.events(),
                 want,
@@ -678,8 +702,17 @@ async fn upstream_outage_loses_and_repeats_nothing() {
     rig.sim
         .faults()
         .refuse_connections_for(Duration::from_millis(1200));
+    rig.wait_no_upstream_watch().await;
     rig.writer.burst(20);
+    // Clients that arrive with a resourceVersion the proxy has not reached yet (e.g. failing
+    // over from a direct apiserver connection, spec §3.11): they must get exactly the changes
+    // after it once the proxy catches up, nothing at or below it.
+    let ahead = rig.writer.revision();
+    let cache_rv = rig.cache.rv();
+    rig.add_watcher(&SCOPES[0], ahead).await;
+    rig.add_watcher(&SCOPES[2], ahead).await;
     rig.stat_above("watchRequests", watches).await;
+    eprintln!("late watchers from {ahead} opened while the proxy was at {cache_rv}");
     rig.finish_exact("outage").await;
 }
 
@@ -744,7 +777,8 @@ async fn bridged_rig() -> Rig {
     let history: Vec<Vec<Seen>> = rig
         .watchers
         .iter()
-        .map(|(s, _)| expected_events(&rig.sim, s, rig.rv0, before_outage))
+        .enumerate()
+        .map(|(i, (s, _))| expected_events(&rig.sim, s, rig.from[i], before_outage))
         .collect();
     let pre_state: Vec<State> = rig
         .watchers
@@ -759,7 +793,8 @@ async fn bridged_rig() -> Rig {
     rig.sim
         .faults()
         .refuse_connections_for(Duration::from_millis(1500));
-    // Changes the proxy can only learn by relisting.
+    // Once the simulator's watch stream is gone, changes the proxy can only learn by relisting.
+    rig.wait_no_upstream_watch().await;
     rig.writer.burst(40);
     let compacted = rig.sim.store().compact_now();
     let deadline = Instant::now() + DEADLINE;
@@ -860,6 +895,29 @@ async fn compaction_during_outage_is_bridged_without_closing_watchers() {
 async fn resume_after_bridge_from_any_sent_resource_version() {
     let mut rig = bridged_rig().await;
     rig.sentinels("bridged").await;
+    // A write elsewhere moves the revision past the last pod event, so the upstream bookmark
+    // advances the proxy's pods RV and the watchers that asked for bookmarks get one.
+    let cm = rig
+        .sim
+        .ops()
+        .create(
+            &rig.sim.resource("", "v1", "configmaps").unwrap(),
+            Some("default"),
+            json!({"metadata": {"name": "elsewhere"}}),
+            false,
+        )
+        .expect("configmap")
+        .rv;
+    let deadline = Instant::now() + DEADLINE;
+    for (scope, rec) in rig.watchers.iter().filter(|(s, _)| s.bookmarks) {
+        while !rec.seen().iter().any(|e| e.ty == "BOOKMARK" && e.rv >= cm) {
+            assert!(
+                Instant::now() < deadline,
+                "{scope:?} got no bookmark at or after {cm}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     // Clients that disconnect now and re-watch from any RV they were sent (events and
     // bookmarks, before, inside and after the bridge) replay exactly what followed it.
     let mut resumes = Vec::new();
@@ -877,9 +935,13 @@ async fn resume_after_bridge_from_any_sent_resource_version() {
         );
         let initial = rig.initial[w].clone();
         for (i, e) in seen.iter().enumerate() {
-            let at = fold(initial.clone(), rig.rv0, &seen[..=i]).expect("valid prefix");
+            let at = fold(initial.clone(), rig.from[w], &seen[..=i]).expect("valid prefix");
             let w = common::watch(&scope.url(&rig.proxy.url, e.rv)).await;
             resumes.push((scope.clone(), e.rv, at, Recorder::start(w)));
+            // The cluster keeps changing while the resumed watchers catch up and go live.
+            if resumes.len() % 4 == 0 {
+                rig.writer.step();
+            }
         }
     }
     let deadline = Instant::now() + DEADLINE;
@@ -902,8 +964,65 @@ async fn resume_after_bridge_from_any_sent_resource_version() {
         }
     }
     eprintln!("{} resumed watches converged", resumes.len());
+    assert_eq!(
+        rig.cache.watcher_count(),
+        rig.watchers.len() + resumes.len(),
+        "every resumed watch is registered"
+    );
+    // The clients go away; the proxy deregisters their watchers (nothing is written meanwhile,
+    // so it must notice the closed connections by itself).
     drop(resumes);
+    let deadline = Instant::now() + DEADLINE;
+    while rig.cache.watcher_count() != rig.watchers.len() {
+        assert!(
+            Instant::now() < deadline,
+            "{} watchers still registered after their clients left",
+            rig.cache.watcher_count()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     rig.assert_no_closures();
+}
+
+/// With a one-event queue, every watcher keeps falling behind (reading the shared log from
+/// its cursor) and going live again while writes keep landing, and the upstream watch is
+/// dropped in the middle: nothing may fall between the two delivery modes. The storm lasts
+/// until the selective watchers got several bookmarks, so bookmark ticks meet queued events
+/// (a bookmark must never overtake an event still queued for the watcher).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_switching_between_log_and_live_delivery_lose_nothing() {
+    let mut rig = Rig::with(|c| c.cache.watcher_queue = 1).await;
+    let rv = rig.from[0];
+    for scope in SCOPES {
+        rig.add_watcher(scope, rv).await;
+    }
+    let bookmarks = |rig: &Rig| {
+        rig.watchers
+            .iter()
+            .filter(|(s, _)| s.bookmarks && (s.namespace.is_some() || !s.labels.is_empty()))
+            .map(|(_, r)| r.seen().iter().filter(|e| e.ty == "BOOKMARK").count())
+            .min()
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + DEADLINE;
+    let mut rounds = 0;
+    while bookmarks(&rig) < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "selective watchers got no bookmarks"
+        );
+        for _ in 0..4 {
+            rig.writer.step();
+        }
+        rounds += 1;
+        if rounds == 200 {
+            rig.sim.faults().drop_watches();
+        }
+        // Pacing, so the storm spans bookmark ticks without growing huge.
+        tokio::time::sleep(Duration::from_millis(4)).await;
+    }
+    assert!(rounds > 200, "the upstream watch was dropped mid-storm");
+    rig.finish_exact("queue of one").await;
 }
 
 // ---------------------------------------------------------------------------------------------
