@@ -4,6 +4,7 @@
 
 pub mod list;
 pub mod watch;
+pub mod websocket;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -247,14 +248,38 @@ pub fn list_from_cache(opts: &ListOptions) -> bool {
 }
 
 /// Handles one request.
-pub async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
+pub async fn handle(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Response<Body> {
     match route(&proxy, &req).await {
         Route::Answer(r) => r,
         Route::Watch {
             cache,
             opts,
             filter,
-        } => watch::serve(&proxy, cache, opts, filter),
+        } => {
+            // A websocket watch: check the subprotocols before anything else is started.
+            let ws = if websocket::is_websocket(&req) {
+                match websocket::choose_protocol(req.headers()) {
+                    Ok(p) => Some(p),
+                    Err(s) => return status_response(&s),
+                }
+            } else {
+                None
+            };
+            let rx = match watch::start(&proxy, cache, opts, filter) {
+                Ok(rx) => rx,
+                Err(s) => return status_response(&s),
+            };
+            match ws {
+                None => watch::chunked_response(rx),
+                Some(protocol) => match websocket::upgrade(&mut req, protocol.as_deref()) {
+                    Ok((resp, fut)) => {
+                        proxy.tasks.spawn(websocket::pump(fut, rx));
+                        resp
+                    }
+                    Err(s) => status_response(&s),
+                },
+            }
+        }
         Route::List {
             slot_key,
             ns,

@@ -24,26 +24,34 @@ use super::list::BLOCK_TIMEOUT;
 use crate::api::event::{EventType, FRAME_TAIL, bookmark_frame, error_frame};
 use crate::api::options::ListOptions;
 use crate::cache::{Registration, ResourceCache};
-use crate::respond::{Body, status_response, stream_response};
+use crate::respond::{Body, stream_response};
 use crate::selector::Filter;
 use crate::status::Status;
 
 /// Log events read per catch-up step.
 const BATCH: usize = 256;
 
-type Tx = mpsc::Sender<Result<Frame<Bytes>, io::Error>>;
+/// One watch event on its way to the transport: a whole frame, or (for initial events, sent
+/// without copying) the constant head, the stored body and the constant tail.
+#[derive(Debug, Clone)]
+pub enum Out {
+    /// A complete frame.
+    Frame(Bytes),
+    /// The three parts of one frame.
+    Parts(Bytes, Bytes, Bytes),
+}
 
-/// Starts a watch on `cache`. Validation already happened in the router.
-pub fn serve(
+type Tx = mpsc::Sender<Out>;
+
+/// Starts a watch on `cache` and returns the stream of its events. Validation already
+/// happened in the router.
+pub fn start(
     proxy: &Proxy,
     cache: Arc<ResourceCache>,
     opts: ListOptions,
     filter: Filter,
-) -> Response<Body> {
-    let rv = match opts.rv() {
-        Ok(rv) => rv,
-        Err(s) => return status_response(&s),
-    };
+) -> Result<mpsc::Receiver<Out>, Status> {
+    let rv = opts.rv()?;
     let timeout = match opts.timeout_seconds {
         Some(s) if s > 0 => Duration::from_secs(s as u64),
         _ => {
@@ -51,7 +59,7 @@ pub fn serve(
             min + min.mul_f64(rand::rng().random::<f64>())
         }
     };
-    let (tx, mut rx) = mpsc::channel(64);
+    let (tx, rx) = mpsc::channel(64);
     let w = Watcher {
         cache,
         filter: Arc::new(filter),
@@ -69,7 +77,29 @@ pub fn serve(
             _ = cancel.cancelled() => {}
         }
     });
-    stream_response(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+    Ok(rx)
+}
+
+/// The chunked HTTP answer carrying a watch's events (200 and headers go out at once).
+pub fn chunked_response(mut rx: mpsc::Receiver<Out>) -> Response<Body> {
+    let mut pending: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
+    stream_response(futures_util::stream::poll_fn(move |cx| {
+        if let Some(b) = pending.pop_front() {
+            return std::task::Poll::Ready(Some(Ok::<_, io::Error>(Frame::data(b))));
+        }
+        match rx.poll_recv(cx) {
+            std::task::Poll::Ready(Some(Out::Frame(b))) => {
+                std::task::Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            std::task::Poll::Ready(Some(Out::Parts(a, b, c))) => {
+                pending.push_back(b);
+                pending.push_back(c);
+                std::task::Poll::Ready(Some(Ok(Frame::data(a))))
+            }
+            std::task::Poll::Ready(None) => std::task::Poll::Ready(None),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }))
 }
 
 struct Watcher {
@@ -120,10 +150,13 @@ impl Watcher {
                     if !self.filter.matches(&r.namespace, &r.labels, |f| r.field(f)) {
                         continue;
                     }
-                    // Three frames, no copy: the constant head, the stored body, the tail.
-                    self.send(head.clone()).await?;
-                    self.send(obj.body.slice(1..)).await?;
-                    self.send(Bytes::from_static(FRAME_TAIL)).await?;
+                    // No copy: the constant head, the stored body, the tail.
+                    let parts = Out::Parts(
+                        head.clone(),
+                        obj.body.slice(1..),
+                        Bytes::from_static(FRAME_TAIL),
+                    );
+                    self.tx.send(parts).await.map_err(|_| Stop)?;
                 }
                 self.last_sent = snap.rv;
                 if self.bookmarks {
@@ -244,7 +277,7 @@ impl Watcher {
     }
 
     async fn send(&self, b: Bytes) -> Result<(), Stop> {
-        self.tx.send(Ok(Frame::data(b))).await.map_err(|_| Stop)
+        self.tx.send(Out::Frame(b)).await.map_err(|_| Stop)
     }
 
     /// Sends unless the hub closes the watcher meanwhile (a client that stopped reading).
@@ -255,7 +288,7 @@ impl Watcher {
         reg: &Registration,
     ) -> Result<(), Stop> {
         tokio::select! {
-            r = self.tx.send(Ok(Frame::data(b))) => r.map_err(|_| Stop),
+            r = self.tx.send(Out::Frame(b)) => r.map_err(|_| Stop),
             _ = cancel.cancelled() => {
                 self.closed(reg);
                 Err(Stop)

@@ -1,0 +1,178 @@
+//! Websocket watch, as kube-apiserver serves it on the same watch URLs (spec §2.7): one text
+//! message per watch event whose payload is exactly the chunked frame (JSON and its newline);
+//! client messages are ignored; when the watch ends the server closes the connection.
+//!
+//! This is the only file that names the websocket crate (fastwebsockets), behind
+//! [`upgrade`] and [`pump`].
+
+use std::convert::Infallible;
+
+use bytes::{BufMut, BytesMut};
+use fastwebsockets::{Frame, OpCode, Payload};
+use http::header::{HeaderMap, HeaderValue, SEC_WEBSOCKET_PROTOCOL};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::sync::mpsc;
+
+use super::watch::Out;
+use crate::respond::{Body, full};
+use crate::status::Status;
+
+/// The subprotocol prefix browsers use to carry a bearer token (no Authorization header there).
+pub const BEARER_PROTOCOL_PREFIX: &str = "base64url.bearer.authorization.k8s.io.";
+
+/// Whether the request asks for a websocket.
+pub fn is_websocket(req: &Request<Incoming>) -> bool {
+    fastwebsockets::upgrade::is_upgrade_request(req)
+}
+
+/// The subprotocol to echo: kube's authenticator removes the bearer-token entry, and
+/// `x/net/websocket` echoes the one remaining protocol, refusing the handshake (400) when the
+/// client offers more than one. No protocol offered: none echoed.
+pub fn choose_protocol(headers: &HeaderMap) -> Result<Option<String>, Status> {
+    let offered: Vec<String> = headers
+        .get_all(SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let had_bearer = offered
+        .iter()
+        .any(|p| p.starts_with(BEARER_PROTOCOL_PREFIX));
+    let rest: Vec<String> = offered
+        .into_iter()
+        .filter(|p| !p.starts_with(BEARER_PROTOCOL_PREFIX))
+        .collect();
+    match rest.len() {
+        0 if had_bearer => Err(Status::bad_request(
+            "missing a subprotocol besides the bearer token: websocket clients must offer one (e.g. binary.k8s.io)",
+        )),
+        0 => Ok(None),
+        1 => Ok(rest.into_iter().next()),
+        _ => Err(Status::bad_request("You need choose a Protocol")),
+    }
+}
+
+/// Completes the handshake: the 101 answer and the future of the upgraded connection.
+pub fn upgrade(
+    req: &mut Request<Incoming>,
+    protocol: Option<&str>,
+) -> Result<(Response<Body>, fastwebsockets::upgrade::UpgradeFut), Status> {
+    let (resp, fut) = fastwebsockets::upgrade::upgrade(req)
+        .map_err(|e| Status::bad_request(format!("websocket handshake: {e}")))?;
+    let (mut parts, _) = resp.into_parts();
+    if let Some(p) = protocol.and_then(|p| HeaderValue::from_str(p).ok()) {
+        parts.headers.insert(SEC_WEBSOCKET_PROTOCOL, p);
+    }
+    Ok((Response::from_parts(parts, full(bytes::Bytes::new())), fut))
+}
+
+fn owned(f: Frame<'_>) -> Frame<'static> {
+    Frame::new(f.fin, f.opcode, None, Payload::Owned(f.payload.to_vec()))
+}
+
+/// Writes each watch event as one text message until the watch ends (then a normal close), the
+/// client closes, or the connection fails. Pings are answered.
+pub async fn pump(fut: fastwebsockets::upgrade::UpgradeFut, mut rx: mpsc::Receiver<Out>) {
+    let Ok(ws) = fut.await else { return };
+    let (mut read, mut write) =
+        ws.split(|io: TokioIo<hyper::upgrade::Upgraded>| tokio::io::split(io));
+    let (ctl_tx, mut ctl_rx) = mpsc::channel::<Frame<'static>>(4);
+    let reader = tokio::spawn(async move {
+        let tx = ctl_tx.clone();
+        loop {
+            let mut send = |f: Frame<'_>| {
+                let tx = tx.clone();
+                let f = owned(f);
+                async move {
+                    let _ = tx.send(f).await;
+                    Ok::<_, Infallible>(())
+                }
+            };
+            match read.read_frame(&mut send).await {
+                Ok(f) if f.opcode == OpCode::Close => break,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        drop(ctl_tx);
+    });
+    loop {
+        tokio::select! {
+            out = rx.recv() => {
+                let Some(out) = out else {
+                    let _ = write.write_frame(Frame::close(1000, b"")).await;
+                    break;
+                };
+                let payload = match out {
+                    Out::Frame(b) => BytesMut::from(&b[..]),
+                    Out::Parts(a, b, c) => {
+                        let mut m = BytesMut::with_capacity(a.len() + b.len() + c.len());
+                        m.put_slice(&a);
+                        m.put_slice(&b);
+                        m.put_slice(&c);
+                        m
+                    }
+                };
+                if write.write_frame(Frame::text(Payload::Bytes(payload))).await.is_err() {
+                    break;
+                }
+            }
+            ctl = ctl_rx.recv() => {
+                match ctl {
+                    // A pong or the echo of the client's close.
+                    Some(f) => {
+                        let close = f.opcode == OpCode::Close;
+                        if write.write_frame(f).await.is_err() || close {
+                            break;
+                        }
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+    reader.abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(v: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for p in v {
+            h.append(SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_str(p).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn protocol_choice_follows_kube() {
+        assert_eq!(choose_protocol(&headers(&[])).unwrap(), None);
+        assert_eq!(
+            choose_protocol(&headers(&["binary.k8s.io"]))
+                .unwrap()
+                .as_deref(),
+            Some("binary.k8s.io")
+        );
+        let dash = format!("{BEARER_PROTOCOL_PREFIX}dG9rZW4, base64.binary.k8s.io");
+        assert_eq!(
+            choose_protocol(&headers(&[&dash])).unwrap().as_deref(),
+            Some("base64.binary.k8s.io")
+        );
+        assert_eq!(
+            choose_protocol(&headers(&["a", "b"])).unwrap_err().code,
+            400
+        );
+        assert_eq!(
+            choose_protocol(&headers(&[&format!("{BEARER_PROTOCOL_PREFIX}x")]))
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+}
