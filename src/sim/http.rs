@@ -201,6 +201,14 @@ async fn resource(
     if !rt.namespaced && rp.namespace.is_some() {
         return Err(Status::path_not_found());
     }
+    if rt.group.is_empty()
+        && rt.resource == "pods"
+        && rp.name.is_some()
+        && rp.subresource.as_deref().is_some_and(|s| super::exec::STREAMING.contains(&s))
+    {
+        state.ops.get(&rt, rp.namespace.as_deref(), rp.name.as_deref().unwrap_or_default())?;
+        return super::exec::serve(req, &state.tasks);
+    }
     let scope = match rp.subresource.as_deref() {
         None => UpdateScope::Main,
         Some("status") if rt.status_subresource => UpdateScope::Status,

@@ -14,6 +14,7 @@
 
 pub mod churn;
 pub mod discovery;
+pub mod exec;
 pub mod faults;
 pub mod fleet;
 pub mod http;
