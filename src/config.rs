@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -37,6 +37,8 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     /// `[cache]`: the list/watch cache.
     pub cache: CacheConfig,
+    /// `[log]`: log format and filter.
+    pub log: LogConfig,
 }
 
 /// `[server]`.
@@ -44,14 +46,102 @@ pub struct Config {
 pub struct ServerConfig {
     /// `listen`: the address clients connect to.
     pub listen: SocketAddr,
+    /// `ready_outage_secs`: `/readyz` fails once a cached resource's upstream watch has been
+    /// broken (list/watch failing) for longer than this.
+    pub ready_outage: Duration,
+    /// `shutdown_delay_secs`: on SIGTERM, `/readyz` fails at once, and watchmux keeps serving
+    /// this long before it stops accepting (time for endpoints to drop the pod).
+    pub shutdown_delay: Duration,
+    /// `shutdown_timeout_secs`: after it stops accepting, watchmux waits at most this long for
+    /// requests to finish (watches end at once, cleanly), then exits.
+    pub shutdown_timeout: Duration,
+    /// `tls_cert_file`: PEM certificate chain to serve TLS with (with `tls_key_file`); reloaded
+    /// when the file changes. `None` serves plain HTTP.
+    pub tls_cert_file: Option<PathBuf>,
+    /// `tls_key_file`: PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// `client_ca_file`: PEM CA bundle that client certificates are verified against; a
+    /// verified certificate's CN/O become `Impersonate-User`/`Impersonate-Group` on pass-through.
+    pub client_ca_file: Option<PathBuf>,
+    /// `auth`: whose credentials pass-through requests carry (see [`AuthMode`]). `None` when the
+    /// file does not set it (then [`AuthMode::Client`]); setting it explicitly is also what allows
+    /// plain HTTP on a non-loopback address.
+    pub auth: Option<AuthMode>,
+}
+
+impl ServerConfig {
+    /// `auth` in effect.
+    pub fn auth_mode(&self) -> AuthMode {
+        self.auth.unwrap_or_default()
+    }
+}
+
+/// `server.auth`: whose credentials a pass-through request carries to the upstream
+/// (`crate::auth` has the full table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthMode {
+    /// The client's own: its `Authorization` header as it is, or its verified client certificate
+    /// as impersonation headers; a request with neither goes with watchmux's identity.
+    #[default]
+    Client,
+    /// As `Client`, but a request with neither gets 401 from watchmux.
+    ClientRequired,
+    /// Always watchmux's identity; the client's credentials are removed (like `kubectl proxy`).
+    Watchmux,
+}
+
+impl fmt::Display for AuthMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AuthMode::Client => "client",
+            AuthMode::ClientRequired => "client-required",
+            AuthMode::Watchmux => "watchmux",
+        })
+    }
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            ready_outage: Duration::from_secs(60),
+            shutdown_delay: Duration::ZERO,
+            shutdown_timeout: Duration::from_secs(20),
+            tls_cert_file: None,
+            tls_key_file: None,
+            client_ca_file: None,
+            auth: None,
         }
     }
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `format`: `text` (human) or `json` (one object per line).
+    pub format: LogFormat,
+    /// `level`: a tracing filter (`info`, `watchmux=debug,info`); `--log`/`WATCHMUX_LOG` override.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: LogFormat::Text,
+            level: "info".to_string(),
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `[upstream]`.
@@ -64,6 +154,15 @@ pub struct UpstreamConfig {
     pub url: Option<http::Uri>,
     /// `connect_timeout_ms`: how long establishing a TCP connection to the upstream may take.
     pub connect_timeout: Duration,
+    /// `kubeconfig`: a kubeconfig file naming the upstream, its CA and watchmux's credentials.
+    /// Without it (and without `url` and `in_cluster`) the `KUBECONFIG` environment variable is
+    /// read.
+    pub kubeconfig: Option<PathBuf>,
+    /// `context`: the kubeconfig context to use instead of its `current-context`.
+    pub context: Option<String>,
+    /// `in_cluster`: use the pod's service account (token re-read on rotation, `ca.crt`) and
+    /// `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`.
+    pub in_cluster: bool,
 }
 
 impl Default for UpstreamConfig {
@@ -71,6 +170,9 @@ impl Default for UpstreamConfig {
         UpstreamConfig {
             url: None,
             connect_timeout: Duration::from_secs(10),
+            kubeconfig: None,
+            context: None,
+            in_cluster: false,
         }
     }
 }
@@ -332,6 +434,17 @@ impl Config {
             self.upstream.connect_timeout,
             false,
         )?;
+        self.check_connections()?;
+        let s = &self.server;
+        check_duration("server.ready_outage_secs", s.ready_outage, false)?;
+        check_duration("server.shutdown_delay_secs", s.shutdown_delay, true)?;
+        check_duration("server.shutdown_timeout_secs", s.shutdown_timeout, false)?;
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            return Err(problem(
+                "log.level",
+                format!("{:?} is not a log filter: {e}", self.log.level),
+            ));
+        }
         let c = &self.cache;
         check_count("cache.event_window_count", c.event_window_count as u64)?;
         check_duration("cache.event_window_secs", c.event_window, false)?;
@@ -384,6 +497,98 @@ impl Config {
                     format!("{r} is already listed as cache.resources[{first}]"),
                 ));
             }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// The upstream source and the downstream TLS/auth keys: combinations that cannot work, and
+    /// plain HTTP on a non-loopback address without an explicit `server.auth`.
+    fn check_connections(&self) -> Result<(), Problem> {
+        let empty = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str().is_empty());
+        let u = &self.upstream;
+        if empty(&u.kubeconfig) {
+            return Err(problem("upstream.kubeconfig", "must not be empty"));
+        }
+        if u.context.as_deref() == Some("") {
+            return Err(problem("upstream.context", "must not be empty"));
+        }
+        if u.in_cluster {
+            for (set, key) in [
+                (u.url.is_some(), "upstream.url"),
+                (u.kubeconfig.is_some(), "upstream.kubeconfig"),
+                (u.context.is_some(), "upstream.context"),
+            ] {
+                if set {
+                    return Err(problem(
+                        "upstream.in_cluster",
+                        format!(
+                            "cannot be combined with {key}: in-cluster mode takes the server, CA \
+                             and token from the pod"
+                        ),
+                    ));
+                }
+            }
+        }
+        if u.url.is_some() && u.kubeconfig.is_some() {
+            return Err(problem(
+                "upstream.kubeconfig",
+                "cannot be combined with upstream.url: the kubeconfig's cluster names the server \
+                 (keep one of them)",
+            ));
+        }
+        if u.url.is_some() && u.context.is_some() {
+            return Err(problem(
+                "upstream.context",
+                "only applies to a kubeconfig (upstream.kubeconfig or KUBECONFIG), not to \
+                 upstream.url",
+            ));
+        }
+        let s = &self.server;
+        for (key, p) in [
+            ("server.tls_cert_file", &s.tls_cert_file),
+            ("server.tls_key_file", &s.tls_key_file),
+            ("server.client_ca_file", &s.client_ca_file),
+        ] {
+            if empty(p) {
+                return Err(problem(key, "must not be empty"));
+            }
+        }
+        match (&s.tls_cert_file, &s.tls_key_file) {
+            (Some(_), None) => {
+                return Err(problem(
+                    "server.tls_cert_file",
+                    "needs server.tls_key_file too",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(problem(
+                    "server.tls_key_file",
+                    "needs server.tls_cert_file too",
+                ));
+            }
+            _ => {}
+        }
+        if s.client_ca_file.is_some() && s.tls_cert_file.is_none() {
+            return Err(problem(
+                "server.client_ca_file",
+                "needs server.tls_cert_file and server.tls_key_file: client certificates are only \
+                 seen when watchmux terminates TLS",
+            ));
+        }
+        if !s.listen.ip().is_loopback() && s.tls_cert_file.is_none() && s.auth.is_none() {
+            return Err(problem(
+                "server.listen",
+                format!(
+                    "{} is not a loopback address and TLS is off: clients' tokens would cross the \
+                     network in clear text, and anyone who can reach the port would act as \
+                     watchmux's own upstream identity. Set server.tls_cert_file and \
+                     server.tls_key_file, or set server.auth explicitly to accept plain HTTP on \
+                     this address",
+                    s.listen
+                ),
+            ));
         }
         Ok(())
     }
@@ -457,18 +662,51 @@ struct RawConfig {
     server: RawServer,
     upstream: RawUpstream,
     cache: RawCache,
+    log: RawLog,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 struct RawServer {
     listen: String,
+    ready_outage_secs: u64,
+    shutdown_delay_secs: u64,
+    shutdown_timeout_secs: u64,
+    tls_cert_file: Option<PathBuf>,
+    tls_key_file: Option<PathBuf>,
+    client_ca_file: Option<PathBuf>,
+    auth: Option<AuthMode>,
 }
 
 impl Default for RawServer {
     fn default() -> Self {
+        let d = ServerConfig::default();
         RawServer {
-            listen: ServerConfig::default().listen.to_string(),
+            listen: d.listen.to_string(),
+            ready_outage_secs: d.ready_outage.as_secs(),
+            shutdown_delay_secs: d.shutdown_delay.as_secs(),
+            shutdown_timeout_secs: d.shutdown_timeout.as_secs(),
+            tls_cert_file: d.tls_cert_file,
+            tls_key_file: d.tls_key_file,
+            client_ca_file: d.client_ca_file,
+            auth: d.auth,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawLog {
+    format: LogFormat,
+    level: String,
+}
+
+impl Default for RawLog {
+    fn default() -> Self {
+        let d = LogConfig::default();
+        RawLog {
+            format: d.format,
+            level: d.level,
         }
     }
 }
@@ -478,6 +716,9 @@ impl Default for RawServer {
 struct RawUpstream {
     url: Option<String>,
     connect_timeout_ms: u64,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    in_cluster: bool,
 }
 
 impl Default for RawUpstream {
@@ -485,6 +726,9 @@ impl Default for RawUpstream {
         RawUpstream {
             url: None,
             connect_timeout_ms: UpstreamConfig::default().connect_timeout.as_millis() as u64,
+            kubeconfig: None,
+            context: None,
+            in_cluster: false,
         }
     }
 }
@@ -542,10 +786,26 @@ impl RawConfig {
         };
         let c = self.cache;
         Ok(Config {
-            server: ServerConfig { listen },
+            server: ServerConfig {
+                listen,
+                ready_outage: Duration::from_secs(self.server.ready_outage_secs),
+                shutdown_delay: Duration::from_secs(self.server.shutdown_delay_secs),
+                shutdown_timeout: Duration::from_secs(self.server.shutdown_timeout_secs),
+                tls_cert_file: self.server.tls_cert_file,
+                tls_key_file: self.server.tls_key_file,
+                client_ca_file: self.server.client_ca_file,
+                auth: self.server.auth,
+            },
+            log: LogConfig {
+                format: self.log.format,
+                level: self.log.level,
+            },
             upstream: UpstreamConfig {
                 url,
                 connect_timeout: Duration::from_millis(self.upstream.connect_timeout_ms),
+                kubeconfig: self.upstream.kubeconfig,
+                context: self.upstream.context,
+                in_cluster: self.upstream.in_cluster,
             },
             cache: CacheConfig {
                 event_window_count: c.event_window_count,
@@ -732,6 +992,10 @@ mod tests {
             r#"
 [server]
 listen = "0.0.0.0:9443"
+tls_cert_file = "/etc/watchmux/tls.crt"
+tls_key_file = "/etc/watchmux/tls.key"
+client_ca_file = "/etc/watchmux/client-ca.crt"
+auth = "client-required"
 [upstream]
 url = "https://kube.example:6443/prefix/"
 connect_timeout_ms = 250
@@ -751,6 +1015,20 @@ version = "v1"
         )
         .unwrap();
         assert_eq!(c.server.listen, "0.0.0.0:9443".parse().unwrap());
+        let s = &c.server;
+        assert_eq!(
+            s.tls_cert_file.as_deref(),
+            Some(Path::new("/etc/watchmux/tls.crt"))
+        );
+        assert_eq!(
+            s.tls_key_file.as_deref(),
+            Some(Path::new("/etc/watchmux/tls.key"))
+        );
+        assert_eq!(
+            s.client_ca_file.as_deref(),
+            Some(Path::new("/etc/watchmux/client-ca.crt"))
+        );
+        assert_eq!(s.auth_mode(), AuthMode::ClientRequired);
         assert_eq!(
             c.upstream.url.as_ref().unwrap().to_string(),
             "https://kube.example:6443/prefix"
@@ -765,6 +1043,117 @@ version = "v1"
         assert_eq!(k.not_ready_wait, Duration::ZERO);
         assert_eq!(k.list_page_size, 13);
         assert_eq!(k.resources, vec![ResourceSpec::new("", "v1", "pods")]);
+    }
+
+    #[test]
+    fn upstream_source_keys() {
+        let c = Config::from_toml_str(
+            "[upstream]\nkubeconfig = \"/etc/kube/config\"\ncontext = \"prod\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            c.upstream.kubeconfig.as_deref(),
+            Some(Path::new("/etc/kube/config"))
+        );
+        assert_eq!(c.upstream.context.as_deref(), Some("prod"));
+        assert!(!c.upstream.in_cluster);
+        let c = Config::from_toml_str("[upstream]\nin_cluster = true\n", "t").unwrap();
+        assert!(c.upstream.in_cluster);
+        for (text, key, want) in [
+            (
+                "[upstream]\nurl = \"http://h:1\"\nkubeconfig = \"k\"\n",
+                "upstream.kubeconfig",
+                "cannot be combined with upstream.url",
+            ),
+            (
+                "[upstream]\nin_cluster = true\nkubeconfig = \"k\"\n",
+                "upstream.in_cluster",
+                "cannot be combined with upstream.kubeconfig",
+            ),
+            (
+                "[upstream]\nurl = \"http://h:1\"\ncontext = \"c\"\n",
+                "upstream.context",
+                "only applies to a kubeconfig",
+            ),
+            (
+                "[upstream]\nkubeconfig = \"\"\n",
+                "upstream.kubeconfig",
+                "must not be empty",
+            ),
+            (
+                "[upstream]\nin_cluster = \"yes\"\n",
+                "upstream.in_cluster",
+                "invalid type",
+            ),
+        ] {
+            let e = err(text);
+            assert_eq!(e.key(), Some(key), "{text}: {e}");
+            assert!(e.line().is_some(), "{text}: {e}");
+            assert!(e.to_string().contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn downstream_tls_and_auth_keys() {
+        for (text, key, want) in [
+            (
+                "[server]\ntls_cert_file = \"c\"\n",
+                "server.tls_cert_file",
+                "needs server.tls_key_file",
+            ),
+            (
+                "[server]\ntls_key_file = \"k\"\n",
+                "server.tls_key_file",
+                "needs server.tls_cert_file",
+            ),
+            (
+                "[server]\nclient_ca_file = \"ca\"\n",
+                "server.client_ca_file",
+                "only seen when watchmux terminates TLS",
+            ),
+            (
+                "[server]\nauth = \"anyone\"\n",
+                "server.auth",
+                "unknown variant",
+            ),
+        ] {
+            let e = err(text);
+            assert_eq!(e.key(), Some(key), "{text}: {e}");
+            assert_eq!(e.line(), Some(2), "{text}: {e}");
+            assert!(e.to_string().contains(want), "{text}: {e}");
+        }
+        assert_eq!(Config::default().server.auth_mode(), AuthMode::Client);
+    }
+
+    #[test]
+    fn plain_http_off_loopback_needs_tls_or_an_explicit_auth_mode() {
+        let e = err("[server]\nlisten = \"0.0.0.0:8080\"\n");
+        assert_eq!(e.key(), Some("server.listen"), "{e}");
+        assert_eq!(e.line(), Some(2), "{e}");
+        let s = e.to_string();
+        assert!(s.contains("not a loopback address and TLS is off"), "{s}");
+        assert!(
+            s.contains("server.tls_cert_file") && s.contains("server.auth"),
+            "{s}"
+        );
+        // Loopback (v4 and v6) is fine; TLS or an explicit mode makes any address fine.
+        Config::from_toml_str("[server]\nlisten = \"127.0.0.2:8080\"\n", "t").unwrap();
+        Config::from_toml_str("[server]\nlisten = \"[::1]:8080\"\n", "t").unwrap();
+        Config::from_toml_str(
+            "[server]\nlisten = \"0.0.0.0:8080\"\nauth = \"watchmux\"\n",
+            "t",
+        )
+        .unwrap();
+        Config::from_toml_str(
+            "[server]\nlisten = \"[::]:8443\"\ntls_cert_file = \"c\"\ntls_key_file = \"k\"\n",
+            "t",
+        )
+        .unwrap();
+        // A command-line override is checked by validate().
+        let mut c = Config::default();
+        c.server.listen = "10.1.2.3:8080".parse().unwrap();
+        assert_eq!(c.validate().unwrap_err().key(), Some("server.listen"));
     }
 
     #[test]

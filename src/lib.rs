@@ -4,9 +4,12 @@
 //! the demo and the benchmarks use as the upstream.
 
 pub mod api;
+pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod gofmt;
+pub mod kubeconfig;
+pub mod metrics;
 pub mod proxy;
 pub mod reflector;
 pub mod respond;
@@ -14,4 +17,5 @@ pub mod selector;
 pub mod server;
 pub mod sim;
 pub mod status;
+pub mod tls;
 pub mod upstream;

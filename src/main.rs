@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use watchmux::config::Config;
+use watchmux::config::{Config, LogConfig, LogFormat};
 use watchmux::server::{self, Proxy};
 use watchmux::sim::{SimConfig, Simulator, churn::ChurnSpec, fleet::FleetSpec, kinds::CustomType};
 use watchmux::upstream::Upstream;
@@ -17,9 +17,13 @@ use watchmux::upstream::Upstream;
     about = "Kubernetes list/watch multiplexer"
 )]
 struct Cli {
-    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `watchmux=debug`.
-    #[arg(long, env = "WATCHMUX_LOG", default_value = "info", global = true)]
-    log: String,
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `watchmux=debug`; overrides the
+    /// config's `log.level` (default `info`).
+    #[arg(long, env = "WATCHMUX_LOG", global = true)]
+    log: Option<String>,
+    /// Log format, `text` or `json`; overrides the config's `log.format` (default `text`).
+    #[arg(long, env = "WATCHMUX_LOG_FORMAT", global = true, value_parser = ["text", "json"])]
+    log_format: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -32,6 +36,18 @@ enum Command {
     Demo(DemoArgs),
     /// Run the built-in kube-apiserver simulator.
     Sim(SimArgs),
+    /// GET a health URL (e.g. http://127.0.0.1:8080/readyz): exit 0 on 2xx, else print the
+    /// answer and exit 1. For exec probes of a watchmux that listens on localhost only.
+    Probe(ProbeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ProbeArgs {
+    /// The URL to GET.
+    url: String,
+    /// Give up after this many milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    timeout_ms: u64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -97,44 +113,133 @@ struct SimArgs {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log).context("invalid --log filter")?,
-        )
-        .init();
+    let log = LogArgs {
+        filter: cli.log,
+        format: cli.log_format,
+    };
     match cli.command {
-        Command::Serve(a) => run_serve(a).await,
-        Command::Demo(a) => run_demo(a).await,
-        Command::Sim(a) => run_sim(a).await,
+        Command::Serve(a) => run_serve(a, log).await,
+        Command::Demo(a) => run_demo(a, log).await,
+        Command::Sim(a) => {
+            log.init(&LogConfig::default())?;
+            run_sim(a).await
+        }
+        Command::Probe(a) => run_probe(a).await,
     }
 }
 
-async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+async fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
+    use http_body_util::{BodyExt, Empty};
+    let uri: http::Uri = a.url.parse().context("probe URL")?;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<bytes::Bytes>>();
+    let exchange = async {
+        let resp = client.get(uri).await?;
+        let code = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        anyhow::Ok((code, body))
+    };
+    let (code, body) = tokio::time::timeout(Duration::from_millis(a.timeout_ms), exchange)
+        .await
+        .with_context(|| format!("{}: no answer within {} ms", a.url, a.timeout_ms))??;
+    if code.is_success() {
+        return Ok(());
+    }
+    print!("{}", String::from_utf8_lossy(&body));
+    anyhow::bail!("{}: {code}", a.url)
+}
+
+/// Logging overrides from the command line / environment.
+struct LogArgs {
+    filter: Option<String>,
+    format: Option<String>,
+}
+
+impl LogArgs {
+    /// Installs the global subscriber: CLI/env over the config's `[log]`.
+    fn init(&self, c: &LogConfig) -> anyhow::Result<()> {
+        let filter = self.filter.as_deref().unwrap_or(&c.level);
+        let filter = tracing_subscriber::EnvFilter::try_new(filter)
+            .with_context(|| format!("invalid log filter {filter:?}"))?;
+        let json = match self.format.as_deref() {
+            Some(f) => f == "json",
+            None => c.format == LogFormat::Json,
+        };
+        let b = tracing_subscriber::fmt().with_env_filter(filter);
+        if json {
+            b.json().flatten_event(true).init();
+        } else {
+            b.init();
+        }
+        Ok(())
+    }
+}
+
+async fn run_serve(a: ServeArgs, log: LogArgs) -> anyhow::Result<()> {
     let mut config = Config::from_file(&a.config)?;
     if let Some(l) = a.listen {
         config.server.listen = l;
     }
     config.validate()?;
-    config.upstream.require_url()?;
+    log.init(&config.log)?;
     run_proxy(config).await
+}
+
+/// The first SIGTERM or SIGINT (Ctrl-C).
+async fn terminated() -> anyhow::Result<&'static str> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.map(|_| "SIGINT").context("waiting for Ctrl-C"),
+            _ = term.recv() => Ok("SIGTERM"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+        Ok("Ctrl-C")
+    }
 }
 
 async fn run_proxy(config: Config) -> anyhow::Result<()> {
     let upstream = Upstream::new(&config.upstream).context("upstream client")?;
+    let downstream = server::Downstream::from_config(&config.server)?;
     let proxy = Proxy::start(&config, upstream);
-    let addr = server::bind_and_serve(proxy.clone(), config.server.listen)
+    let addr = server::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     tracing::info!(listen = %addr, upstream = %proxy.upstream.url(), resources = config.cache.resources.len(), "watchmux serving");
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
-    tracing::info!("shutting down");
-    proxy.shutdown().await;
+    let signal = terminated().await?;
+    let s = &config.server;
+    tracing::info!(
+        signal,
+        delay = ?s.shutdown_delay,
+        timeout = ?s.shutdown_timeout,
+        "shutting down: /readyz fails, then watches end and connections drain"
+    );
+    tokio::select! {
+        clean = proxy.shutdown_within(s.shutdown_delay, s.shutdown_timeout) => {
+            if clean {
+                tracing::info!("shut down cleanly");
+            } else {
+                tracing::warn!("shutdown bound reached; remaining connections dropped");
+            }
+        }
+        r = terminated() => {
+            tracing::warn!(signal = ?r.ok(), "second signal: exiting now");
+        }
+    }
     Ok(())
 }
 
-async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
+async fn run_demo(a: DemoArgs, log: LogArgs) -> anyhow::Result<()> {
+    // The documented example config: it caches what kubelets, controllers and dashboards watch.
+    let mut config = Config::from_toml_str(include_str!("../config.toml"), "config.toml")?;
+    log.init(&config.log)?;
     let sim = Simulator::start(SimConfig {
         fleet: Some(FleetSpec {
             nodes: a.nodes,
@@ -150,14 +255,12 @@ async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
     })
     .await
     .context("starting the simulator")?;
-    // The documented example config: it caches what kubelets, controllers and dashboards watch.
-    let mut config = Config::from_toml_str(include_str!("../config.toml"), "config.toml")?;
     config.server.listen = a.listen;
     config.upstream.url = Some(sim.url().parse().context("simulator URL")?);
     config.validate()?;
     tracing::info!(simulator = %sim.url(), "simulated kube-apiserver with {} nodes and {} pods", a.nodes, a.pods);
     println!(
-        "watchmux demo: point kubectl at it with\n  kubectl --server http://{} get pods -A -w",
+        "watchmux demo: point kubectl at it with\n  kubectl --server http://{0} get pods -A -w\nmetrics: http://{0}/metrics  health: http://{0}/readyz?verbose",
         a.listen
     );
     run_proxy(config).await

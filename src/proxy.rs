@@ -9,7 +9,9 @@
 //! Only the hop-by-hop headers (RFC 9110 §7.6.1) are dropped: they describe one connection, not
 //! the message, and forwarding them would corrupt the framing on the other connection (a
 //! `Transfer-Encoding` from the client, a `Connection: close` from the upstream). `Host` is set to
-//! the upstream's authority. `Authorization` and every other header pass as they are.
+//! the upstream's authority. Every other header passes as it is, except the credentials, which
+//! follow `server.auth` (`crate::auth`): by default the client's own `Authorization`, its verified
+//! client certificate as `Impersonate-User`/`Impersonate-Group`, or else watchmux's identity.
 //!
 //! An upgrade (`Connection: Upgrade` + `Upgrade: ...`) is forwarded with those two headers kept;
 //! when the upstream answers 101 the client gets the same 101, and the two upgraded connections
@@ -62,6 +64,12 @@ pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response
 
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    // Whose credentials go upstream (server.auth, the client's certificate): see `auth`.
+    let peer = parts.extensions.get::<crate::auth::PeerAuth>();
+    if let Err(s) = crate::auth::prepare_pass_through(&mut parts.headers, peer) {
+        debug!(%method, path, status = s.code, "pass-through refused: no client credentials");
+        return status_response(&s);
+    }
     if let Some(protocol) = &upgrade {
         parts
             .headers
@@ -84,7 +92,8 @@ pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response
         }
     };
     let status = resp.status();
-    debug!(
+    // The request's debug line is the server's (one per request); this adds upstream detail.
+    tracing::trace!(
         %method, path, status = status.as_u16(), upgrade = upgrade.is_some(),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "pass-through"

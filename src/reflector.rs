@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::event::EventType;
 use crate::cache::{Cached, ResourceCache, ResourceInfo, record::decode_object};
 use crate::config::ResourceSpec;
+use crate::metrics::ResourceMetrics;
 use crate::upstream::{Upstream, UpstreamError};
 
 /// Why one list or watch attempt failed.
@@ -183,6 +184,7 @@ pub async fn list_all(
     spec: &ResourceSpec,
     info: &ResourceInfo,
     page_size: usize,
+    m: &ResourceMetrics,
 ) -> Result<(Vec<Cached>, u64), ReflectorError> {
     let base = collection_path(spec);
     let mut items = Vec::new();
@@ -194,9 +196,12 @@ pub async fn list_all(
             q.push_str("&continue=");
             q.push_str(&form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>());
         }
-        let resp = up.get(&q, "application/json").await?;
+        let resp = up.get(&q, "application/json").await;
+        m.upstream_request("list", resp.as_ref().ok().map(|r| r.status().as_u16()));
+        let resp = resp?;
         let code = resp.status();
         let body = read_body(resp, &q).await?;
+        m.upstream_list_bytes(body.len());
         if !code.is_success() {
             return Err(status_error(code, &q, &body));
         }
@@ -268,11 +273,23 @@ struct RvOnly {
 
 /// Applies one watch line to the cache. `Ok(Some(end))` ends the watch.
 pub fn apply_line(cache: &ResourceCache, line: &[u8]) -> Result<Option<WatchEnd>, ReflectorError> {
+    apply_line_observed(cache, line, None)
+}
+
+/// [`apply_line`], counting the event's type in `m`.
+pub fn apply_line_observed(
+    cache: &ResourceCache,
+    line: &[u8],
+    m: Option<&ResourceMetrics>,
+) -> Result<Option<WatchEnd>, ReflectorError> {
     let malformed = |detail: String| ReflectorError::Malformed {
         what: "watch event".into(),
         detail,
     };
     let ev: Envelope<'_> = serde_json::from_slice(line).map_err(|e| malformed(e.to_string()))?;
+    if let Some(m) = m {
+        m.upstream_event(ev.ty);
+    }
     let obj = ev.object.get().as_bytes();
     match ev.ty {
         "BOOKMARK" => {
@@ -315,6 +332,7 @@ pub async fn watch_once(
     spec: &ResourceSpec,
     cache: &ResourceCache,
     cancel: &CancellationToken,
+    m: &ResourceMetrics,
 ) -> Result<WatchEnd, ReflectorError> {
     let timeout = rand::rng().random_range(300..600u64);
     let q = format!(
@@ -322,7 +340,9 @@ pub async fn watch_once(
         collection_path(spec),
         cache.rv()
     );
-    let resp = up.get(&q, "application/json").await?;
+    let resp = up.get(&q, "application/json").await;
+    m.upstream_request("watch", resp.as_ref().ok().map(|r| r.status().as_u16()));
+    let resp = resp?;
     let code = resp.status();
     if !code.is_success() {
         let body = read_body(resp, &q).await?;
@@ -331,6 +351,7 @@ pub async fn watch_once(
             e => Err(e),
         };
     }
+    m.watch_connected();
     let mut body = resp.into_body();
     let mut buf = BytesMut::new();
     let mut received = 0u64;
@@ -355,6 +376,7 @@ pub async fn watch_once(
                 Err(_) => continue,
             },
         };
+        m.upstream_watch_bytes(data.len());
         buf.extend_from_slice(&data);
         while let Some(i) = memchr::memchr(b'\n', &buf) {
             let line = buf.split_to(i + 1);
@@ -362,7 +384,7 @@ pub async fn watch_once(
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            if let Some(end) = apply_line(cache, line)? {
+            if let Some(end) = apply_line_observed(cache, line, Some(m))? {
                 return Ok(end);
             }
             received += 1;
@@ -384,20 +406,31 @@ pub async fn run(
     cache: Arc<ResourceCache>,
     page_size: usize,
     cancel: CancellationToken,
+    m: Arc<ResourceMetrics>,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
     let name = spec.to_string();
+    // Why the next LIST happens; counted once, not again for each retry of a failed LIST.
+    let mut cause = Some("initial");
     'relist: loop {
         if cancel.is_cancelled() {
             return;
         }
+        if let Some(c) = cause.take() {
+            m.relist(c);
+        }
+        let started = std::time::Instant::now();
         let listed = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = list_all(&up, &spec, &cache.info, page_size) => r,
+            r = list_all(&up, &spec, &cache.info, page_size, &m) => r,
         };
         let (items, rv) = match listed {
-            Ok(x) => x,
+            Ok(x) => {
+                m.listed(started.elapsed());
+                x
+            }
             Err(e) => {
+                m.upstream_failed(&e);
                 let d = backoff.next_delay();
                 tracing::warn!(resource = %name, error = %e, retry_in = ?d, "list failed");
                 sleep_or_cancel(d, &cancel).await;
@@ -409,13 +442,16 @@ pub async fn run(
         tracing::info!(resource = %name, objects = n, resource_version = rv, outcome = ?outcome, "listed");
         backoff.reset();
         loop {
-            match watch_once(&up, &spec, &cache, &cancel).await {
+            match watch_once(&up, &spec, &cache, &cancel, &m).await {
                 _ if cancel.is_cancelled() => return,
-                Ok(WatchEnd::Expired(m)) => {
-                    tracing::info!(resource = %name, message = %m, "watch resourceVersion expired; relisting");
+                Ok(WatchEnd::Expired(msg)) => {
+                    m.watch_ended("expired");
+                    tracing::info!(resource = %name, message = %msg, "watch resourceVersion expired; relisting");
+                    cause = Some("expired");
                     continue 'relist;
                 }
                 Ok(WatchEnd::Closed { received }) => {
+                    m.watch_ended("closed");
                     if received > 0 {
                         backoff.reset();
                         tracing::debug!(resource = %name, received, "watch ended; re-watching");
@@ -425,6 +461,8 @@ pub async fn run(
                     }
                 }
                 Err(e) => {
+                    m.watch_ended("error");
+                    m.upstream_failed(&e);
                     let d = backoff.next_delay();
                     tracing::warn!(resource = %name, error = %e, retry_in = ?d, resource_version = cache.rv(), "watch failed; re-watching from the last resourceVersion");
                     sleep_or_cancel(d, &cancel).await;

@@ -5,12 +5,17 @@
 //! whole request whose URI is rewritten onto the base; the response body is never buffered and
 //! never timed out, because watches stream for as long as the upstream keeps them open.
 //!
-//! The reflector's few long-lived watches should use their own handle from
-//! [`Upstream::watch_client`]: a separate connection pool, so that a stalled connection carrying
-//! pass-through traffic (or, with HTTP/2, one stalled connection multiplexing many streams) cannot
-//! hold up every cached resource at once, and the other way round.
+//! The reflectors' long-lived watches use the handle from [`Upstream::watch_client`]: a pool of
+//! their own, separate from pass-through traffic, that offers HTTP/2 by ALPN on `https://`
+//! upstreams, so every reflector's list and watch share one connection (kube-apiserver serves
+//! HTTP/2; HTTP/2 PINGs notice a dead connection under a quiet watch). The pass-through pool speaks
+//! HTTP/1.1 only, because exec/attach/port-forward upgrades need it.
 //!
-//! Only `http://` upstreams are supported for now; TLS comes later.
+//! Where the upstream is and who watchmux is there come from `crate::kubeconfig` (a kubeconfig,
+//! the in-cluster service account, or a bare `upstream.url`); TLS is rustls with the ring
+//! provider (`crate::tls`). watchmux's token (if any) goes on every reflector request
+//! ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their own
+//! ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries).
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -18,17 +23,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, HOST};
+use http::header::{ACCEPT, AUTHORIZATION, HOST};
 use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Method, Request, Response, Uri, Version};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::pki_types::ServerName;
 
+use crate::auth::Credentials;
 use crate::config::UpstreamConfig;
+use crate::kubeconfig::{self, ResolveError};
+use crate::tls::ServerTrust;
+
+/// A pooled client over plain TCP or rustls.
+type Pool = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
 
 /// The request body type the upstream client sends: any streaming body, boxed.
 pub type UpstreamBody = BoxBody<Bytes, std::io::Error>;
@@ -41,17 +54,17 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(85);
 /// noticed even when no bytes are due.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 
-/// HTTP/2 PING interval (used once TLS + ALPN can negotiate h2), for the same reason.
+/// HTTP/2 PING interval (the watch pool negotiates h2 over TLS), for the same reason.
 const H2_KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// A handle to the upstream kube-apiserver. Clones share the connection pool.
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<HttpConnector, UpstreamBody>,
+    client: Pool,
     base: Arc<Base>,
 }
 
-/// The parts of the base URL requests are rewritten onto.
+/// The parts of the base URL requests are rewritten onto, and what every request shares.
 #[derive(Debug)]
 struct Base {
     scheme: Scheme,
@@ -61,6 +74,11 @@ struct Base {
     /// `Host` header value: the authority.
     host: HeaderValue,
     connect_timeout: Duration,
+    /// watchmux's own token or basic-auth credentials.
+    credentials: Option<Credentials>,
+    /// The reflectors' pool (HTTP/2 where the upstream offers it), shared by every
+    /// [`Upstream::watch_client`].
+    watch: Pool,
 }
 
 impl fmt::Debug for Upstream {
@@ -75,9 +93,30 @@ impl fmt::Debug for Upstream {
 /// Why an upstream request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// No upstream URL is configured.
-    #[error("no upstream URL is configured (upstream.url)")]
+    /// Nothing names an upstream (no url, kubeconfig, in-cluster mode or `KUBECONFIG`).
+    #[error(
+        "no upstream is configured: set upstream.url, upstream.kubeconfig or upstream.in_cluster, \
+         or the KUBECONFIG environment variable"
+    )]
     NotConfigured,
+    /// The kubeconfig, the service account, or a certificate, key or token they name is unusable.
+    #[error("{origin}: {message}")]
+    Setup {
+        /// `upstream.kubeconfig (/path), context "x"`, `upstream.in_cluster (...)`, `upstream.url`.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// TLS with the upstream failed: its certificate was rejected, or it rejected watchmux's.
+    #[error("TLS with the upstream {authority} failed: {detail}")]
+    Tls {
+        /// `host:port` of the upstream.
+        authority: String,
+        /// The rustls error, with a hint.
+        detail: String,
+        /// Cause.
+        source: hyper_util::client::legacy::Error,
+    },
     /// The configured URL is not usable by this client.
     #[error("upstream URL {url:?}: {reason}")]
     BadUrl {
@@ -128,13 +167,20 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
-    /// The upstream could not be reached at all (refused, unreachable, timed out): retrying later
-    /// may help, and the request certainly did not reach the upstream.
+    /// The upstream could not be reached at all (refused, unreachable, timed out, TLS failed):
+    /// retrying later may help, and the request was not processed by the upstream.
     pub fn is_connect(&self) -> bool {
         matches!(
             self,
-            UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. }
+            UpstreamError::Connect { .. }
+                | UpstreamError::ConnectTimeout { .. }
+                | UpstreamError::Tls { .. }
         )
+    }
+
+    /// TLS with the upstream failed (certificate rejected on either side).
+    pub fn is_tls(&self) -> bool {
+        matches!(self, UpstreamError::Tls { .. })
     }
 
     /// Connecting timed out.
@@ -152,51 +198,94 @@ impl UpstreamError {
         matches!(self, UpstreamError::Protocol { .. })
     }
 
-    /// The client is misconfigured (no or unusable URL).
+    /// The client is misconfigured (no or unusable URL, kubeconfig, certificate or token).
     pub fn is_config(&self) -> bool {
         matches!(
             self,
-            UpstreamError::NotConfigured | UpstreamError::BadUrl { .. }
+            UpstreamError::NotConfigured
+                | UpstreamError::BadUrl { .. }
+                | UpstreamError::Setup { .. }
         )
     }
 }
 
 impl Upstream {
-    /// A client for the configured upstream, with its own connection pool.
+    /// A client for the configured upstream (its URL, kubeconfig, or in-cluster service account;
+    /// see `crate::kubeconfig`), with its own connection pools. Reads the kubeconfig and the files
+    /// it names; does not connect.
     pub fn new(config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
-        let url = config.url.as_ref().ok_or(UpstreamError::NotConfigured)?;
+        let resolved = kubeconfig::resolve(config).map_err(|e| match e {
+            ResolveError::NotConfigured => UpstreamError::NotConfigured,
+            ResolveError::Invalid { origin, message } => UpstreamError::Setup { origin, message },
+        })?;
+        let url = &resolved.url;
         let bad = |reason| UpstreamError::BadUrl {
             url: url.to_string(),
             reason,
         };
         let scheme = match url.scheme_str() {
             Some("http") => Scheme::HTTP,
-            Some("https") => return Err(bad("https upstreams are not supported yet")),
-            _ => return Err(bad("not an http URL")),
+            Some("https") => Scheme::HTTPS,
+            _ => return Err(bad("not an http(s) URL")),
         };
         let authority = url.authority().cloned().ok_or_else(|| bad("no host"))?;
         let host = HeaderValue::from_str(authority.as_str()).map_err(|_| bad("invalid host"))?;
         let prefix = url.path().trim_end_matches('/').to_string();
+        let setup = |message: String| UpstreamError::Setup {
+            origin: resolved.origin.clone(),
+            message,
+        };
+        // A plain-HTTP upstream never uses the TLS config; it is built without loading roots.
+        let trust = if scheme == Scheme::HTTPS {
+            resolved.trust.clone()
+        } else {
+            ServerTrust::Roots(Vec::new())
+        };
+        // No ALPN here: hyper-rustls sets it per pool (see `build_client`).
+        let tls =
+            crate::tls::client_config(&trust, resolved.identity.as_ref(), &[]).map_err(setup)?;
+        let server_name = match &resolved.server_name {
+            Some(n) => Some(
+                ServerName::try_from(n.clone())
+                    .map_err(|e| setup(format!("tls-server-name {n:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        let timeout = config.connect_timeout;
+        let client = build_client(timeout, tls.clone(), server_name.clone(), false);
+        let watch = build_client(timeout, tls, server_name, true);
+        tracing::info!(upstream = %resolved.describe(), "upstream");
         let base = Base {
             scheme,
             authority,
             prefix,
             host,
-            connect_timeout: config.connect_timeout,
+            connect_timeout: timeout,
+            credentials: resolved.credentials,
+            watch,
         };
         Ok(Upstream {
-            client: build_client(base.connect_timeout),
+            client,
             base: Arc::new(base),
         })
     }
 
-    /// A handle to the same upstream with a new, separate connection pool: for the reflector's
-    /// long-lived watches, so they never share a connection with pass-through traffic.
+    /// A handle to the same upstream over the reflectors' pool: separate from pass-through
+    /// traffic, HTTP/2 when the upstream offers it over TLS, shared by every handle this returns
+    /// (so the reflectors' watches share one HTTP/2 connection).
     pub fn watch_client(&self) -> Upstream {
         Upstream {
-            client: build_client(self.base.connect_timeout),
+            client: self.base.watch.clone(),
             base: self.base.clone(),
         }
+    }
+
+    /// watchmux's own `Authorization` value, if it has a token or basic-auth credentials.
+    pub fn authorization(&self) -> Option<HeaderValue> {
+        self.base
+            .credentials
+            .as_ref()
+            .map(Credentials::authorization)
     }
 
     /// The base URL, e.g. `http://127.0.0.1:8001` (with the path prefix, if any).
@@ -230,8 +319,9 @@ impl Upstream {
             .map_err(|e| invalid(e.to_string()))
     }
 
-    /// GET `path_and_query` with the given `Accept`, returning as soon as the response head
-    /// arrives; the body streams (a LIST page, or a WATCH for as long as the upstream keeps it).
+    /// GET `path_and_query` with the given `Accept`, as watchmux (its own credentials), returning
+    /// as soon as the response head arrives; the body streams (a LIST page, or a WATCH for as long
+    /// as the upstream keeps it).
     pub async fn get(
         &self,
         path_and_query: &str,
@@ -246,13 +336,18 @@ impl Upstream {
         *req.method_mut() = Method::GET;
         *req.uri_mut() = uri;
         req.headers_mut().insert(ACCEPT, accept);
+        if let Some(auth) = self.authorization() {
+            req.headers_mut().insert(AUTHORIZATION, auth);
+        }
         self.send_raw(req).await
     }
 
     /// Sends a request to the upstream: its URI is rewritten onto the base URL (keeping the path
     /// and query), `Host` is set to the upstream's authority, everything else (method, headers,
-    /// streaming body) goes as given. Hop-by-hop headers are the caller's business
-    /// (see `proxy`).
+    /// streaming body) goes as given. A request without an `Authorization` header gets
+    /// watchmux's own (if it has one); one with an `Authorization` header keeps it. Hop-by-hop
+    /// headers and the pass-through credential policy are the caller's business (see `proxy`,
+    /// `auth`).
     pub async fn send(
         &self,
         mut req: Request<UpstreamBody>,
@@ -263,6 +358,11 @@ impl Upstream {
             .map_or("/", |pq| pq.as_str())
             .to_string();
         *req.uri_mut() = self.uri_for(&pq)?;
+        if !req.headers().contains_key(AUTHORIZATION)
+            && let Some(auth) = self.authorization()
+        {
+            req.headers_mut().insert(AUTHORIZATION, auth);
+        }
         self.send_raw(req).await
     }
 
@@ -279,6 +379,13 @@ impl Upstream {
 
     fn classify(&self, e: hyper_util::client::legacy::Error) -> UpstreamError {
         let authority = self.base.authority.to_string();
+        if let Some(hint) = tls_failure(&e) {
+            return UpstreamError::Tls {
+                authority,
+                detail: format!("{}{hint}", detail(&e)),
+                source: e,
+            };
+        }
         let timed_out = causes(&e).any(|c| {
             c.downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
@@ -306,19 +413,99 @@ impl Upstream {
 }
 
 /// A pooled client: keep-alive, TCP_NODELAY (watch events are small writes that must not wait for
-/// Nagle), a connect timeout, TCP keep-alive. No request or body timeout: watches are long.
-fn build_client(connect_timeout: Duration) -> Client<HttpConnector, UpstreamBody> {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(connect_timeout));
-    connector.set_keepalive(Some(TCP_KEEPALIVE));
+/// Nagle), a connect timeout, TCP keep-alive, rustls for `https://` (verifying the server as
+/// `server_name` when given), offering HTTP/2 by ALPN when `h2`. No request or body timeout:
+/// watches are long.
+fn build_client(
+    connect_timeout: Duration,
+    tls: rustls::ClientConfig,
+    server_name: Option<ServerName<'static>>,
+    h2: bool,
+) -> Pool {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    tcp.set_connect_timeout(Some(connect_timeout));
+    tcp.set_keepalive(Some(TCP_KEEPALIVE));
+    let builder = HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http();
+    let builder = match server_name {
+        Some(name) => builder.with_server_name_resolver(FixedServerNameResolver::new(name)),
+        None => builder,
+    };
+    // HTTP/1.1 only offers no ALPN (the server then speaks HTTP/1.1); enabling HTTP/2 offers
+    // `h2`, then `http/1.1`.
+    let connector = if h2 {
+        builder.enable_http1().enable_http2().wrap_connector(tcp)
+    } else {
+        builder.enable_http1().wrap_connector(tcp)
+    };
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .timer(TokioTimer::new())
         .http2_keep_alive_interval(H2_KEEPALIVE)
         .http2_keep_alive_while_idle(true)
+        .http2_adaptive_window(true)
         .build(connector)
+}
+
+/// Whether the chain holds a TLS failure, and then the hint to add (possibly empty). rustls errors
+/// travel inside (possibly nested) `io::Error`s, whose `source()` skips the wrapped error, hence
+/// the descent through `get_ref`; on an HTTP/2 connection only the error's text survives (h2
+/// rebuilds I/O errors from their message), hence the textual match.
+fn tls_failure(e: &(dyn StdError + 'static)) -> Option<&'static str> {
+    if let Some(r) = e.downcast_ref::<rustls::Error>() {
+        return Some(tls_hint(&r.to_string()).unwrap_or(""));
+    }
+    if let Some(io) = e.downcast_ref::<std::io::Error>()
+        && let Some(inner) = io.get_ref()
+    {
+        if let Some(h) = tls_failure(inner) {
+            return Some(h);
+        }
+        if io.kind() == std::io::ErrorKind::InvalidData
+            && let Some(h) = tls_hint(&inner.to_string())
+        {
+            return Some(h);
+        }
+    }
+    tls_failure(e.source()?)
+}
+
+/// For rustls's certificate and alert messages, what the operator should check.
+fn tls_hint(text: &str) -> Option<&'static str> {
+    const CLIENT_CERT_ALERTS: &[&str] = &[
+        "BadCertificate",
+        "CertificateExpired",
+        "CertificateRevoked",
+        "CertificateUnknown",
+        "CertificateRequired",
+        "UnknownCA",
+        "AccessDenied",
+    ];
+    if let Some(alert) = text.strip_prefix("received fatal alert: ") {
+        return Some(if CLIENT_CERT_ALERTS.contains(&alert.trim()) {
+            " (the upstream rejected watchmux's client certificate: check the kubeconfig's \
+             client-certificate(-data), its expiry and the CA the upstream trusts)"
+        } else {
+            ""
+        });
+    }
+    let cert = text.strip_prefix("invalid peer certificate: ")?;
+    let hint = if cert.contains("UnknownIssuer") || cert.contains("BadSignature") {
+        " (the upstream's certificate is not signed by the configured CA: check the \
+         kubeconfig's certificate-authority(-data))"
+    } else if cert.contains("NotValidForName") || cert.contains("not valid for name") {
+        " (the upstream's certificate does not name this host: check the server URL or \
+         tls-server-name)"
+    } else if cert.to_ascii_lowercase().contains("expired") {
+        " (the upstream's certificate has expired)"
+    } else {
+        ""
+    };
+    Some(hint)
 }
 
 /// The error and its causes, outermost first.
@@ -374,7 +561,64 @@ mod tests {
                 .unwrap_err()
                 .is_config()
         );
-        assert!(upstream("https://h:6443").unwrap_err().is_config());
+        assert!(upstream("ftp://h:6443").unwrap_err().is_config());
+    }
+
+    #[test]
+    fn tls_failures_get_a_hint() {
+        use rustls::{AlertDescription, CertificateError, Error};
+        let hint = |e: Error| tls_hint(&e.to_string());
+        assert!(
+            hint(Error::InvalidCertificate(CertificateError::UnknownIssuer))
+                .unwrap()
+                .contains("certificate-authority")
+        );
+        assert!(
+            hint(Error::InvalidCertificate(CertificateError::Expired))
+                .unwrap()
+                .contains("expired")
+        );
+        assert!(
+            hint(Error::AlertReceived(AlertDescription::CertificateExpired))
+                .unwrap()
+                .contains("client certificate")
+        );
+        assert_eq!(
+            hint(Error::AlertReceived(AlertDescription::HandshakeFailure)),
+            Some("")
+        );
+        assert_eq!(tls_hint("connection reset by peer"), None);
+        // The same, found through nested io::Errors, and through h2's text-only copy.
+        let nested = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        ));
+        assert!(
+            tls_failure(&nested)
+                .unwrap()
+                .contains("certificate-authority")
+        );
+        let text = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "received fatal alert: BadCertificate",
+        );
+        assert!(tls_failure(&text).unwrap().contains("client certificate"));
+        assert_eq!(tls_failure(&std::io::Error::other("x")), None);
+    }
+
+    #[test]
+    fn a_kubeconfig_that_cannot_be_read_names_the_key() {
+        let e = Upstream::new(&UpstreamConfig {
+            kubeconfig: Some("/nonexistent/kubeconfig".into()),
+            ..UpstreamConfig::default()
+        })
+        .unwrap_err();
+        assert!(e.is_config(), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("upstream.kubeconfig (/nonexistent/kubeconfig): "),
+            "{e}"
+        );
     }
 
     #[tokio::test]

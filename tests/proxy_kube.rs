@@ -411,7 +411,9 @@ async fn scenario(mode: Mode, n: usize) {
     let sim = common::sim_with(|c| c.fleet = Some(fleet())).await;
     let proxy = common::proxy_for(&sim, |_| {}).await;
 
-    // The proxy's own sync: one LIST (the fleet fits a page) and one watch per resource.
+    // The proxy's own sync: one LIST (the fleet fits a page) and one watch per resource (the
+    // proxy is ready once listed; its watches follow).
+    one_watch_per_resource(&sim).await;
     for r in CACHED {
         assert_eq!(
             stat(&sim, r, "listRequests"),
@@ -434,7 +436,7 @@ async fn scenario(mode: Mode, n: usize) {
         .collect();
     wait_ready(&clients).await;
     // Everyone watches through more churn, then the cluster goes quiet.
-    churn.wait_writes(100).await;
+    churn.wait_writes(75).await;
     let writes = churn.stop().await;
     let pods = converge(&sim, &clients, "under churn").await;
 
@@ -479,7 +481,16 @@ async fn scenario(mode: Mode, n: usize) {
     );
     // Refused attempts never reach the simulator's counters: the first watch, the re-watch
     // answered with 410, and the watch from the relist's resourceVersion.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stat(&sim, "pods", "watchRequests") < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "no upstream watch after the relist"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(stat(&sim, "pods", "watchRequests"), 3);
+    one_watch_per_resource(&sim).await;
 
     for (i, c) in clients.iter().enumerate() {
         let errors = c.errors.lock();

@@ -83,6 +83,7 @@ async fn proxy_to(upstream_url: &str) -> Server {
     let up = Upstream::new(&UpstreamConfig {
         url: Some(upstream_url.parse().expect("url")),
         connect_timeout: Duration::from_secs(2),
+        ..UpstreamConfig::default()
     })
     .expect("upstream");
     serve(move |req| {

@@ -376,6 +376,12 @@ impl ResourceCache {
         self.state.read().hub.len()
     }
 
+    /// Events in the log and the age of the oldest (for metrics).
+    pub fn window(&self) -> (usize, Option<Duration>) {
+        let st = self.state.read();
+        (st.log.len(), st.log.front().map(|e| e.at.elapsed()))
+    }
+
     /// Waits until the first sync, up to `timeout`.
     pub async fn wait_synced(&self, timeout: Duration) -> bool {
         let mut rx = self.synced_tx.subscribe();

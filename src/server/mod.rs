@@ -2,6 +2,7 @@
 //! WATCH forms the cache can answer exactly as kube-apiserver would) or to the upstream
 //! unchanged (everything else).
 
+pub mod health;
 pub mod list;
 pub mod watch;
 pub mod websocket;
@@ -23,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::api::options::{ListOptions, RvMatch};
 use crate::api::path::{self, ApiPath};
+pub use crate::auth::Downstream;
 use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, Config, ResourceSpec};
 use crate::reflector::{self, Backoff};
@@ -73,8 +75,15 @@ pub struct Proxy {
     pub min_request_timeout: Duration,
     /// Stops everything.
     pub cancel: CancellationToken,
+    /// Graceful shutdown began: stop accepting, end watches cleanly, finish connections. A child
+    /// of `cancel` (cancelling `cancel` cancels it too).
+    pub draining: CancellationToken,
     /// Background tasks.
     pub tasks: TaskTracker,
+    /// Downstream connections (waited for, within a bound, at shutdown).
+    pub conns: TaskTracker,
+    /// Metrics and health state.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -99,13 +108,17 @@ impl Proxy {
                 CacheSlot::new(),
             );
         }
+        let cancel = CancellationToken::new();
         let proxy = Arc::new(Proxy {
             slots,
             upstream,
             cache_config: config.cache.clone(),
             min_request_timeout: Duration::from_secs(1800),
-            cancel: CancellationToken::new(),
+            draining: cancel.child_token(),
+            cancel,
             tasks: TaskTracker::new(),
+            conns: TaskTracker::new(),
+            metrics: Arc::new(crate::metrics::Metrics::new(config)),
         });
         for spec in &config.cache.resources {
             let p = proxy.clone();
@@ -139,6 +152,12 @@ impl Proxy {
             match r {
                 Ok(info) => break info,
                 Err(e) => {
+                    if let Some(m) =
+                        self.metrics
+                            .resource(&spec.group, &spec.version, &spec.resource)
+                    {
+                        m.upstream_failed(&e);
+                    }
                     let d = backoff.next_delay();
                     tracing::warn!(resource = %spec, error = %e, retry_in = ?d, "discovery failed");
                     tokio::select! {
@@ -154,12 +173,15 @@ impl Proxy {
         if let Some(slot) = self.slot(&spec.group, &spec.version, &spec.resource) {
             slot.tx.send_replace(Some(cache.clone()));
         }
+        self.metrics.attach_cache(&spec, cache.clone());
+        let m = self.metrics.for_info(&cache.info);
         reflector::run(
             up,
             spec,
             cache,
             self.cache_config.list_page_size,
             self.cancel.clone(),
+            m,
         )
         .await;
     }
@@ -201,16 +223,40 @@ impl Proxy {
             .all(|s| s.get().is_some_and(|c| c.is_synced()))
     }
 
-    /// Stops the reflectors and closes every watch.
+    /// Graceful shutdown with no delay and a 20 s bound (see [`Proxy::shutdown_within`]).
     pub async fn shutdown(&self) {
-        self.cancel.cancel();
+        self.shutdown_within(Duration::ZERO, Duration::from_secs(20))
+            .await;
+    }
+
+    /// Graceful shutdown: `/readyz` fails at once; after `delay` (still serving, so load
+    /// balancers can take the pod out first) watchmux stops accepting, ends every watch cleanly
+    /// (the stream ends, so clients re-watch elsewhere), lets idle connections close and other
+    /// requests finish for at most `timeout`, then stops the reflectors and drops what is left.
+    /// Returns whether every connection finished within the bound.
+    pub async fn shutdown_within(&self, delay: Duration, timeout: Duration) -> bool {
+        self.metrics.set_shutting_down();
+        if !delay.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.cancel.cancelled() => {}
+            }
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        self.draining.cancel();
         for slot in self.slots.values() {
             if let Some(c) = slot.get() {
                 c.close_all("server shutting down");
             }
         }
+        self.conns.close();
+        let clean = tokio::time::timeout_at(deadline, self.conns.wait())
+            .await
+            .is_ok();
+        self.cancel.cancel();
         self.tasks.close();
-        self.tasks.wait().await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.tasks.wait()).await;
+        clean
     }
 }
 
@@ -247,8 +293,18 @@ pub fn list_from_cache(opts: &ListOptions) -> bool {
     }
 }
 
-/// Handles one request.
-pub async fn handle(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Response<Body> {
+/// Handles one request: `/metrics` and the health endpoints first (never passed through), then
+/// the cache or the upstream. Every request is counted and timed, and logged at debug.
+pub async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
+    if let Some(r) = health::answer(&proxy, &req) {
+        return r;
+    }
+    let info = proxy.metrics.classify(&req);
+    let resp = route_and_serve(proxy.clone(), req).await;
+    proxy.metrics.finish(&info, resp, &proxy.draining)
+}
+
+async fn route_and_serve(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Response<Body> {
     match route(&proxy, &req).await {
         Route::Answer(r) => r,
         Route::Watch {
@@ -265,7 +321,12 @@ pub async fn handle(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Response<B
             } else {
                 None
             };
-            let rx = match watch::start(&proxy, cache, opts, filter) {
+            let transport = if ws.is_some() {
+                crate::metrics::TRANSPORT_WEBSOCKET
+            } else {
+                crate::metrics::TRANSPORT_CHUNKED
+            };
+            let rx = match watch::start(&proxy, cache, opts, filter, transport) {
                 Ok(rx) => rx,
                 Err(s) => return status_response(&s),
             };
@@ -292,7 +353,11 @@ pub async fn handle(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Response<B
                 .expect("routed to an existing slot");
             list::serve(&proxy, slot, ns.as_deref(), &opts, &filter).await
         }
-        Route::PassThrough => crate::proxy::pass_through(&proxy.upstream, req).await,
+        Route::PassThrough => {
+            let mut r = crate::proxy::pass_through(&proxy.upstream, req).await;
+            r.extensions_mut().insert(crate::metrics::PassedThrough);
+            r
+        }
     }
 }
 
@@ -417,24 +482,57 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
     }
 }
 
-/// Serves HTTP/1.1 and HTTP/2 (with upgrades) on `listener` until the proxy is cancelled.
+/// Serves plain HTTP/1.1 and HTTP/2 (with upgrades) on `listener` until the proxy is cancelled,
+/// in the default `server.auth` mode.
 pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
+    serve_with(proxy, listener, Arc::new(Downstream::default())).await
+}
+
+/// [`serve`], accepting connections as `downstream` says: TLS (with client certificates) or not,
+/// and the `server.auth` mode every request carries as a [`crate::auth::PeerAuth`] extension.
+pub async fn serve_with(proxy: Arc<Proxy>, listener: TcpListener, downstream: Arc<Downstream>) {
     loop {
+        // Draining (a child of `cancel`) stops accepting: the listener closes with this loop.
         let conn = tokio::select! {
-            _ = proxy.cancel.cancelled() => return,
+            _ = proxy.draining.cancelled() => return,
             c = listener.accept() => c,
         };
         let Ok((stream, _)) = conn else { continue };
         let _ = stream.set_nodelay(true);
         let p = proxy.clone();
         let cancel = proxy.cancel.clone();
-        proxy.tasks.spawn(async move {
-            let svc = service_fn(move |req| {
+        let draining = proxy.draining.clone();
+        let downstream = downstream.clone();
+        proxy.conns.spawn(async move {
+            // The TLS handshake (if any) runs here, not in the accept loop: a slow client must
+            // not hold up the others.
+            let peer_addr = stream.peer_addr().ok();
+            let accepted = tokio::select! {
+                a = downstream.accept(stream) => a,
+                _ = draining.cancelled() => return,
+            };
+            let (io, peer) = match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::debug!(peer = ?peer_addr, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let svc = service_fn(move |mut req: Request<Incoming>| {
                 let p = p.clone();
+                req.extensions_mut().insert(peer.clone());
                 async move { Ok::<_, std::convert::Infallible>(handle(p, req).await) }
             });
             let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = draining.cancelled() => {}
+            }
+            // Graceful: HTTP/2 GOAWAY, HTTP/1 closes once the response in flight is done (a
+            // watch's stream has just been ended); `cancel` drops whatever is left.
+            conn.as_mut().graceful_shutdown();
             tokio::select! {
                 _ = conn => {}
                 _ = cancel.cancelled() => {}
@@ -449,6 +547,23 @@ pub async fn bind_and_serve(proxy: Arc<Proxy>, addr: SocketAddr) -> std::io::Res
     let local = listener.local_addr()?;
     let p = proxy.clone();
     proxy.tasks.spawn(async move { serve(p, listener).await });
+    Ok(local)
+}
+
+/// [`bind_and_serve`] with TLS and the `server.auth` mode of `downstream`
+/// (see [`Downstream::from_config`]).
+pub async fn bind_and_serve_with(
+    proxy: Arc<Proxy>,
+    addr: SocketAddr,
+    downstream: Downstream,
+) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let p = proxy.clone();
+    let d = Arc::new(downstream);
+    proxy
+        .tasks
+        .spawn(async move { serve_with(p, listener, d).await });
     Ok(local)
 }
 

@@ -24,6 +24,7 @@ use super::list::BLOCK_TIMEOUT;
 use crate::api::event::{EventType, FRAME_TAIL, bookmark_frame, error_frame};
 use crate::api::options::ListOptions;
 use crate::cache::{Registration, ResourceCache};
+use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
 use crate::respond::{Body, stream_response};
 use crate::selector::Filter;
 use crate::status::Status;
@@ -50,8 +51,12 @@ pub fn start(
     cache: Arc<ResourceCache>,
     opts: ListOptions,
     filter: Filter,
+    transport: &'static str,
 ) -> Result<mpsc::Receiver<Out>, Status> {
+    // A failed start answered with a Status is counted by the server (`Metrics::finish`).
     let rv = opts.rv()?;
+    let metrics = proxy.metrics.for_info(&cache.info);
+    let tap = metrics.watch_tap(transport);
     let timeout = match opts.timeout_seconds {
         Some(s) if s > 0 => Duration::from_secs(s as u64),
         _ => {
@@ -68,8 +73,12 @@ pub fn start(
         bookmark_interval: proxy.cache_config.bookmark_interval,
         tx,
         last_sent: 0,
+        metrics,
+        tap,
+        start_failed: false,
     };
-    let cancel = proxy.cancel.clone();
+    // Draining (shutdown; a child of `cancel`) ends the watch: the stream ends cleanly.
+    let cancel = proxy.draining.clone();
     let sie = opts.send_initial_events;
     proxy.tasks.spawn(async move {
         tokio::select! {
@@ -111,6 +120,11 @@ struct Watcher {
     tx: Tx,
     /// Highest resourceVersion the client has been told about (events or bookmarks).
     last_sent: u64,
+    metrics: Arc<ResourceMetrics>,
+    /// Counts this watcher as active, and the events and bytes it hands to the connection.
+    tap: WatchTap,
+    /// `start` already counted a failed start (410, 504).
+    start_failed: bool,
 }
 
 /// The watcher stops (client gone, closed by the hub, deadline).
@@ -118,26 +132,43 @@ struct Stop;
 
 impl Watcher {
     async fn run(mut self, rv: Option<u64>, sie: Option<bool>) {
-        let cursor = match self.start(rv, sie).await {
+        let started = self.start(rv, sie).await;
+        if !self.start_failed {
+            self.metrics.watch_start(WatchOutcome::Ok);
+        }
+        let (cursor, reg) = match started {
             Ok(c) => c,
             Err(Stop) => return,
         };
-        let reg = self.cache.register(self.filter.clone(), cursor);
+        let reg = reg.unwrap_or_else(|| self.cache.register(self.filter.clone(), cursor));
         let _ = self.stream(reg, cursor).await;
     }
 
     /// Initial events / start point. Returns the cursor to continue from.
-    async fn start(&mut self, rv: Option<u64>, sie: Option<bool>) -> Result<u64, Stop> {
+    /// Initial events / start point. Returns the cursor to continue from, and the registration
+    /// when it had to be made before the initial events.
+    async fn start(
+        &mut self,
+        rv: Option<u64>,
+        sie: Option<bool>,
+    ) -> Result<(u64, Option<Registration>), Stop> {
         let cache = self.cache.clone();
         match (sie, rv) {
             (Some(true), _) => {
                 let target = rv.unwrap_or(0);
                 if target > cache.rv() && !cache.wait_rv(target, BLOCK_TIMEOUT).await {
                     let s = Status::too_large_resource_version(target, cache.rv());
+                    self.start_failed = true;
+                    self.metrics.watch_start(WatchOutcome::Error);
                     self.send(error_frame(&s)).await?;
                     return Err(Stop);
                 }
                 let snap = cache.snapshot();
+                // Registered (catching up from the snapshot's RV) before the initial events, so
+                // a client that stops reading during them is closed like any slow watcher and
+                // the snapshot it pins is released.
+                let reg = cache.register(self.filter.clone(), snap.rv);
+                let cancel = reg.shared.cancel.clone();
                 let info = &cache.info;
                 let head = info.frame_head(EventType::Added).clone();
                 let ns = if info.namespaced {
@@ -156,26 +187,37 @@ impl Watcher {
                         obj.body.slice(1..),
                         Bytes::from_static(FRAME_TAIL),
                     );
-                    self.tx.send(parts).await.map_err(|_| Stop)?;
+                    let len = head.len() + obj.body.len() - 1 + FRAME_TAIL.len();
+                    tokio::select! {
+                        r = self.tx.send(parts) => r.map_err(|_| Stop)?,
+                        _ = cancel.cancelled() => {
+                            self.closed(&reg);
+                            return Err(Stop);
+                        }
+                    }
+                    self.tap.event(&head, len);
                 }
                 self.last_sent = snap.rv;
                 if self.bookmarks {
-                    self.send(self.bookmark(snap.rv, true)).await?;
+                    let b = self.bookmark(snap.rv, true);
+                    self.send_cancellable(b, &cancel, &reg).await?;
                 }
-                Ok(snap.rv)
+                Ok((snap.rv, Some(reg)))
             }
             (Some(false), None | Some(0)) | (None, None) => {
                 self.last_sent = cache.rv();
-                Ok(self.last_sent)
+                Ok((self.last_sent, None))
             }
             (_, Some(n)) => {
                 if let Err(oldest) = cache.check_watch_start(n) {
                     let s = Status::expired(format!("too old resource version: {n} ({oldest})"));
+                    self.start_failed = true;
+                    self.metrics.watch_start(WatchOutcome::Gone);
                     self.send(error_frame(&s)).await?;
                     return Err(Stop);
                 }
                 self.last_sent = n;
-                Ok(n)
+                Ok((n, None))
             }
         }
     }
@@ -209,6 +251,14 @@ impl Watcher {
                 let batch = match self.cache.events_after(cursor, BATCH) {
                     Ok(b) => b,
                     Err(_) => {
+                        // A slow watcher, as when the reaper closes it (counted once: the reaper
+                        // skips closed watchers).
+                        if !reg.shared.cancel.is_cancelled() {
+                            self.cache
+                                .counters
+                                .slow_watchers_closed
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
                         reg.shared.close("fell out of the event window");
                         self.closed(&reg);
                         return Err(Stop);
@@ -277,7 +327,10 @@ impl Watcher {
     }
 
     async fn send(&self, b: Bytes) -> Result<(), Stop> {
-        self.tx.send(Out::Frame(b)).await.map_err(|_| Stop)
+        let (head, len) = frame_head_of(&b);
+        self.tx.send(Out::Frame(b)).await.map_err(|_| Stop)?;
+        self.tap.event(&head.0[..head.1], len);
+        Ok(())
     }
 
     /// Sends unless the hub closes the watcher meanwhile (a client that stopped reading).
@@ -287,12 +340,26 @@ impl Watcher {
         cancel: &tokio_util::sync::CancellationToken,
         reg: &Registration,
     ) -> Result<(), Stop> {
+        let (head, len) = frame_head_of(&b);
         tokio::select! {
-            r = self.tx.send(Out::Frame(b)) => r.map_err(|_| Stop),
+            r = self.tx.send(Out::Frame(b)) => {
+                r.map_err(|_| Stop)?;
+                self.tap.event(&head.0[..head.1], len);
+                Ok(())
+            }
             _ = cancel.cancelled() => {
                 self.closed(reg);
                 Err(Stop)
             }
         }
     }
+}
+
+/// The start of a frame (enough for its `{"type":"…"`), copied so that counting it touches no
+/// shared reference count; and the frame's length.
+fn frame_head_of(b: &Bytes) -> (([u8; 24], usize), usize) {
+    let mut head = [0u8; 24];
+    let k = b.len().min(head.len());
+    head[..k].copy_from_slice(&b[..k]);
+    ((head, k), b.len())
 }

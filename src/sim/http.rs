@@ -52,6 +52,10 @@ pub async fn handle(
     if let Some(rest) = p.strip_prefix("/sim/") {
         return Ok(admin(&state, rest, req).await);
     }
+    // TLS mode with a required bearer token: kube's 401 without it.
+    if let Some(denied) = state.auth.check(&req) {
+        return Ok(denied);
+    }
     let delay = state.faults.delay();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;

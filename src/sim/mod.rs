@@ -26,6 +26,7 @@ pub mod semantics;
 pub mod stats;
 pub mod store;
 pub mod table;
+pub mod tls;
 pub mod util;
 pub mod watch;
 
@@ -73,6 +74,8 @@ pub struct SimConfig {
     pub fleet: Option<fleet::FleetSpec>,
     /// Continuous churn over the fleet's pods.
     pub churn: Option<churn::ChurnSpec>,
+    /// Serve HTTPS (optionally requiring a client certificate and/or a bearer token).
+    pub tls: Option<tls::SimTls>,
 }
 
 impl Default for SimConfig {
@@ -87,6 +90,7 @@ impl Default for SimConfig {
             timings: ControllerTimings::default(),
             fleet: None,
             churn: None,
+            tls: None,
         }
     }
 }
@@ -108,6 +112,9 @@ pub enum SimError {
     /// Loading the initial objects failed.
     #[error("loading the initial objects failed: {}", .0.message)]
     Load(Status),
+    /// The TLS settings are unusable.
+    #[error("invalid TLS settings: {0}")]
+    Tls(String),
 }
 
 /// Shared state of a running simulator.
@@ -130,6 +137,8 @@ pub struct SimState {
     pub cancel: CancellationToken,
     /// Background tasks (watch streams, controllers).
     pub tasks: TaskTracker,
+    /// The bearer token requests must carry (TLS mode).
+    pub auth: tls::SimAuth,
 }
 
 /// A running simulator. Dropping it stops the server and its tasks.
@@ -141,6 +150,13 @@ impl Simulator {
     /// Binds, loads the system namespaces and the fleet, and starts serving.
     pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
         let registry = Arc::new(Registry::new(&config.custom_types).map_err(SimError::Types)?);
+        let acceptor = config
+            .tls
+            .as_ref()
+            .map(tls::acceptor)
+            .transpose()
+            .map_err(SimError::Tls)?;
+        let auth = tls::SimAuth::new(config.tls.as_ref().and_then(|t| t.bearer_token.clone()));
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| SimError::Bind {
@@ -165,6 +181,7 @@ impl Simulator {
             addr,
             cancel,
             tasks,
+            auth,
         });
         let sim = Simulator { state };
         sim.load()?;
@@ -173,7 +190,9 @@ impl Simulator {
             churn::spawn(&sim.state, spec);
         }
         let state = sim.state.clone();
-        sim.state.tasks.spawn(accept_loop(state, listener));
+        sim.state
+            .tasks
+            .spawn(accept_loop(state, listener, acceptor));
         Ok(sim)
     }
 
@@ -204,9 +223,19 @@ impl Simulator {
         });
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` in TLS mode).
     pub fn url(&self) -> String {
-        format!("http://{}", self.state.addr)
+        let scheme = if self.state.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.state.addr)
+    }
+
+    /// Changes the bearer token requests must carry (`None`: no token needed).
+    pub fn set_bearer_token(&self, token: Option<String>) {
+        self.state.auth.set(token);
     }
 
     /// The bound address.
@@ -299,7 +328,11 @@ fn fleet_load(state: &SimState, spec: &fleet::FleetSpec) -> Result<(), Status> {
     Ok(())
 }
 
-async fn accept_loop(state: Arc<SimState>, listener: TcpListener) {
+async fn accept_loop(
+    state: Arc<SimState>,
+    listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+) {
     loop {
         let conn = tokio::select! {
             _ = state.cancel.cancelled() => return,
@@ -313,7 +346,13 @@ async fn accept_loop(state: Arc<SimState>, listener: TcpListener) {
         let _ = stream.set_nodelay(true);
         let st = state.clone();
         let cancel = state.cancel.clone();
+        let acceptor = acceptor.clone();
         state.tasks.spawn(async move {
+            let stream = tokio::select! {
+                s = tls::accept(acceptor.as_ref(), stream) => s,
+                _ = cancel.cancelled() => None,
+            };
+            let Some(stream) = stream else { return };
             let svc = service_fn(move |req| http::handle(st.clone(), req));
             let builder = auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);

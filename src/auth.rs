@@ -1,0 +1,413 @@
+//! Who a request to the upstream is made as.
+//!
+//! **watchmux's own identity** ([`Credentials`]): the token, token file or basic-auth user of its
+//! kubeconfig (or the in-cluster service account), plus the client certificate that
+//! [`crate::tls`] puts in the rustls config. The reflectors always list and watch as watchmux. A
+//! token file is re-read when it changes (checked at most every [`TOKEN_RECHECK`]), so rotated
+//! service-account tokens are picked up without a restart.
+//!
+//! **Pass-through requests** are made as the client, so the upstream authorizes each one as it
+//! would have without watchmux in between. [`prepare_pass_through`] applies `server.auth`:
+//!
+//! | `server.auth` | verified client certificate | client `Authorization` | neither |
+//! |---|---|---|---|
+//! | `client` (default) | watchmux's credentials + `Impersonate-User`/`-Group` from the certificate | forwarded as it is | watchmux's credentials |
+//! | `client-required` | same | forwarded as it is | 401 from watchmux |
+//! | `watchmux` | watchmux's credentials | removed; watchmux's credentials | watchmux's credentials |
+//!
+//! Whenever the request goes with watchmux's credentials, the client's own `Impersonate-*` headers
+//! are removed first (they would otherwise be honoured with watchmux's `impersonate` permission).
+//! A verified certificate wins over an `Authorization` header, as in kube-apiserver, whose x509
+//! authenticator runs before the token authenticators.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine;
+use http::header::{AUTHORIZATION, HeaderName};
+use http::{HeaderMap, HeaderValue};
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+pub use crate::config::AuthMode;
+use crate::config::ServerConfig;
+use crate::status::Status;
+use crate::tls::{ClientIdentity, ServerTls, TlsFileError};
+
+/// A token file is checked for changes at most this often.
+pub const TOKEN_RECHECK: Duration = Duration::from_secs(2);
+
+/// `Impersonate-User`.
+pub const IMPERSONATE_USER: HeaderName = HeaderName::from_static("impersonate-user");
+/// `Impersonate-Group` (repeated, one per group).
+pub const IMPERSONATE_GROUP: HeaderName = HeaderName::from_static("impersonate-group");
+
+/// watchmux's own credentials for the upstream (besides a client certificate).
+#[derive(Debug)]
+pub struct Credentials {
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Bearer(HeaderValue),
+    BearerFile(TokenFile),
+    Basic(HeaderValue, String),
+}
+
+#[derive(Debug)]
+struct TokenFile {
+    path: PathBuf,
+    state: Mutex<TokenState>,
+}
+
+#[derive(Debug)]
+struct TokenState {
+    value: HeaderValue,
+    stamp: Option<(SystemTime, u64)>,
+    checked: Instant,
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+fn bearer(token: &str) -> Result<HeaderValue, String> {
+    let token = token.trim();
+    if token.is_empty() {
+        return Err("the token is empty".to_string());
+    }
+    let mut v = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| "the token contains characters not allowed in a header".to_string())?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+fn read_token(path: &Path) -> Result<HeaderValue, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    bearer(&text).map_err(|e| format!("token file {}: {e}", path.display()))
+}
+
+impl Credentials {
+    /// A fixed bearer token.
+    pub fn token(token: &str) -> Result<Credentials, String> {
+        Ok(Credentials {
+            kind: Kind::Bearer(bearer(token)?),
+        })
+    }
+
+    /// A bearer token read from `path` now and again whenever the file changes.
+    pub fn token_file(path: &Path) -> Result<Credentials, String> {
+        let value = read_token(path)?;
+        Ok(Credentials {
+            kind: Kind::BearerFile(TokenFile {
+                path: path.to_path_buf(),
+                state: Mutex::new(TokenState {
+                    value,
+                    stamp: stamp(path),
+                    checked: Instant::now(),
+                }),
+            }),
+        })
+    }
+
+    /// HTTP basic authentication.
+    pub fn basic(user: &str, password: &str) -> Result<Credentials, String> {
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let mut v = HeaderValue::from_str(&format!("Basic {encoded}"))
+            .map_err(|_| "invalid basic-auth credentials".to_string())?;
+        v.set_sensitive(true);
+        Ok(Credentials {
+            kind: Kind::Basic(v, user.to_string()),
+        })
+    }
+
+    /// The `Authorization` value to send now.
+    pub fn authorization(&self) -> HeaderValue {
+        match &self.kind {
+            Kind::Bearer(v) | Kind::Basic(v, _) => v.clone(),
+            Kind::BearerFile(f) => f.current(),
+        }
+    }
+
+    /// For the log: what kind of credential this is, never its value.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Bearer(_) => "bearer token".to_string(),
+            Kind::BearerFile(f) => format!("bearer token file {}", f.path.display()),
+            Kind::Basic(_, user) => format!("basic auth as {user:?}"),
+        }
+    }
+}
+
+impl TokenFile {
+    fn current(&self) -> HeaderValue {
+        let mut st = self.state.lock();
+        if st.checked.elapsed() >= TOKEN_RECHECK {
+            st.checked = Instant::now();
+            let now = stamp(&self.path);
+            if now != st.stamp {
+                match read_token(&self.path) {
+                    Ok(v) => {
+                        st.value = v;
+                        st.stamp = now;
+                        tracing::info!(path = %self.path.display(), "re-read the upstream token file");
+                    }
+                    // Mid-rotation or briefly missing: keep the previous token, try again later.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot re-read the upstream token file; keeping the previous token")
+                    }
+                }
+            }
+        }
+        st.value.clone()
+    }
+}
+
+/// What the accept loop knows about a downstream connection, attached to each of its requests
+/// as an extension: the `server.auth` mode and the verified client certificate, if any.
+#[derive(Debug, Clone, Default)]
+pub struct PeerAuth {
+    /// `server.auth`.
+    pub mode: AuthMode,
+    /// The verified client certificate's identity.
+    pub identity: Option<Arc<ClientIdentity>>,
+}
+
+/// Removes every `Impersonate-*` header.
+fn strip_impersonation(headers: &mut HeaderMap) {
+    let names: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("impersonate-"))
+        .cloned()
+        .collect();
+    for n in names {
+        headers.remove(n);
+    }
+}
+
+/// Applies `server.auth` to a pass-through request's headers (see the module docs). Without a
+/// [`PeerAuth`] the request is treated as coming in `client` mode without a certificate. An
+/// `Authorization` header left on the request is the client's own; when there is none, the
+/// upstream client adds watchmux's. `Err` is the Status to answer instead.
+pub fn prepare_pass_through(
+    headers: &mut HeaderMap,
+    peer: Option<&PeerAuth>,
+) -> Result<(), Status> {
+    let mode = peer.map(|p| p.mode).unwrap_or_default();
+    let identity = peer.and_then(|p| p.identity.as_deref());
+    if mode == AuthMode::Watchmux {
+        headers.remove(AUTHORIZATION);
+        strip_impersonation(headers);
+        return Ok(());
+    }
+    if let Some(id) = identity {
+        headers.remove(AUTHORIZATION);
+        strip_impersonation(headers);
+        let value = |s: &str| {
+            HeaderValue::from_bytes(s.as_bytes()).map_err(|_| {
+                Status::new(
+                    401,
+                    "Unauthorized",
+                    format!("the client certificate's subject {s:?} cannot be sent as an impersonation header"),
+                )
+            })
+        };
+        headers.insert(IMPERSONATE_USER, value(&id.user)?);
+        for g in &id.groups {
+            headers.append(IMPERSONATE_GROUP, value(g)?);
+        }
+        return Ok(());
+    }
+    if headers.contains_key(AUTHORIZATION) {
+        return Ok(());
+    }
+    if mode == AuthMode::ClientRequired {
+        return Err(Status::new(401, "Unauthorized", "Unauthorized"));
+    }
+    strip_impersonation(headers);
+    Ok(())
+}
+
+/// A downstream connection's byte stream: plain TCP or TLS.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// How downstream connections are accepted: TLS or not, and the `server.auth` mode.
+#[derive(Debug, Clone, Default)]
+pub struct Downstream {
+    /// Serving TLS (`server.tls_cert_file`); `None` serves plain HTTP.
+    pub tls: Option<Arc<ServerTls>>,
+    /// `server.auth`, attached to every request as [`PeerAuth`].
+    pub mode: AuthMode,
+}
+
+impl Downstream {
+    /// From `[server]`: loads the TLS files (an error names the key at fault).
+    pub fn from_config(server: &ServerConfig) -> Result<Downstream, TlsFileError> {
+        let tls = match (&server.tls_cert_file, &server.tls_key_file) {
+            (Some(cert), Some(key)) => Some(Arc::new(ServerTls::load(
+                cert,
+                key,
+                server.client_ca_file.as_deref(),
+            )?)),
+            _ => None,
+        };
+        Ok(Downstream {
+            tls,
+            mode: server.auth_mode(),
+        })
+    }
+
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
+
+    /// The TLS handshake if serving TLS, and what the requests of this connection carry.
+    pub async fn accept(&self, tcp: TcpStream) -> io::Result<(Box<dyn Io>, PeerAuth)> {
+        let Some(tls) = &self.tls else {
+            return Ok((
+                Box::new(tcp),
+                PeerAuth {
+                    mode: self.mode,
+                    identity: None,
+                },
+            ));
+        };
+        let (stream, identity) = tls.accept(tcp).await?;
+        Ok((
+            Box::new(stream),
+            PeerAuth {
+                mode: self.mode,
+                identity: identity.map(Arc::new),
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    fn peer(mode: AuthMode, id: Option<(&str, &[&str])>) -> PeerAuth {
+        PeerAuth {
+            mode,
+            identity: id.map(|(u, g)| {
+                Arc::new(ClientIdentity {
+                    user: u.to_string(),
+                    groups: g.iter().map(|s| s.to_string()).collect(),
+                })
+            }),
+        }
+    }
+
+    fn all(h: &HeaderMap, name: &str) -> Vec<String> {
+        h.get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn client_mode_forwards_the_clients_token_and_its_impersonation() {
+        let mut h = headers(&[("authorization", "Bearer c"), ("impersonate-user", "bob")]);
+        prepare_pass_through(&mut h, Some(&peer(AuthMode::Client, None))).unwrap();
+        assert_eq!(all(&h, "authorization"), ["Bearer c"]);
+        assert_eq!(all(&h, "impersonate-user"), ["bob"]);
+    }
+
+    #[test]
+    fn anonymous_requests_lose_their_impersonation_headers() {
+        let mut h = headers(&[
+            ("impersonate-user", "admin"),
+            ("impersonate-group", "system:masters"),
+            ("impersonate-extra-x", "y"),
+        ]);
+        prepare_pass_through(&mut h, None).unwrap();
+        assert!(h.is_empty(), "{h:?}");
+        let mut h = HeaderMap::new();
+        let e =
+            prepare_pass_through(&mut h, Some(&peer(AuthMode::ClientRequired, None))).unwrap_err();
+        assert_eq!(e.code, 401);
+    }
+
+    #[test]
+    fn a_certificate_becomes_impersonation() {
+        let mut h = headers(&[
+            ("authorization", "Bearer c"),
+            ("impersonate-user", "admin"),
+            ("accept", "application/json"),
+        ]);
+        let p = peer(AuthMode::ClientRequired, Some(("alice", &["dev", "ops"])));
+        prepare_pass_through(&mut h, Some(&p)).unwrap();
+        assert_eq!(all(&h, "authorization"), Vec::<String>::new());
+        assert_eq!(all(&h, "impersonate-user"), ["alice"]);
+        assert_eq!(all(&h, "impersonate-group"), ["dev", "ops"]);
+        assert_eq!(all(&h, "accept"), ["application/json"]);
+    }
+
+    #[test]
+    fn watchmux_mode_drops_client_credentials() {
+        let mut h = headers(&[("authorization", "Bearer c"), ("impersonate-user", "admin")]);
+        let p = peer(AuthMode::Watchmux, Some(("alice", &[])));
+        prepare_pass_through(&mut h, Some(&p)).unwrap();
+        assert!(h.is_empty(), "{h:?}");
+    }
+
+    #[test]
+    fn token_file_is_re_read_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "one\n").unwrap();
+        let c = Credentials::token_file(&path).unwrap();
+        assert_eq!(c.authorization(), "Bearer one");
+        std::fs::write(&path, "two-two\n").unwrap();
+        // Not before the recheck interval…
+        assert_eq!(c.authorization(), "Bearer one");
+        if let Kind::BearerFile(f) = &c.kind {
+            f.state.lock().checked -= TOKEN_RECHECK;
+        }
+        // …then the new token.
+        assert_eq!(c.authorization(), "Bearer two-two");
+        // A file that vanishes keeps the last good token.
+        std::fs::remove_file(&path).unwrap();
+        if let Kind::BearerFile(f) = &c.kind {
+            f.state.lock().checked -= TOKEN_RECHECK;
+        }
+        assert_eq!(c.authorization(), "Bearer two-two");
+        assert!(c.describe().contains("token file"));
+    }
+
+    #[test]
+    fn bad_tokens_are_errors() {
+        assert!(Credentials::token("  ").is_err());
+        assert!(Credentials::token("a\nb").is_err());
+        assert!(
+            Credentials::token_file(Path::new("/nonexistent/token"))
+                .unwrap_err()
+                .contains("/nonexistent/token")
+        );
+        assert_eq!(
+            Credentials::basic("u", "p").unwrap().authorization(),
+            "Basic dTpw"
+        );
+    }
+}

@@ -1,0 +1,298 @@
+//! Where the upstream is and how watchmux proves who it is there.
+//!
+//! One of, in this order:
+//! 1. `upstream.in_cluster = true`: the pod's service account through kube's
+//!    `Config::incluster()` (`KUBERNETES_SERVICE_HOST`/`_PORT`, `ca.crt`, and the token file,
+//!    re-read when the kubelet rotates it).
+//! 2. `upstream.kubeconfig`: that file, through kube's loader (`Kubeconfig::read_from`, then
+//!    `Config::from_custom_kubeconfig` with `upstream.context` or the `current-context`).
+//! 3. `upstream.url`: that URL, no credentials (an `https://` URL is verified against the
+//!    system's root certificates).
+//! 4. Otherwise the `KUBECONFIG` environment variable (a list of files, merged as kubectl does).
+//!
+//! From the kubeconfig watchmux takes the cluster's `server`, `certificate-authority(-data)`,
+//! `insecure-skip-tls-verify` and `tls-server-name`, and the user's `client-certificate(-data)` /
+//! `client-key(-data)`, `token`, `tokenFile` (re-read when it changes; it wins over `token`, as in
+//! client-go) or `username`/`password`. Exec and auth-provider plugins are refused with a message
+//! saying so, rather than connecting without credentials.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use futures_util::FutureExt;
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use secrecy::ExposeSecret;
+
+use crate::auth::Credentials;
+use crate::config::UpstreamConfig;
+use crate::tls::{Identity, ServerTrust, certs_from_pem, key_from_pem};
+
+/// The upstream's address, how to verify it, and watchmux's credentials.
+#[derive(Debug)]
+pub struct Resolved {
+    /// The server URL, `http://` or `https://`.
+    pub url: http::Uri,
+    /// How the server certificate is verified (https only).
+    pub trust: ServerTrust,
+    /// The name the server certificate must carry instead of the URL's host
+    /// (`tls-server-name`).
+    pub server_name: Option<String>,
+    /// watchmux's client certificate.
+    pub identity: Option<Identity>,
+    /// watchmux's token or basic-auth credentials.
+    pub credentials: Option<Credentials>,
+    /// Where all this came from, for the log and errors: `upstream.kubeconfig (/path)`.
+    pub origin: String,
+}
+
+/// Why the upstream connection settings could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// Nothing names an upstream.
+    #[error(
+        "no upstream is configured: set upstream.url, upstream.kubeconfig or upstream.in_cluster, \
+         or the KUBECONFIG environment variable"
+    )]
+    NotConfigured,
+    /// The kubeconfig, service account or one of the files it names is unusable.
+    #[error("{origin}: {message}")]
+    Invalid {
+        /// `upstream.kubeconfig (/path)`, `KUBECONFIG (...)`, `upstream.in_cluster`.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Resolves `config` into an upstream address and credentials. Reads files; does not connect.
+pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
+    if config.in_cluster {
+        let origin = "upstream.in_cluster (the pod's service account)".to_string();
+        let kc = kube::Config::incluster().map_err(|e| invalid(&origin, e))?;
+        return from_kube(kc, origin);
+    }
+    if let Some(path) = &config.kubeconfig {
+        let origin = format!("upstream.kubeconfig ({})", path.display());
+        let kc = Kubeconfig::read_from(path).map_err(|e| invalid(&origin, e))?;
+        return load(kc, config.context.as_deref(), origin);
+    }
+    if let Some(url) = &config.url {
+        return Ok(Resolved {
+            url: url.clone(),
+            trust: ServerTrust::System,
+            server_name: None,
+            identity: None,
+            credentials: None,
+            origin: "upstream.url".to_string(),
+        });
+    }
+    match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        Some(v) => {
+            let origin = format!("KUBECONFIG ({})", v.to_string_lossy());
+            let kc = Kubeconfig::from_env()
+                .map_err(|e| invalid(&origin, e))?
+                .ok_or(ResolveError::NotConfigured)?;
+            load(kc, config.context.as_deref(), origin)
+        }
+        None => Err(ResolveError::NotConfigured),
+    }
+}
+
+fn invalid(origin: &str, message: impl ToString) -> ResolveError {
+    ResolveError::Invalid {
+        origin: origin.to_string(),
+        message: message.to_string(),
+    }
+}
+
+/// A parsed kubeconfig, with `context` or its current context.
+fn load(kc: Kubeconfig, context: Option<&str>, origin: String) -> Result<Resolved, ResolveError> {
+    let names = || {
+        let v: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        if v.is_empty() {
+            "it has none".to_string()
+        } else {
+            format!("it has {}", v.join(", "))
+        }
+    };
+    let chosen = match context {
+        Some(c) => {
+            if !kc.contexts.iter().any(|n| n.name == c) {
+                return Err(invalid(
+                    &origin,
+                    format!(
+                        "upstream.context {c:?} is not a context of this kubeconfig ({})",
+                        names()
+                    ),
+                ));
+            }
+            c.to_string()
+        }
+        None => match kc.current_context.as_deref().filter(|c| !c.is_empty()) {
+            Some(c) => c.to_string(),
+            None => {
+                return Err(invalid(
+                    &origin,
+                    format!("no current-context; set upstream.context ({})", names()),
+                ));
+            }
+        },
+    };
+    let origin = format!("{origin}, context {chosen:?}");
+    let options = KubeConfigOptions {
+        context: Some(chosen),
+        ..KubeConfigOptions::default()
+    };
+    // kube's loader is async in signature only: it reads files synchronously and never waits.
+    let config = kube::Config::from_custom_kubeconfig(kc, &options)
+        .now_or_never()
+        .ok_or_else(|| invalid(&origin, "the kubeconfig loader did not complete"))?
+        .map_err(|e| invalid(&origin, e))?;
+    from_kube(config, origin)
+}
+
+/// The parts of kube's resolved `Config` that watchmux uses.
+fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> {
+    let https = match c.cluster_url.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => {
+            return Err(invalid(
+                &origin,
+                format!(
+                    "server {:?} is not an http(s) URL",
+                    c.cluster_url.to_string()
+                ),
+            ));
+        }
+    };
+    let trust = if c.accept_invalid_certs {
+        if https {
+            tracing::warn!(%origin, "insecure-skip-tls-verify: the upstream's certificate is not verified");
+        }
+        ServerTrust::Insecure
+    } else if let Some(roots) = &c.root_cert {
+        ServerTrust::Roots(roots.iter().map(|d| d.clone().into()).collect())
+    } else {
+        ServerTrust::System
+    };
+    let user = &c.auth_info;
+    if let Some(exec) = &user.exec {
+        return Err(invalid(
+            &origin,
+            format!(
+                "the user runs an exec credential plugin ({:?}), which watchmux does not support; \
+                 give watchmux a token, tokenFile or client certificate instead",
+                exec.command.as_deref().unwrap_or("")
+            ),
+        ));
+    }
+    if let Some(p) = &user.auth_provider {
+        return Err(invalid(
+            &origin,
+            format!(
+                "the user uses the {:?} auth-provider, which watchmux does not support; give \
+                 watchmux a token, tokenFile or client certificate instead",
+                p.name
+            ),
+        ));
+    }
+    if user.impersonate.is_some() || user.impersonate_groups.is_some() {
+        tracing::warn!(%origin, "the user's `as`/`as-groups` impersonation is ignored");
+    }
+    if c.proxy_url.is_some() {
+        tracing::warn!(%origin, "proxy-url / HTTPS_PROXY is not supported: connecting to the upstream directly");
+    }
+    let identity = identity(user).map_err(|m| invalid(&origin, m))?;
+    let credentials = credentials(user).map_err(|m| invalid(&origin, m))?;
+    if !https && identity.is_some() {
+        tracing::warn!(%origin, "the server is http://: the client certificate is not used");
+    }
+    Ok(Resolved {
+        url: c.cluster_url,
+        trust,
+        server_name: c.tls_server_name,
+        identity,
+        credentials,
+        origin,
+    })
+}
+
+/// `*-data` (base64) wins over the file, as in kube and client-go.
+fn data_or_file(
+    what: &str,
+    data: Option<&str>,
+    file: Option<&str>,
+) -> Result<Option<Vec<u8>>, String> {
+    if let Some(d) = data {
+        let d: String = d.split_ascii_whitespace().collect();
+        return base64::engine::general_purpose::STANDARD
+            .decode(d)
+            .map(Some)
+            .map_err(|e| format!("{what}-data is not valid base64: {e}"));
+    }
+    match file {
+        Some(f) => std::fs::read(Path::new(f))
+            .map(Some)
+            .map_err(|e| format!("{what} {f}: cannot read: {e}")),
+        None => Ok(None),
+    }
+}
+
+fn identity(user: &AuthInfo) -> Result<Option<Identity>, String> {
+    let cert = data_or_file(
+        "client-certificate",
+        user.client_certificate_data.as_deref(),
+        user.client_certificate.as_deref(),
+    )?;
+    let key_data = user
+        .client_key_data
+        .as_ref()
+        .map(|s| s.expose_secret().to_string());
+    let key = data_or_file(
+        "client-key",
+        key_data.as_deref(),
+        user.client_key.as_deref(),
+    )?;
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err("client-certificate is set but client-key is not".to_string()),
+        (None, Some(_)) => Err("client-key is set but client-certificate is not".to_string()),
+        (Some(cert), Some(key)) => Ok(Some(Identity {
+            certs: certs_from_pem(&cert).map_err(|e| format!("client-certificate: {e}"))?,
+            key: key_from_pem(&key).map_err(|e| format!("client-key: {e}"))?,
+        })),
+    }
+}
+
+fn credentials(user: &AuthInfo) -> Result<Option<Credentials>, String> {
+    if let Some(f) = user.token_file.as_deref().filter(|f| !f.is_empty()) {
+        return Credentials::token_file(&PathBuf::from(f)).map(Some);
+    }
+    if let Some(t) = &user.token {
+        return Credentials::token(t.expose_secret())
+            .map(Some)
+            .map_err(|e| format!("token: {e}"));
+    }
+    if let (Some(u), Some(p)) = (&user.username, &user.password) {
+        return Credentials::basic(u, p.expose_secret()).map(Some);
+    }
+    Ok(None)
+}
+
+impl Resolved {
+    /// For the log: the origin, the server and the kinds of credentials (never their values).
+    pub fn describe(&self) -> String {
+        let mut auth = Vec::new();
+        if self.identity.is_some() {
+            auth.push("client certificate".to_string());
+        }
+        if let Some(c) = &self.credentials {
+            auth.push(c.describe());
+        }
+        if auth.is_empty() {
+            auth.push("no credentials".to_string());
+        }
+        format!("{} → {} ({})", self.origin, self.url, auth.join(" + "))
+    }
+}

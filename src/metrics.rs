@@ -1,0 +1,1419 @@
+//! What watchmux does, as Prometheus metrics and kube-apiserver-style health checks.
+//!
+//! One [`Metrics`] per proxy owns its own [`prometheus::Registry`] (never the global one, so two
+//! proxies in one process — tests — do not mix). Every name starts with `watchmux_`; labels are
+//! bounded: `resource` is a cached resource (`pods`, `endpointslices.discovery.k8s.io`) or
+//! `other`, never a name from a request path that is not cached; `verb`, `code`, `transport`,
+//! `type`, `reason`, `outcome` and `source` take a fixed set of values. No label ever carries a
+//! client address, a namespace or an object name.
+//!
+//! Nothing here sits on the per-event × per-watcher path under a lock:
+//!
+//! * the cache's own atomics ([`crate::cache::CacheCounters`]) and its state (objects, bytes,
+//!   resourceVersion, event window) are read when Prometheus scrapes, by [`ScrapeCollector`];
+//! * each downstream watcher counts the events and bytes it hands to its connection in its own
+//!   atomics ([`WatchTap`], one writer, no contention); a scrape sums the live watchers and the
+//!   totals of the ended ones (folded in under a mutex taken once per watcher start and end);
+//! * the reflector (one task per resource) bumps pre-bound counters per upstream event, which is
+//!   one uncontended atomic add.
+
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{
+    GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+    TextEncoder,
+};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use crate::api::path::{self, ApiPath};
+use crate::cache::{ResourceCache, ResourceInfo};
+use crate::config::{Config, ResourceSpec};
+use crate::respond::Body;
+
+/// `transport` of a watch served as a chunked HTTP response.
+pub const TRANSPORT_CHUNKED: &str = "chunked";
+/// `transport` of a watch served over a websocket.
+pub const TRANSPORT_WEBSOCKET: &str = "websocket";
+const TRANSPORTS: [&str; 2] = [TRANSPORT_CHUNKED, TRANSPORT_WEBSOCKET];
+
+/// `resource` of requests that are not about a cached resource.
+pub const OTHER_RESOURCE: &str = "other";
+/// `source` of a LIST answered by watchmux itself (from the cache).
+pub const SOURCE_CACHE: &str = "cache";
+/// `source` of a LIST the upstream answered.
+pub const SOURCE_PASS_THROUGH: &str = "pass_through";
+
+/// The `Content-Type` of `/metrics` (Prometheus text format 0.0.4).
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Watch event types, the `type` label of event counters.
+const EVENT_TYPES: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
+
+/// Every `verb` label value (kube-apiserver's verbs; `connect` is an upgrade such as exec).
+pub const VERBS: [&str; 10] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "connect",
+    "other",
+];
+
+/// Downstream request latency (time until the response head is ready): cache answers take
+/// micro- to milliseconds, pass-through follows the upstream, not-ready waits and RV waits take up
+/// to 3 s, upstream timeouts up to a minute.
+const REQUEST_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// A reflector's complete paged LIST: milliseconds for small kinds, tens of seconds for 100k+
+/// pods.
+const UPSTREAM_LIST_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+fn event_index(ty: &[u8]) -> Option<usize> {
+    EVENT_TYPES.iter().position(|t| t.as_bytes() == ty)
+}
+
+/// How a downstream watch started (`watchmux_watch_starts_total{outcome}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchOutcome {
+    /// Streaming.
+    Ok,
+    /// The resourceVersion is too old: an ERROR event with 410.
+    Gone,
+    /// The cache was not ready: 429.
+    NotReady,
+    /// Any other failure (bad request, 504 for a future resourceVersion, ...).
+    Error,
+}
+
+impl WatchOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            WatchOutcome::Ok => "ok",
+            WatchOutcome::Gone => "410",
+            WatchOutcome::NotReady => "429",
+            WatchOutcome::Error => "error",
+        }
+    }
+
+    const ALL: [WatchOutcome; 4] = [
+        WatchOutcome::Ok,
+        WatchOutcome::Gone,
+        WatchOutcome::NotReady,
+        WatchOutcome::Error,
+    ];
+}
+
+/// Events and bytes one watcher handed to its connection.
+#[derive(Debug, Default)]
+struct WatchCounts {
+    events: [AtomicU64; 5],
+    bytes: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Fanout {
+    live: HashMap<u64, (usize, Arc<WatchCounts>)>,
+    next_id: u64,
+    /// Totals of ended watchers, per transport: events by type, then bytes.
+    retired: [[u64; 6]; 2],
+}
+
+/// The metrics of one cached resource: upstream (reflector), cache, downstream watchers.
+pub struct ResourceMetrics {
+    label: String,
+    epoch: Instant,
+    cache: OnceLock<Arc<ResourceCache>>,
+    upstream_requests: IntCounterVec,
+    upstream_list_duration: Histogram,
+    upstream_connects: IntCounter,
+    upstream_watch_ends: IntCounterVec,
+    upstream_relists: IntCounterVec,
+    upstream_events: [IntCounter; 5],
+    upstream_list_bytes: IntCounter,
+    upstream_watch_bytes: IntCounter,
+    /// Milliseconds since `epoch` (+1) of the last upstream event, bookmark or list; 0: none.
+    last_event_ms: AtomicU64,
+    /// Milliseconds since `epoch` (+1) the upstream watch has been failing; 0: it is not.
+    broken_since_ms: AtomicU64,
+    watching: AtomicBool,
+    watch_starts: [IntCounter; 4],
+    fanout: Mutex<Fanout>,
+}
+
+impl std::fmt::Debug for ResourceMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceMetrics")
+            .field("resource", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResourceMetrics {
+    /// The `resource` label value.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    /// The cache, once discovery created it.
+    pub fn cache(&self) -> Option<&Arc<ResourceCache>> {
+        self.cache.get()
+    }
+
+    // ---- upstream (the reflector) ----
+
+    /// One upstream LIST page or WATCH request answered with `code` (`None`: no answer).
+    pub fn upstream_request(&self, verb: &str, code: Option<u16>) {
+        let code = code.map_or_else(|| "error".to_string(), |c| c.to_string());
+        self.upstream_requests
+            .with_label_values(&[self.label.as_str(), verb, code.as_str()])
+            .inc();
+    }
+
+    /// Body bytes received from the upstream for a LIST page.
+    pub fn upstream_list_bytes(&self, n: usize) {
+        self.upstream_list_bytes.inc_by(n as u64);
+    }
+
+    /// Body bytes received from the upstream on a watch stream.
+    pub fn upstream_watch_bytes(&self, n: usize) {
+        self.upstream_watch_bytes.inc_by(n as u64);
+    }
+
+    /// One upstream watch event of type `ty` (`ADDED`, ..., `BOOKMARK`, `ERROR`) arrived.
+    pub fn upstream_event(&self, ty: &str) {
+        if let Some(i) = event_index(ty.as_bytes()) {
+            self.upstream_events[i].inc();
+        }
+        self.last_event_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// A relist starts (`initial` or `expired`).
+    pub fn relist(&self, reason: &str) {
+        self.upstream_relists
+            .with_label_values(&[self.label.as_str(), reason])
+            .inc();
+    }
+
+    /// A complete paged LIST took `d`; its data is as fresh as an event.
+    pub fn listed(&self, d: Duration) {
+        self.upstream_list_duration.observe(d.as_secs_f64());
+        self.last_event_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// The upstream accepted a watch (200): the watch is up again.
+    pub fn watch_connected(&self) {
+        self.upstream_connects.inc();
+        self.watching.store(true, Ordering::Relaxed);
+        let since = self.broken_since_ms.swap(0, Ordering::Relaxed);
+        if since != 0 {
+            let outage = Duration::from_millis(self.now_ms().saturating_sub(since));
+            tracing::info!(resource = %self.label, outage = ?outage, "upstream watch restored");
+        }
+    }
+
+    /// An upstream watch ended: `closed` (the stream ended), `expired` (410), `error`.
+    pub fn watch_ended(&self, reason: &str) {
+        self.watching.store(false, Ordering::Relaxed);
+        self.upstream_watch_ends
+            .with_label_values(&[self.label.as_str(), reason])
+            .inc();
+    }
+
+    /// A LIST or WATCH attempt failed: the upstream watch is broken from now on, until a watch
+    /// is accepted again. Logged once per outage.
+    pub fn upstream_failed(&self, error: &dyn std::fmt::Display) {
+        self.watching.store(false, Ordering::Relaxed);
+        if self
+            .broken_since_ms
+            .compare_exchange(0, self.now_ms(), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            tracing::info!(resource = %self.label, error = %error, "upstream watch broken");
+        }
+    }
+
+    /// How long the upstream watch has been broken, if it is.
+    pub fn outage(&self) -> Option<Duration> {
+        let since = self.broken_since_ms.load(Ordering::Relaxed);
+        (since != 0).then(|| Duration::from_millis(self.now_ms().saturating_sub(since)))
+    }
+
+    // ---- downstream ----
+
+    /// A downstream watch on this resource started with `outcome`.
+    pub fn watch_start(&self, outcome: WatchOutcome) {
+        let i = WatchOutcome::ALL
+            .iter()
+            .position(|o| *o == outcome)
+            .unwrap_or(3);
+        self.watch_starts[i].inc();
+    }
+
+    /// Registers an active watcher on `transport`; it counts as active until the tap drops.
+    pub fn watch_tap(self: &Arc<Self>, transport: &str) -> WatchTap {
+        let t = TRANSPORTS.iter().position(|x| *x == transport).unwrap_or(0);
+        let counts = Arc::new(WatchCounts::default());
+        let mut f = self.fanout.lock();
+        let id = f.next_id;
+        f.next_id += 1;
+        f.live.insert(id, (t, counts.clone()));
+        WatchTap {
+            res: self.clone(),
+            id,
+            counts,
+        }
+    }
+
+    /// (active watchers, events by type, bytes) per transport.
+    fn fanout_totals(&self) -> [(u64, [u64; 6]); 2] {
+        let f = self.fanout.lock();
+        let mut out = [(0u64, f.retired[0]), (0u64, f.retired[1])];
+        for (t, c) in f.live.values() {
+            let o = &mut out[*t];
+            o.0 += 1;
+            for (i, e) in c.events.iter().enumerate() {
+                o.1[i] += e.load(Ordering::Relaxed);
+            }
+            o.1[5] += c.bytes.load(Ordering::Relaxed);
+        }
+        out
+    }
+}
+
+/// One downstream watcher's counters; counts it as active while alive.
+#[derive(Debug)]
+pub struct WatchTap {
+    res: Arc<ResourceMetrics>,
+    id: u64,
+    counts: Arc<WatchCounts>,
+}
+
+impl WatchTap {
+    /// One event handed to the connection: its frame starts with `head` (`{"type":"ADDED",...`)
+    /// and is `len` bytes long.
+    pub fn event(&self, head: &[u8], len: usize) {
+        let ty = head
+            .strip_prefix(b"{\"type\":\"")
+            .and_then(|rest| memchr::memchr(b'"', rest).and_then(|e| event_index(&rest[..e])));
+        if let Some(i) = ty {
+            self.counts.events[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.counts.bytes.fetch_add(len as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for WatchTap {
+    fn drop(&mut self) {
+        let mut f = self.res.fanout.lock();
+        if let Some((t, c)) = f.live.remove(&self.id) {
+            let r = &mut f.retired[t];
+            for (i, e) in c.events.iter().enumerate() {
+                r[i] += e.load(Ordering::Relaxed);
+            }
+            r[5] += c.bytes.load(Ordering::Relaxed);
+        }
+    }
+}
+
+/// One health check's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// Check name (`ping`, `shutdown`, `cache/pods`).
+    pub name: String,
+    /// Why it fails; `None` when it passes.
+    pub error: Option<String>,
+}
+
+struct Shared {
+    epoch: Instant,
+    resources: Vec<Arc<ResourceMetrics>>,
+    ready_outage: Duration,
+    shutting_down: AtomicBool,
+}
+
+impl Shared {
+    fn resource_check(&self, r: &ResourceMetrics) -> Check {
+        let error = match r.cache.get() {
+            None => Some("waiting for upstream discovery".to_string()),
+            Some(c) if !c.is_synced() => Some("not synced: the initial list is not in".to_string()),
+            Some(_) => r.outage().filter(|d| *d > self.ready_outage).map(|d| {
+                format!(
+                    "upstream watch broken for {}s (limit {}s)",
+                    d.as_secs(),
+                    self.ready_outage.as_secs_f64()
+                )
+            }),
+        };
+        Check {
+            name: format!("cache/{}", r.label),
+            error,
+        }
+    }
+
+    fn readiness(&self) -> Vec<Check> {
+        let mut out = vec![
+            Check {
+                name: "ping".into(),
+                error: None,
+            },
+            Check {
+                name: "shutdown".into(),
+                error: self
+                    .shutting_down
+                    .load(Ordering::Relaxed)
+                    .then(|| "the process is shutting down".to_string()),
+            },
+        ];
+        out.extend(self.resources.iter().map(|r| self.resource_check(r)));
+        out
+    }
+}
+
+/// Per-request facts worked out before the request is handled.
+#[derive(Debug, Clone)]
+pub struct RequestInfo {
+    /// kube verb.
+    pub verb: &'static str,
+    /// `resource` label (cached resource or `other`).
+    pub resource: String,
+    /// The resource's metrics when it is cached.
+    pub cached: Option<Arc<ResourceMetrics>>,
+    started: Instant,
+    method: Method,
+    uri: http::Uri,
+}
+
+/// Marks a response the upstream produced (set by the pass-through route).
+#[derive(Debug, Clone, Copy)]
+pub struct PassedThrough;
+
+/// The proxy's metrics registry and health state.
+pub struct Metrics {
+    registry: Registry,
+    shared: Arc<Shared>,
+    by_gvr: HashMap<(String, String, String), Arc<ResourceMetrics>>,
+    requests: IntCounterVec,
+    request_duration: HistogramVec,
+    list_requests: IntCounterVec,
+    list_duration: HistogramVec,
+    passthrough_bytes: IntCounterVec,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("resources", &self.shared.resources)
+            .finish_non_exhaustive()
+    }
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let v = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(v.clone())).expect("unique metric");
+    v
+}
+
+fn histogram_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: &[f64],
+) -> HistogramVec {
+    let v = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        labels,
+    )
+    .expect("valid metric");
+    r.register(Box::new(v.clone())).expect("unique metric");
+    v
+}
+
+/// The `resource` label of each configured resource: `pods`, `endpointslices.discovery.k8s.io`,
+/// or, when two versions of one group/resource are cached, `pods.v1`-style names for those.
+pub fn resource_labels(specs: &[ResourceSpec]) -> Vec<String> {
+    let gr = |s: &ResourceSpec| crate::status::group_resource(&s.group, &s.resource);
+    specs
+        .iter()
+        .map(|s| {
+            let dup = specs.iter().filter(|o| gr(o) == gr(s)).count() > 1;
+            if dup { s.to_string() } else { gr(s) }
+        })
+        .collect()
+}
+
+impl Metrics {
+    /// Metrics for the resources `config` caches; readiness fails after an upstream watch
+    /// outage longer than `config.server.ready_outage`.
+    pub fn new(config: &Config) -> Metrics {
+        let registry = Registry::new();
+        let r = &registry;
+        let upstream_requests = counter_vec(
+            r,
+            "watchmux_upstream_requests_total",
+            "Upstream LIST page and WATCH requests made by the reflectors, by HTTP code (error: no answer).",
+            &["resource", "verb", "code"],
+        );
+        let upstream_list_duration = histogram_vec(
+            r,
+            "watchmux_upstream_list_duration_seconds",
+            "Duration of a reflector's complete (paged) upstream LIST.",
+            &["resource"],
+            UPSTREAM_LIST_BUCKETS,
+        );
+        let upstream_connects = counter_vec(
+            r,
+            "watchmux_upstream_watch_connects_total",
+            "Upstream watches established (the first one and every reconnect).",
+            &["resource"],
+        );
+        let upstream_watch_ends = counter_vec(
+            r,
+            "watchmux_upstream_watch_ends_total",
+            "Upstream watches ended, by reason: closed (the stream ended), expired (410), error.",
+            &["resource", "reason"],
+        );
+        let upstream_relists = counter_vec(
+            r,
+            "watchmux_upstream_relists_total",
+            "Upstream LISTs of a whole resource, by cause: initial, expired (the watch resourceVersion is gone).",
+            &["resource", "reason"],
+        );
+        let upstream_events = counter_vec(
+            r,
+            "watchmux_upstream_events_total",
+            "Upstream watch events received, by type.",
+            &["resource", "type"],
+        );
+        let upstream_bytes = counter_vec(
+            r,
+            "watchmux_upstream_bytes_total",
+            "Body bytes received from the upstream by the reflectors (verb: list, watch).",
+            &["resource", "verb"],
+        );
+        let watch_starts = counter_vec(
+            r,
+            "watchmux_watch_starts_total",
+            "Downstream watches on cached resources, by outcome: ok, 410 (too old resourceVersion), 429 (cache not ready), error.",
+            &["resource", "outcome"],
+        );
+        let requests = counter_vec(
+            r,
+            "watchmux_requests_total",
+            "Downstream requests by verb, resource (cached, else other) and HTTP code.",
+            &["verb", "resource", "code"],
+        );
+        let request_duration = histogram_vec(
+            r,
+            "watchmux_request_duration_seconds",
+            "Downstream request latency until the response head is ready, by verb and resource.",
+            &["verb", "resource"],
+            REQUEST_BUCKETS,
+        );
+        let list_requests = counter_vec(
+            r,
+            "watchmux_list_requests_total",
+            "Downstream LIST requests by source: cache (answered by watchmux) or pass_through (the upstream).",
+            &["resource", "source"],
+        );
+        let list_duration = histogram_vec(
+            r,
+            "watchmux_list_duration_seconds",
+            "Downstream LIST latency until the response head is ready, by source.",
+            &["resource", "source"],
+            REQUEST_BUCKETS,
+        );
+        let passthrough_bytes = counter_vec(
+            r,
+            "watchmux_passthrough_bytes_total",
+            "Response body bytes passed through from the upstream to clients, by verb.",
+            &["verb"],
+        );
+        let epoch = Instant::now();
+        let specs = &config.cache.resources;
+        let labels = resource_labels(specs);
+        let mut by_gvr = HashMap::new();
+        let mut resources = Vec::new();
+        for (spec, label) in specs.iter().zip(labels) {
+            let l = label.as_str();
+            let rm = Arc::new(ResourceMetrics {
+                epoch,
+                cache: OnceLock::new(),
+                upstream_requests: upstream_requests.clone(),
+                upstream_list_duration: upstream_list_duration.with_label_values(&[l]),
+                upstream_connects: upstream_connects.with_label_values(&[l]),
+                upstream_watch_ends: upstream_watch_ends.clone(),
+                upstream_relists: upstream_relists.clone(),
+                upstream_events: EVENT_TYPES.map(|t| upstream_events.with_label_values(&[l, t])),
+                upstream_list_bytes: upstream_bytes.with_label_values(&[l, "list"]),
+                upstream_watch_bytes: upstream_bytes.with_label_values(&[l, "watch"]),
+                last_event_ms: AtomicU64::new(0),
+                broken_since_ms: AtomicU64::new(0),
+                watching: AtomicBool::new(false),
+                watch_starts: WatchOutcome::ALL
+                    .map(|o| watch_starts.with_label_values(&[l, o.label()])),
+                fanout: Mutex::new(Fanout::default()),
+                label,
+            });
+            // Every series a dashboard or an alert reads exists from the start (at 0).
+            let l = rm.label.as_str();
+            for reason in ["closed", "expired", "error"] {
+                upstream_watch_ends.with_label_values(&[l, reason]);
+            }
+            for reason in ["initial", "expired"] {
+                upstream_relists.with_label_values(&[l, reason]);
+            }
+            for verb in ["list", "watch"] {
+                upstream_requests.with_label_values(&[l, verb, "200"]);
+            }
+            for source in [SOURCE_CACHE, SOURCE_PASS_THROUGH] {
+                list_requests.with_label_values(&[l, source]);
+                list_duration.with_label_values(&[l, source]);
+            }
+            for verb in ["list", "watch", "get"] {
+                request_duration.with_label_values(&[verb, l]);
+            }
+            by_gvr.insert(
+                (
+                    spec.group.clone(),
+                    spec.version.clone(),
+                    spec.resource.clone(),
+                ),
+                rm.clone(),
+            );
+            resources.push(rm);
+        }
+        list_requests.with_label_values(&[OTHER_RESOURCE, SOURCE_PASS_THROUGH]);
+        list_duration.with_label_values(&[OTHER_RESOURCE, SOURCE_PASS_THROUGH]);
+        for verb in VERBS {
+            passthrough_bytes.with_label_values(&[verb]);
+            request_duration.with_label_values(&[verb, OTHER_RESOURCE]);
+        }
+        let shared = Arc::new(Shared {
+            epoch,
+            resources,
+            ready_outage: config.server.ready_outage,
+            shutting_down: AtomicBool::new(false),
+        });
+        registry
+            .register(Box::new(ScrapeCollector::new(shared.clone())))
+            .expect("unique metrics");
+        #[cfg(target_os = "linux")]
+        registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::new(
+                    std::process::id() as i32,
+                    "watchmux",
+                ),
+            ))
+            .expect("unique metrics");
+        Metrics {
+            registry,
+            shared,
+            by_gvr,
+            requests,
+            request_duration,
+            list_requests,
+            list_duration,
+            passthrough_bytes,
+        }
+    }
+
+    /// The metrics of a configured resource.
+    pub fn resource(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<&Arc<ResourceMetrics>> {
+        self.by_gvr
+            .get(&(group.to_string(), version.to_string(), resource.to_string()))
+    }
+
+    /// The metrics of the resource a cache holds (a detached set if it is not configured,
+    /// which [`crate::server::Proxy`] never does).
+    pub fn for_info(&self, info: &ResourceInfo) -> Arc<ResourceMetrics> {
+        match self.resource(&info.group, &info.version, &info.resource) {
+            Some(r) => r.clone(),
+            None => {
+                let mut c = Config::default();
+                c.cache.resources = vec![ResourceSpec::new(
+                    &info.group,
+                    &info.version,
+                    &info.resource,
+                )];
+                Metrics::new(&c).shared.resources[0].clone()
+            }
+        }
+    }
+
+    /// Lets the scrape read the cache of `spec` once discovery created it.
+    pub fn attach_cache(&self, spec: &ResourceSpec, cache: Arc<ResourceCache>) {
+        if let Some(r) = self.resource(&spec.group, &spec.version, &spec.resource) {
+            let _ = r.cache.set(cache);
+        }
+    }
+
+    /// The whole registry in the Prometheus text format.
+    pub fn render(&self) -> String {
+        TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
+    }
+
+    /// The registry (to add collectors).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// From now on `/readyz` fails (the process is shutting down).
+    pub fn set_shutting_down(&self) {
+        self.shared.shutting_down.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether shutdown began.
+    pub fn shutting_down(&self) -> bool {
+        self.shared.shutting_down.load(Ordering::Relaxed)
+    }
+
+    /// `/readyz` checks: ping, shutdown, then one per cached resource (synced, and its upstream
+    /// watch not broken for longer than `server.ready_outage_secs`).
+    pub fn readiness(&self) -> Vec<Check> {
+        self.shared.readiness()
+    }
+
+    /// `/livez` and `/healthz` checks: the process serves.
+    pub fn liveness(&self) -> Vec<Check> {
+        vec![Check {
+            name: "ping".into(),
+            error: None,
+        }]
+    }
+
+    /// Works out what a request is, before it is handled.
+    pub fn classify<B>(&self, req: &Request<B>) -> RequestInfo {
+        let (verb, cached) = classify(req.method(), req.uri(), req.headers(), |g, v, r| {
+            self.resource(g, v, r).cloned()
+        });
+        RequestInfo {
+            verb,
+            resource: cached
+                .as_ref()
+                .map_or_else(|| OTHER_RESOURCE.to_string(), |r| r.label.clone()),
+            cached,
+            started: Instant::now(),
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+        }
+    }
+
+    /// Counts, times and logs (debug) one answered request; a pass-through body is metered
+    /// (and, for a watch, ended at an event boundary when `drain` fires).
+    pub fn finish(
+        &self,
+        info: &RequestInfo,
+        resp: Response<Body>,
+        drain: &CancellationToken,
+    ) -> Response<Body> {
+        let elapsed = info.started.elapsed();
+        let code = resp.status().as_u16();
+        let passed = resp.extensions().get::<PassedThrough>().is_some();
+        let code_label = code.to_string();
+        self.requests
+            .with_label_values(&[info.verb, info.resource.as_str(), code_label.as_str()])
+            .inc();
+        self.request_duration
+            .with_label_values(&[info.verb, info.resource.as_str()])
+            .observe(elapsed.as_secs_f64());
+        let source = if passed {
+            SOURCE_PASS_THROUGH
+        } else {
+            SOURCE_CACHE
+        };
+        if info.verb == "list" {
+            self.list_requests
+                .with_label_values(&[info.resource.as_str(), source])
+                .inc();
+            self.list_duration
+                .with_label_values(&[info.resource.as_str(), source])
+                .observe(elapsed.as_secs_f64());
+        }
+        // A cached watch that never reached the watcher (429, 400, ...): the watcher itself
+        // counts those that did (ok, or 410 in the stream).
+        if info.verb == "watch"
+            && !passed
+            && let Some(r) = &info.cached
+            && !(resp.status().is_success() || code == 101)
+        {
+            r.watch_start(if code == 429 {
+                WatchOutcome::NotReady
+            } else if code == 410 {
+                WatchOutcome::Gone
+            } else {
+                WatchOutcome::Error
+            });
+        }
+        tracing::debug!(
+            method = %info.method,
+            uri = %info.uri,
+            verb = info.verb,
+            resource = %info.resource,
+            source,
+            code,
+            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+            "request"
+        );
+        if !passed {
+            return resp;
+        }
+        let counter = self.passthrough_bytes.with_label_values(&[info.verb]);
+        let drain = (info.verb == "watch").then(|| drain.clone());
+        resp.map(|b| MeteredBody::new(b, counter, drain).boxed())
+    }
+}
+
+/// kube's verb for a request, and the cached resource it is about.
+fn classify<T>(
+    method: &Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    lookup: impl Fn(&str, &str, &str) -> Option<T>,
+) -> (&'static str, Option<T>) {
+    let upgrade = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+        && headers.contains_key(http::header::UPGRADE);
+    let read = *method == Method::GET || *method == Method::HEAD;
+    let ApiPath::Resource(rp) = path::parse(uri.path()) else {
+        return (if read { "get" } else { "other" }, None);
+    };
+    let cached = lookup(&rp.group, &rp.version, &rp.resource);
+    let watch = rp.legacy_watch
+        || uri.query().is_some_and(|q| {
+            form_urlencoded::parse(q.as_bytes()).any(|(k, v)| {
+                k == "watch" && matches!(v.as_ref(), "1" | "t" | "T" | "true" | "TRUE" | "True")
+            })
+        });
+    let collection = rp.name.is_none();
+    let verb = if read && watch {
+        "watch"
+    } else if upgrade {
+        "connect"
+    } else if read {
+        if collection { "list" } else { "get" }
+    } else {
+        match *method {
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE if collection => "deletecollection",
+            Method::DELETE => "delete",
+            _ => "other",
+        }
+    };
+    (verb, cached)
+}
+
+/// A pass-through response body that counts its bytes and, for a watch, ends cleanly at an
+/// event boundary once `drain` fires (the client re-watches elsewhere).
+pub struct MeteredBody {
+    inner: Body,
+    bytes: IntCounter,
+    drain: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    at_boundary: bool,
+    done: bool,
+}
+
+impl MeteredBody {
+    /// Wraps `inner`.
+    pub fn new(inner: Body, bytes: IntCounter, drain: Option<CancellationToken>) -> Self {
+        MeteredBody {
+            inner,
+            bytes,
+            drain: drain.map(|d| Box::pin(d.cancelled_owned())),
+            at_boundary: true,
+            done: false,
+        }
+    }
+}
+
+impl HttpBody for MeteredBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if this.at_boundary
+            && let Some(d) = &mut this.drain
+            && d.as_mut().poll(cx).is_ready()
+        {
+            this.done = true;
+            return Poll::Ready(None);
+        }
+        let r = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &r
+            && let Some(d) = f.data_ref()
+            && !d.is_empty()
+        {
+            this.bytes.inc_by(d.len() as u64);
+            this.at_boundary = d.ends_with(b"\n");
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        if self.drain.is_some() {
+            SizeHint::default()
+        } else {
+            self.inner.size_hint()
+        }
+    }
+}
+
+// ---- the scrape-time collector ------------------------------------------------------------
+
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+    counter: bool,
+}
+
+const fn gauge(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Family {
+    Family {
+        name,
+        help,
+        labels,
+        counter: false,
+    }
+}
+
+const fn counter(
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+) -> Family {
+    Family {
+        name,
+        help,
+        labels,
+        counter: true,
+    }
+}
+
+const R: &[&str] = &["resource"];
+
+/// What the scrape reads from the caches, the reflectors' state and the watchers' taps.
+const SCRAPED: &[Family] = &[
+    gauge("watchmux_cache_objects", "Objects in the cache.", R),
+    gauge(
+        "watchmux_cache_bytes",
+        "Bytes of object JSON held in the cache (each object's stored body).",
+        R,
+    ),
+    gauge(
+        "watchmux_cache_resource_version",
+        "The cache's resourceVersion (last event or bookmark applied).",
+        R,
+    ),
+    gauge(
+        "watchmux_cache_window_events",
+        "Events in the cache's event window (watches from older resourceVersions get 410).",
+        R,
+    ),
+    gauge(
+        "watchmux_cache_window_age_seconds",
+        "Age of the oldest event in the cache's event window (0 when empty).",
+        R,
+    ),
+    gauge(
+        "watchmux_cache_synced",
+        "1 once the resource's initial upstream list is in the cache.",
+        R,
+    ),
+    counter(
+        "watchmux_cache_events_applied_total",
+        "Upstream events applied to the cache (duplicates after a re-watch are not).",
+        R,
+    ),
+    counter(
+        "watchmux_cache_relists_total",
+        "Relists after the initial sync, by outcome: bridged (watchers kept, the difference sent as events) or reset (every watcher closed).",
+        &["resource", "outcome"],
+    ),
+    counter(
+        "watchmux_cache_selector_evaluations_total",
+        "Watcher filters evaluated while dispatching events (the cost the dispatch index keeps small).",
+        R,
+    ),
+    counter(
+        "watchmux_cache_deliveries_total",
+        "Events queued to live watchers by the dispatcher.",
+        R,
+    ),
+    counter(
+        "watchmux_slow_watchers_closed_total",
+        "Watchers closed for falling too far behind (out of the event window or beyond watcher_max_lag_bytes).",
+        R,
+    ),
+    gauge(
+        "watchmux_upstream_last_event_age_seconds",
+        "Seconds since the last upstream event, bookmark or list of the resource (since start if none yet).",
+        R,
+    ),
+    gauge(
+        "watchmux_upstream_watch_up",
+        "1 while the resource's upstream watch is established.",
+        R,
+    ),
+    gauge(
+        "watchmux_upstream_outage_seconds",
+        "Seconds the resource's upstream list/watch has been failing (0 when it is not).",
+        R,
+    ),
+    gauge(
+        "watchmux_watchers",
+        "Active downstream watches served from the cache, by transport (chunked, websocket).",
+        &["resource", "transport"],
+    ),
+    counter(
+        "watchmux_watch_events_sent_total",
+        "Watch events handed to downstream connections, by transport and type.",
+        &["resource", "transport", "type"],
+    ),
+    counter(
+        "watchmux_watch_bytes_sent_total",
+        "Watch event bytes handed to downstream connections, by transport.",
+        &["resource", "transport"],
+    ),
+    gauge(
+        "watchmux_ready",
+        "1 when /readyz passes: every cached resource synced, no upstream outage beyond the bound, not shutting down.",
+        &[],
+    ),
+    gauge(
+        "watchmux_build_info",
+        "Always 1; the version label is watchmux's version.",
+        &["version"],
+    ),
+];
+
+enum Vecs {
+    Gauge(GaugeVec),
+    Counter(IntCounterVec),
+}
+
+/// Fresh metric vectors for one scrape.
+struct Sink(Vec<Vecs>);
+
+impl Sink {
+    fn new() -> Sink {
+        Sink(
+            SCRAPED
+                .iter()
+                .map(|f| {
+                    let opts = Opts::new(f.name, f.help);
+                    if f.counter {
+                        Vecs::Counter(IntCounterVec::new(opts, f.labels).expect("valid metric"))
+                    } else {
+                        Vecs::Gauge(GaugeVec::new(opts, f.labels).expect("valid metric"))
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    fn index(name: &str) -> usize {
+        SCRAPED
+            .iter()
+            .position(|f| f.name == name)
+            .expect("a scraped family")
+    }
+
+    fn gauge(&self, name: &str, labels: &[&str], v: f64) {
+        if let Vecs::Gauge(g) = &self.0[Self::index(name)] {
+            g.with_label_values(labels).set(v);
+        }
+    }
+
+    fn counter(&self, name: &str, labels: &[&str], v: u64) {
+        if let Vecs::Counter(c) = &self.0[Self::index(name)] {
+            c.with_label_values(labels).inc_by(v);
+        }
+    }
+
+    fn families(&self) -> Vec<MetricFamily> {
+        self.0
+            .iter()
+            .flat_map(|v| match v {
+                Vecs::Gauge(g) => g.collect(),
+                Vecs::Counter(c) => c.collect(),
+            })
+            .collect()
+    }
+}
+
+/// Reads the caches, the reflectors' state and the watchers' taps at scrape time.
+struct ScrapeCollector {
+    shared: Arc<Shared>,
+    descs: Vec<Desc>,
+}
+
+impl ScrapeCollector {
+    fn new(shared: Arc<Shared>) -> Self {
+        let sink = Sink::new();
+        let descs = sink
+            .0
+            .iter()
+            .flat_map(|v| match v {
+                Vecs::Gauge(g) => g.desc().into_iter().cloned().collect::<Vec<_>>(),
+                Vecs::Counter(c) => c.desc().into_iter().cloned().collect::<Vec<_>>(),
+            })
+            .collect();
+        ScrapeCollector { shared, descs }
+    }
+}
+
+impl Collector for ScrapeCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let s = Sink::new();
+        let now = self.shared.epoch.elapsed().as_millis() as u64 + 1;
+        for r in &self.shared.resources {
+            let l = r.label.as_str();
+            let (mut objects, mut bytes, mut rv, mut window, mut age, mut synced) =
+                (0usize, 0u64, 0u64, 0usize, 0.0f64, false);
+            let mut counts = [0u64; 6];
+            if let Some(c) = r.cache.get() {
+                let snap = c.snapshot();
+                objects = snap.objects.len();
+                bytes = snap.objects.values().map(|o| o.body.len() as u64).sum();
+                rv = snap.rv;
+                let (n, oldest) = c.window();
+                window = n;
+                age = oldest.map_or(0.0, |d| d.as_secs_f64());
+                synced = c.is_synced();
+                let k = &c.counters;
+                counts = [
+                    k.events_received.load(Ordering::Relaxed),
+                    k.relists_bridged.load(Ordering::Relaxed),
+                    k.relists_reset.load(Ordering::Relaxed),
+                    k.selector_evaluations.load(Ordering::Relaxed),
+                    k.deliveries.load(Ordering::Relaxed),
+                    k.slow_watchers_closed.load(Ordering::Relaxed),
+                ];
+            }
+            s.gauge("watchmux_cache_objects", &[l], objects as f64);
+            s.gauge("watchmux_cache_bytes", &[l], bytes as f64);
+            s.gauge("watchmux_cache_resource_version", &[l], rv as f64);
+            s.gauge("watchmux_cache_window_events", &[l], window as f64);
+            s.gauge("watchmux_cache_window_age_seconds", &[l], age);
+            s.gauge(
+                "watchmux_cache_synced",
+                &[l],
+                if synced { 1.0 } else { 0.0 },
+            );
+            s.counter("watchmux_cache_events_applied_total", &[l], counts[0]);
+            s.counter("watchmux_cache_relists_total", &[l, "bridged"], counts[1]);
+            s.counter("watchmux_cache_relists_total", &[l, "reset"], counts[2]);
+            s.counter("watchmux_cache_selector_evaluations_total", &[l], counts[3]);
+            s.counter("watchmux_cache_deliveries_total", &[l], counts[4]);
+            s.counter("watchmux_slow_watchers_closed_total", &[l], counts[5]);
+            let last = r.last_event_ms.load(Ordering::Relaxed);
+            s.gauge(
+                "watchmux_upstream_last_event_age_seconds",
+                &[l],
+                now.saturating_sub(last.max(1)) as f64 / 1000.0,
+            );
+            s.gauge(
+                "watchmux_upstream_watch_up",
+                &[l],
+                if r.watching.load(Ordering::Relaxed) {
+                    1.0
+                } else {
+                    0.0
+                },
+            );
+            s.gauge(
+                "watchmux_upstream_outage_seconds",
+                &[l],
+                r.outage().map_or(0.0, |d| d.as_secs_f64()),
+            );
+            for (t, (active, totals)) in r.fanout_totals().iter().enumerate() {
+                let tr = TRANSPORTS[t];
+                s.gauge("watchmux_watchers", &[l, tr], *active as f64);
+                for (i, ty) in EVENT_TYPES.iter().enumerate() {
+                    s.counter("watchmux_watch_events_sent_total", &[l, tr, ty], totals[i]);
+                }
+                s.counter("watchmux_watch_bytes_sent_total", &[l, tr], totals[5]);
+            }
+        }
+        let ready = self.shared.readiness().iter().all(|c| c.error.is_none());
+        s.gauge("watchmux_ready", &[], if ready { 1.0 } else { 0.0 });
+        s.gauge("watchmux_build_info", &[env!("CARGO_PKG_VERSION")], 1.0);
+        s.families()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        Config::from_toml_str(
+            r#"
+[[cache.resources]]
+version = "v1"
+resource = "pods"
+[[cache.resources]]
+group = "autoscaling"
+version = "v1"
+resource = "horizontalpodautoscalers"
+[[cache.resources]]
+group = "autoscaling"
+version = "v2"
+resource = "horizontalpodautoscalers"
+"#,
+            "t",
+        )
+        .unwrap()
+    }
+
+    /// `name{labels} value` lines of the text format.
+    fn samples(text: &str) -> HashMap<String, f64> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                let (k, v) = l.rsplit_once(' ').unwrap();
+                (k.to_string(), v.parse().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn labels_are_unique_per_resource() {
+        assert_eq!(
+            resource_labels(&config().cache.resources),
+            [
+                "pods",
+                "horizontalpodautoscalers.v1.autoscaling",
+                "horizontalpodautoscalers.v2.autoscaling"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_name_is_prefixed_and_series_exist_from_the_start() {
+        let m = Metrics::new(&config());
+        let text = m.render();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.starts_with("watchmux_"), "{line}");
+        }
+        let s = samples(&text);
+        assert_eq!(s["watchmux_cache_synced{resource=\"pods\"}"], 0.0);
+        assert_eq!(s["watchmux_ready"], 0.0);
+        assert_eq!(
+            s["watchmux_watchers{resource=\"pods\",transport=\"chunked\"}"],
+            0.0
+        );
+        assert_eq!(
+            s["watchmux_upstream_relists_total{reason=\"expired\",resource=\"pods\"}"],
+            0.0
+        );
+        #[cfg(target_os = "linux")]
+        assert!(s["watchmux_process_resident_memory_bytes"] > 0.0);
+    }
+
+    #[test]
+    fn taps_count_live_and_ended_watchers() {
+        let m = Metrics::new(&config());
+        let r = m.resource("", "v1", "pods").unwrap().clone();
+        let a = r.watch_tap(TRANSPORT_CHUNKED);
+        let b = r.watch_tap(TRANSPORT_WEBSOCKET);
+        a.event(b"{\"type\":\"ADDED\",\"object\":{", 100);
+        a.event(b"{\"type\":\"BOOKMARK\",\"object\":{", 10);
+        b.event(b"{\"type\":\"DELETED\",\"object\":{", 7);
+        let s = samples(&m.render());
+        assert_eq!(
+            s["watchmux_watchers{resource=\"pods\",transport=\"chunked\"}"],
+            1.0
+        );
+        assert_eq!(
+            s["watchmux_watchers{resource=\"pods\",transport=\"websocket\"}"],
+            1.0
+        );
+        drop(a);
+        let s = samples(&m.render());
+        assert_eq!(
+            s["watchmux_watchers{resource=\"pods\",transport=\"chunked\"}"],
+            0.0
+        );
+        assert_eq!(
+            s["watchmux_watch_events_sent_total{resource=\"pods\",transport=\"chunked\",type=\"ADDED\"}"],
+            1.0
+        );
+        assert_eq!(
+            s["watchmux_watch_bytes_sent_total{resource=\"pods\",transport=\"chunked\"}"],
+            110.0
+        );
+        assert_eq!(
+            s["watchmux_watch_bytes_sent_total{resource=\"pods\",transport=\"websocket\"}"],
+            7.0
+        );
+    }
+
+    #[test]
+    fn verbs_follow_kube() {
+        let look = |g: &str, v: &str, r: &str| (g, v, r) == ("", "v1", "pods");
+        let verb = |m: Method, u: &str, h: &[(&str, &str)]| {
+            let mut hm = HeaderMap::new();
+            for (k, v) in h {
+                hm.insert(
+                    http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            let (v, c) = classify(&m, &u.parse().unwrap(), &hm, |g, v, r| {
+                look(g, v, r).then_some(())
+            });
+            (v, c.is_some())
+        };
+        assert_eq!(verb(Method::GET, "/api/v1/pods", &[]), ("list", true));
+        assert_eq!(
+            verb(Method::GET, "/api/v1/pods?watch=true", &[]),
+            ("watch", true)
+        );
+        assert_eq!(
+            verb(Method::GET, "/api/v1/watch/namespaces/a/pods", &[]),
+            ("watch", true)
+        );
+        assert_eq!(
+            verb(Method::GET, "/api/v1/namespaces/a/pods/p", &[]),
+            ("get", true)
+        );
+        assert_eq!(
+            verb(Method::GET, "/api/v1/services?watch=0", &[]),
+            ("list", false)
+        );
+        assert_eq!(
+            verb(Method::POST, "/api/v1/namespaces/a/pods", &[]),
+            ("create", true)
+        );
+        assert_eq!(
+            verb(Method::DELETE, "/api/v1/namespaces/a/pods", &[]),
+            ("deletecollection", true)
+        );
+        assert_eq!(
+            verb(Method::DELETE, "/api/v1/namespaces/a/pods/p", &[]),
+            ("delete", true)
+        );
+        assert_eq!(
+            verb(Method::PATCH, "/api/v1/namespaces/a/pods/p", &[]),
+            ("patch", true)
+        );
+        assert_eq!(
+            verb(Method::PUT, "/api/v1/namespaces/a/pods/p", &[]),
+            ("update", true)
+        );
+        let up = [("connection", "Upgrade"), ("upgrade", "SPDY/3.1")];
+        assert_eq!(
+            verb(Method::POST, "/api/v1/namespaces/a/pods/p/exec", &up),
+            ("connect", true)
+        );
+        let ws = [("connection", "Upgrade"), ("upgrade", "websocket")];
+        assert_eq!(
+            verb(Method::GET, "/api/v1/pods?watch=1", &ws),
+            ("watch", true)
+        );
+        assert_eq!(verb(Method::GET, "/apis", &[]), ("get", false));
+        assert_eq!(verb(Method::POST, "/sim/compact", &[]), ("other", false));
+    }
+
+    #[test]
+    fn readiness_names_each_resource() {
+        let m = Metrics::new(&config());
+        let checks = m.readiness();
+        let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "ping",
+                "shutdown",
+                "cache/pods",
+                "cache/horizontalpodautoscalers.v1.autoscaling",
+                "cache/horizontalpodautoscalers.v2.autoscaling"
+            ]
+        );
+        assert_eq!(
+            checks[2].error.as_deref(),
+            Some("waiting for upstream discovery")
+        );
+        m.set_shutting_down();
+        assert!(m.readiness()[1].error.is_some());
+    }
+
+    #[tokio::test]
+    async fn metered_body_counts_and_ends_watches_at_a_boundary() {
+        use futures_util::stream;
+        let frames: Vec<Result<Frame<Bytes>, io::Error>> = vec![
+            Ok(Frame::data(Bytes::from_static(b"{\"a\":1}\n"))),
+            Ok(Frame::data(Bytes::from_static(b"{\"b\":"))),
+            Ok(Frame::data(Bytes::from_static(b"2}\n"))),
+        ];
+        let body: Body = http_body_util::StreamBody::new(stream::iter(frames)).boxed();
+        let c = IntCounter::new("x", "x").unwrap();
+        let drain = CancellationToken::new();
+        let mut b = MeteredBody::new(body, c.clone(), Some(drain.clone()));
+        let f = b.frame().await.unwrap().unwrap();
+        assert_eq!(f.into_data().unwrap().len(), 8);
+        let _ = b.frame().await.unwrap().unwrap();
+        drain.cancel();
+        // Mid-event: the rest of the event still goes out, then the stream ends.
+        let f = b.frame().await.unwrap().unwrap();
+        assert_eq!(&f.into_data().unwrap()[..], b"2}\n");
+        assert!(b.frame().await.is_none());
+        assert_eq!(c.get(), 16);
+    }
+}

@@ -1,0 +1,208 @@
+//! `/livez`, `/readyz`, `/healthz` as kube-apiserver answers them, and `/metrics`. These are
+//! answered before routing and never pass through to the upstream.
+//!
+//! * `/livez`, `/healthz`: the process serves (`ping`).
+//! * `/readyz`: `ping`; `shutdown` (fails once SIGTERM arrived, so load balancers stop sending
+//!   new clients while the watches drain); one `cache/<resource>` check per cached resource: synced,
+//!   and its upstream watch not broken for longer than `server.ready_outage_secs`.
+//!
+//! As in kube-apiserver: `ok` on success; `?verbose` lists every check (`[+]name ok`,
+//! `[-]name failed: why`) then `readyz check passed`; a failure lists every check and ends with
+//! `readyz check failed`; `?exclude=name` skips a check; `/readyz/<name>` runs one check. Unlike
+//! kube-apiserver (500, reasons withheld) a failure answers 503 and says why: the reasons name
+//! no secret, only resources and durations.
+
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+
+use super::Proxy;
+use crate::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, Check};
+use crate::respond::{Body, full};
+
+/// The answer for `/metrics`, `/livez`, `/readyz`, `/healthz` (and their `/<check>` forms), or
+/// `None` for every other path.
+pub fn answer<B>(proxy: &Proxy, req: &Request<B>) -> Option<Response<Body>> {
+    let rest = req.uri().path().strip_prefix('/')?;
+    let (endpoint, single) = match rest.split_once('/') {
+        Some((e, check)) => (e, Some(check).filter(|c| !c.is_empty())),
+        None => (rest, None),
+    };
+    if !(is_health(endpoint) || (endpoint == "metrics" && single.is_none())) {
+        return None;
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed\n".into(),
+        );
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return Some(r);
+    }
+    let m = &proxy.metrics;
+    if endpoint == "metrics" {
+        let mut r = text(StatusCode::OK, m.render());
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(METRICS_CONTENT_TYPE));
+        return Some(r);
+    }
+    let checks = if endpoint == "readyz" {
+        m.readiness()
+    } else {
+        m.liveness()
+    };
+    Some(report(endpoint, &checks, single, req.uri().query()))
+}
+
+fn is_health(e: &str) -> bool {
+    matches!(e, "livez" | "readyz" | "healthz")
+}
+
+/// kube's healthz handler output for `checks`.
+pub fn report(
+    endpoint: &str,
+    checks: &[Check],
+    single: Option<&str>,
+    query: Option<&str>,
+) -> Response<Body> {
+    if let Some(name) = single {
+        return match checks.iter().find(|c| c.name == name) {
+            None => text(StatusCode::NOT_FOUND, format!("no such check: {name}\n")),
+            Some(Check { error: None, .. }) => text(StatusCode::OK, "ok".into()),
+            Some(Check { error: Some(e), .. }) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("internal server error: {e}\n"),
+            ),
+        };
+    }
+    let mut verbose = false;
+    let mut excluded: Vec<String> = Vec::new();
+    for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match k.as_ref() {
+            "verbose" => verbose = true,
+            "exclude" => excluded.push(v.into_owned()),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    let mut failed = false;
+    for c in checks {
+        if let Some(i) = excluded.iter().position(|e| *e == c.name) {
+            excluded.swap_remove(i);
+            out.push_str(&format!("[+]{} excluded: ok\n", c.name));
+            continue;
+        }
+        match &c.error {
+            None => out.push_str(&format!("[+]{} ok\n", c.name)),
+            Some(e) => {
+                failed = true;
+                out.push_str(&format!("[-]{} failed: {e}\n", c.name));
+            }
+        }
+    }
+    if !excluded.is_empty() {
+        out.push_str(&format!(
+            "warn: some health checks cannot be excluded: no matches for {}\n",
+            excluded.join(",")
+        ));
+    }
+    if failed {
+        out.push_str(&format!("{endpoint} check failed\n"));
+        return text(StatusCode::SERVICE_UNAVAILABLE, out);
+    }
+    if !verbose {
+        return text(StatusCode::OK, "ok".into());
+    }
+    out.push_str(&format!("{endpoint} check passed\n"));
+    text(StatusCode::OK, out)
+}
+
+fn text(code: StatusCode, body: String) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = code;
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn checks(fail: bool) -> Vec<Check> {
+        vec![
+            Check {
+                name: "ping".into(),
+                error: None,
+            },
+            Check {
+                name: "cache/pods".into(),
+                error: fail.then(|| "not synced".to_string()),
+            },
+        ]
+    }
+
+    async fn body(r: Response<Body>) -> (u16, String) {
+        let code = r.status().as_u16();
+        let b = r.into_body().collect().await.unwrap().to_bytes();
+        (code, String::from_utf8(b.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn formats_like_kube() {
+        assert_eq!(
+            body(report("readyz", &checks(false), None, None)).await,
+            (200, "ok".into())
+        );
+        assert_eq!(
+            body(report("readyz", &checks(false), None, Some("verbose"))).await,
+            (
+                200,
+                "[+]ping ok\n[+]cache/pods ok\nreadyz check passed\n".into()
+            )
+        );
+        assert_eq!(
+            body(report("readyz", &checks(true), None, None)).await,
+            (
+                503,
+                "[+]ping ok\n[-]cache/pods failed: not synced\nreadyz check failed\n".into()
+            )
+        );
+        assert_eq!(
+            body(report(
+                "readyz",
+                &checks(true),
+                None,
+                Some("verbose&exclude=cache/pods&exclude=nope")
+            ))
+            .await,
+            (
+                200,
+                "[+]ping ok\n[+]cache/pods excluded: ok\nwarn: some health checks cannot be excluded: no matches for nope\nreadyz check passed\n".into()
+            )
+        );
+        assert_eq!(
+            body(report("readyz", &checks(true), Some("cache/pods"), None)).await,
+            (503, "internal server error: not synced\n".into())
+        );
+        assert_eq!(
+            body(report("readyz", &checks(true), Some("ping"), None)).await,
+            (200, "ok".into())
+        );
+        assert_eq!(
+            body(report("readyz", &checks(true), Some("x"), None))
+                .await
+                .0,
+            404
+        );
+    }
+}
