@@ -208,9 +208,16 @@ async fn resource(
     if rt.group.is_empty()
         && rt.resource == "pods"
         && rp.name.is_some()
-        && rp.subresource.as_deref().is_some_and(|s| super::exec::STREAMING.contains(&s))
+        && rp
+            .subresource
+            .as_deref()
+            .is_some_and(|s| super::exec::STREAMING.contains(&s))
     {
-        state.ops.get(&rt, rp.namespace.as_deref(), rp.name.as_deref().unwrap_or_default())?;
+        state.ops.get(
+            &rt,
+            rp.namespace.as_deref(),
+            rp.name.as_deref().unwrap_or_default(),
+        )?;
         return super::exec::serve(req, &state.tasks);
     }
     let scope = match rp.subresource.as_deref() {
