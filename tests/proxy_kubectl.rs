@@ -5,41 +5,16 @@
 
 mod common;
 
+use common::kubectl::{kubectl, next_line, run};
+
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 use watchmux::sim::Simulator;
 use watchmux::sim::fleet::FleetSpec;
 use watchmux::sim::semantics::DeleteOptions;
-
-/// A kubectl command pointed at `server`, isolated from any user kubeconfig or cache.
-fn kubectl(server: &str, home: &tempfile::TempDir) -> Command {
-    let mut c = Command::new("kubectl");
-    c.env("HOME", home.path())
-        .env("KUBECONFIG", home.path().join("none"))
-        .arg("--server")
-        .arg(server)
-        .arg("--cache-dir")
-        .arg(home.path().join("cache"))
-        .kill_on_drop(true)
-        .stdin(Stdio::null());
-    c
-}
-
-async fn run(mut c: Command) -> (bool, String, String) {
-    let out = tokio::time::timeout(Duration::from_secs(60), c.output())
-        .await
-        .expect("kubectl finishes within 60 s")
-        .expect("kubectl is installed (the CI machine has it)");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Runs `args` against `server` and returns stdout; fails the test on a kubectl error.
 async fn ok(server: &str, home: &tempfile::TempDir, args: &[&str]) -> String {
@@ -202,14 +177,6 @@ async fn get_pods_watch_follows_a_change_made_in_the_simulator() {
         "{line}"
     );
     child.kill().await.ok();
-}
-
-async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
-    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("kubectl prints within 20 s")
-        .unwrap()
-        .expect("a line")
 }
 
 #[tokio::test]

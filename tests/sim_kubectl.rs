@@ -3,41 +3,15 @@
 
 mod common;
 
+use common::kubectl::{kubectl, next_line, run};
+
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 use watchmux::sim::Simulator;
 use watchmux::sim::fleet::FleetSpec;
 use watchmux::sim::semantics::DeleteOptions;
-
-/// A kubectl command pointed at the simulator, isolated from any user kubeconfig or cache.
-fn kubectl(sim: &Simulator, home: &tempfile::TempDir) -> Command {
-    let mut c = Command::new("kubectl");
-    c.env("HOME", home.path())
-        .env("KUBECONFIG", home.path().join("none"))
-        .arg("--server")
-        .arg(sim.url())
-        .arg("--cache-dir")
-        .arg(home.path().join("cache"))
-        .kill_on_drop(true)
-        .stdin(Stdio::null());
-    c
-}
-
-async fn run(mut c: Command) -> (bool, String, String) {
-    let out = tokio::time::timeout(Duration::from_secs(60), c.output())
-        .await
-        .expect("kubectl finishes within 60 s")
-        .expect("kubectl is installed (the CI machine has it)");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 async fn fleet_sim() -> Simulator {
     common::sim_with(|c| {
@@ -55,7 +29,7 @@ async fn fleet_sim() -> Simulator {
 async fn get_pods_all_namespaces_prints_the_server_table() {
     let sim = fleet_sim().await;
     let home = tempfile::tempdir().unwrap();
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.args(["get", "pods", "-A"]);
     let (ok, out, err) = run(c).await;
     assert!(ok, "kubectl failed: {err}");
@@ -90,7 +64,7 @@ async fn get_pods_all_namespaces_prints_the_server_table() {
 async fn get_nodes_json_is_a_list_of_the_nodes() {
     let sim = fleet_sim().await;
     let home = tempfile::tempdir().unwrap();
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.args(["get", "nodes", "-o", "json"]);
     let (ok, out, err) = run(c).await;
     assert!(ok, "kubectl failed: {err}");
@@ -127,7 +101,7 @@ async fn create_from_file_then_delete() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\n  labels:\n    app: demo\ndata:\n  mode: fast\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\nspec:\n  nodeName: node-1\n  containers:\n  - name: nginx\n    image: nginx:1.27\n",
     )
     .unwrap();
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.arg("create").arg("-f").arg(&file);
     let (ok, out, err) = run(c).await;
     assert!(ok, "kubectl create failed: {err}");
@@ -146,7 +120,7 @@ async fn create_from_file_then_delete() {
     assert_eq!(cm.labels, vec![("app".to_string(), "demo".to_string())]);
 
     // A second create conflicts, as on a real cluster.
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.arg("create").arg("-f").arg(&file);
     let (ok, _, err) = run(c).await;
     assert!(!ok);
@@ -156,7 +130,7 @@ async fn create_from_file_then_delete() {
     );
 
     // The pod is bound to a node: kubectl waits for the graceful deletion to finish.
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.args(["delete", "pod", "web", "-n", "default"]);
     let (ok, out, err) = run(c).await;
     assert!(ok, "kubectl delete failed: {err}");
@@ -167,7 +141,7 @@ async fn create_from_file_then_delete() {
         "the pod is gone once kubectl returns"
     );
 
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.args(["delete", "configmap", "settings", "-n", "default"]);
     let (ok, _, err) = run(c).await;
     assert!(ok, "{err}");
@@ -187,7 +161,7 @@ async fn get_pods_watch_shows_a_change_made_meanwhile() {
         )
         .unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.args([
         "get",
         "pods",
@@ -244,14 +218,6 @@ async fn get_pods_watch_shows_a_change_made_meanwhile() {
     child.kill().await.ok();
 }
 
-async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
-    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("kubectl prints within 20 s")
-        .unwrap()
-        .expect("a line")
-}
-
 #[tokio::test]
 async fn apply_twice_and_label_use_strategic_merge_patches() {
     let sim = common::sim().await;
@@ -263,20 +229,20 @@ async fn apply_twice_and_label_use_strategic_merge_patches() {
         )
     };
     std::fs::write(&file, manifest("nginx:1.26")).unwrap();
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.arg("apply").arg("-f").arg(&file);
     let (ok, out, err) = run(c).await;
     assert!(ok, "first apply: {err}");
     assert!(out.contains("pod/app created"), "{out}");
 
     std::fs::write(&file, manifest("nginx:1.27")).unwrap();
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.arg("apply").arg("-f").arg(&file);
     let (ok, out, err) = run(c).await;
     assert!(ok, "second apply: {err}");
     assert!(out.contains("pod/app configured"), "{out}");
 
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.args(["label", "pod", "app", "-n", "default", "track=canary"]);
     let (ok, _, err) = run(c).await;
     assert!(ok, "label: {err}");
@@ -308,7 +274,7 @@ async fn apply_twice_and_label_use_strategic_merge_patches() {
 
     // Applying the same manifest again changes nothing: no new resourceVersion.
     let before = p.rv;
-    let mut c = kubectl(&sim, &home);
+    let mut c = kubectl(&sim.url(), &home);
     c.arg("apply").arg("-f").arg(&file);
     let (ok, out, err) = run(c).await;
     assert!(ok, "third apply: {err}");

@@ -2,6 +2,8 @@
 //! streams line by line.
 #![allow(dead_code)]
 
+pub mod kubectl;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
