@@ -64,27 +64,50 @@ pub fn list_head(list_kind: &str, api_version: &str, metadata: &serde_json::Valu
     )
 }
 
-/// Streams `head`, the items joined by commas, then `]}` in chunks of about 64 KiB, so a large
-/// list is never copied into one buffer and never re-encoded. Returns the body and its length.
-pub fn stream_list(head: String, items: Vec<Bytes>) -> (Response<Body>, usize) {
-    const CHUNK: usize = 64 * 1024;
-    let total = head.len()
-        + items.iter().map(Bytes::len).sum::<usize>()
-        + items.len().saturating_sub(1)
-        + 2;
-    let mut iter = items.into_iter().enumerate();
-    let mut head = Some(head);
-    let mut finished = false;
-    let stream = futures_util::stream::poll_fn(move |_| {
-        if finished {
-            return std::task::Poll::Ready(None);
+/// kube-apiserver gzips responses larger than this when the client accepts gzip.
+pub const GZIP_THRESHOLD: usize = 128 * 1024;
+
+/// Whether `Accept-Encoding` allows gzip (a `gzip` coding without `q=0`).
+pub fn accepts_gzip(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or_default();
+            let zero_q = parts.any(|p| {
+                matches!(
+                    p.replace(' ', "").as_str(),
+                    "q=0" | "q=0.0" | "q=0.00" | "q=0.000"
+                )
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !zero_q
+        })
+}
+
+/// The chunks of a List body: `head`, the items joined by commas, then `]}`, about 64 KiB each.
+struct ListChunks {
+    head: Option<String>,
+    items: std::iter::Enumerate<std::vec::IntoIter<Bytes>>,
+    finished: bool,
+}
+
+impl Iterator for ListChunks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        const CHUNK: usize = 64 * 1024;
+        if self.finished {
+            return None;
         }
         let mut buf = BytesMut::with_capacity(CHUNK);
-        if let Some(h) = head.take() {
+        if let Some(h) = self.head.take() {
             buf.put_slice(h.as_bytes());
         }
         while buf.len() < CHUNK {
-            match iter.next() {
+            match self.items.next() {
                 Some((i, item)) => {
                     if i > 0 {
                         buf.put_u8(b',');
@@ -93,14 +116,75 @@ pub fn stream_list(head: String, items: Vec<Bytes>) -> (Response<Body>, usize) {
                 }
                 None => {
                     buf.put_slice(b"]}");
-                    finished = true;
+                    self.finished = true;
                     break;
                 }
             }
         }
-        std::task::Poll::Ready(Some(Ok::<_, io::Error>(Frame::data(buf.freeze()))))
-    });
-    (stream_response(stream), total)
+        Some(buf.freeze())
+    }
+}
+
+/// Streams a List body built from stored items, never copied into one buffer and never
+/// re-encoded; gzip-compressed (level 1, as kube-apiserver) when `gzip` is set and the body is
+/// larger than [`GZIP_THRESHOLD`]. Returns the response and the uncompressed length.
+pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Response<Body>, usize) {
+    let total = head.len()
+        + items.iter().map(Bytes::len).sum::<usize>()
+        + items.len().saturating_sub(1)
+        + 2;
+    let chunks = ListChunks {
+        head: Some(head),
+        items: items.into_iter().enumerate(),
+        finished: false,
+    };
+    if !gzip || total <= GZIP_THRESHOLD {
+        let stream = futures_util::stream::iter(chunks.map(|b| Ok::<_, io::Error>(Frame::data(b))));
+        return (stream_response(stream), total);
+    }
+    let mut chunks = chunks;
+    let mut enc = Some(flate2::write::GzEncoder::new(
+        Vec::with_capacity(64 * 1024),
+        flate2::Compression::new(1),
+    ));
+    let stream = futures_util::stream::iter(std::iter::from_fn(move || {
+        use std::io::Write;
+        loop {
+            let e = enc.as_mut()?;
+            match chunks.next() {
+                Some(c) => {
+                    if let Err(err) = e.write_all(&c) {
+                        enc = None;
+                        return Some(Err(err));
+                    }
+                    let out = std::mem::take(e.get_mut());
+                    if !out.is_empty() {
+                        return Some(Ok(Frame::data(Bytes::from(out))));
+                    }
+                }
+                None => {
+                    let done = enc.take()?.finish();
+                    return Some(done.map(|v| Frame::data(Bytes::from(v))));
+                }
+            }
+        }
+    }));
+    let mut resp = stream_response(stream);
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_ENCODING,
+        HeaderValue::from_static("gzip"),
+    );
+    h.insert(
+        http::header::VARY,
+        HeaderValue::from_static("Accept-Encoding"),
+    );
+    (resp, total)
+}
+
+/// [`stream_list_encoded`] without compression.
+pub fn stream_list(head: String, items: Vec<Bytes>) -> (Response<Body>, usize) {
+    stream_list_encoded(head, items, false)
 }
 
 #[cfg(test)]
@@ -127,6 +211,61 @@ mod tests {
             &body[..],
             br#"{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}"#
         );
+    }
+
+    #[tokio::test]
+    async fn large_lists_are_gzipped_when_accepted() {
+        let items: Vec<Bytes> = (0..5000)
+            .map(|i| Bytes::from(format!("{{\"metadata\":{{\"name\":\"pod-{i}\"}}}}")))
+            .collect();
+        let head = list_head("PodList", "v1", &serde_json::json!({"resourceVersion":"5"}));
+        let (resp, total) = stream_list_encoded(head.clone(), items.clone(), true);
+        assert!(total > GZIP_THRESHOLD);
+        assert_eq!(resp.headers()[http::header::CONTENT_ENCODING], "gzip");
+        let gz = resp.into_body().collect().await.unwrap().to_bytes();
+        assert!(gz.len() < total / 4);
+        let mut plain = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut plain).unwrap();
+        let (resp, _) = stream_list_encoded(head, items, false);
+        assert!(resp.headers().get(http::header::CONTENT_ENCODING).is_none());
+        assert_eq!(
+            plain,
+            resp.into_body()
+                .collect()
+                .await
+                .unwrap()
+                .to_bytes()
+                .to_vec()
+        );
+        let (small, _) = stream_list_encoded(
+            list_head("PodList", "v1", &serde_json::json!({})),
+            Vec::new(),
+            true,
+        );
+        assert!(
+            small
+                .headers()
+                .get(http::header::CONTENT_ENCODING)
+                .is_none(),
+            "small bodies are not compressed"
+        );
+    }
+
+    #[test]
+    fn accept_encoding_parsing() {
+        let h = |v: &str| {
+            let mut m = http::HeaderMap::new();
+            m.insert(
+                http::header::ACCEPT_ENCODING,
+                HeaderValue::from_str(v).unwrap(),
+            );
+            accepts_gzip(&m)
+        };
+        assert!(h("gzip"));
+        assert!(h("deflate, gzip;q=0.5"));
+        assert!(!h("gzip;q=0"));
+        assert!(!h("identity"));
+        assert!(!accepts_gzip(&http::HeaderMap::new()));
     }
 
     #[test]

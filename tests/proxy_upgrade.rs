@@ -178,3 +178,49 @@ async fn kube_rs_with_a_protobuf_first_accept_and_metadata_lists_work_through_wa
     assert_eq!(meta.items.len(), 1);
     assert_eq!(meta.items[0].metadata.name.as_deref(), Some("shell"));
 }
+
+#[tokio::test]
+async fn large_cached_lists_are_gzipped_for_clients_that_accept_it() {
+    let sim = common::sim_with(|c| {
+        c.fleet = Some(watchmux::sim::fleet::FleetSpec {
+            nodes: 3,
+            pods: 60,
+            namespaces: 2,
+            seed: 5,
+        })
+    })
+    .await;
+    let px = common::proxy_for(&sim, |_| {}).await;
+    let url = format!("{}/api/v1/pods?resourceVersion=0", px.url);
+    let (code, h, plain) = common::request(http::Method::GET, &url, &[], "").await;
+    assert_eq!(code, 200);
+    assert!(h.get("content-encoding").is_none());
+    assert!(
+        plain.len() > 128 * 1024,
+        "the fleet's list is {} bytes",
+        plain.len()
+    );
+    let (code, h, gz) =
+        common::request(http::Method::GET, &url, &[("accept-encoding", "gzip")], "").await;
+    assert_eq!(code, 200);
+    assert_eq!(h["content-encoding"], "gzip");
+    assert_eq!(h["vary"], "Accept-Encoding");
+    assert!(
+        gz.len() < plain.len() / 3,
+        "{} compressed vs {}",
+        gz.len(),
+        plain.len()
+    );
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&gz[..]), &mut out).unwrap();
+    assert_eq!(out, plain.to_vec(), "the same body, compressed");
+    // A small list is sent as is, as kube-apiserver does below 128 KiB.
+    let (_, h, _) = common::request(
+        http::Method::GET,
+        &format!("{}/api/v1/nodes?resourceVersion=0", px.url),
+        &[("accept-encoding", "gzip")],
+        "",
+    )
+    .await;
+    assert!(h.get("content-encoding").is_none());
+}

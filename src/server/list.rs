@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::{CacheSlot, Proxy};
 use crate::api::continue_token::ContinueToken;
 use crate::api::options::{ListOptions, RvMatch};
-use crate::respond::{Body, list_head, status_response, stream_list};
+use crate::respond::{Body, list_head, status_response, stream_list_encoded};
 use crate::selector::Filter;
 use crate::status::Status;
 
@@ -23,8 +23,9 @@ pub async fn serve(
     ns: Option<&str>,
     opts: &ListOptions,
     filter: &Filter,
+    gzip: bool,
 ) -> http::Response<Body> {
-    match build(proxy, slot, ns, opts, filter).await {
+    match build(proxy, slot, ns, opts, filter, gzip).await {
         Ok(r) => r,
         Err(s) => status_response(&s),
     }
@@ -36,6 +37,7 @@ async fn build(
     ns: Option<&str>,
     opts: &ListOptions,
     filter: &Filter,
+    gzip: bool,
 ) -> Result<http::Response<Body>, Status> {
     let rv = opts.rv()?.unwrap_or(0);
     let cache = slot
@@ -89,5 +91,6 @@ async fn build(
         }
     }
     let head = list_head(&info.list_kind(), &info.api_version(), &Value::Object(meta));
-    Ok(stream_list(head, items).0)
+    // Compressed like kube-apiserver: gzip above 128 KiB when the client accepts it.
+    Ok(stream_list_encoded(head, items, gzip).0)
 }

@@ -351,7 +351,8 @@ async fn route_and_serve(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Respo
                 .slots
                 .get(&slot_key)
                 .expect("routed to an existing slot");
-            list::serve(&proxy, slot, ns.as_deref(), &opts, &filter).await
+            let gzip = crate::respond::accepts_gzip(req.headers());
+            list::serve(&proxy, slot, ns.as_deref(), &opts, &filter, gzip).await
         }
         Route::PassThrough => {
             let mut r = crate::proxy::pass_through(&proxy.upstream, req).await;
