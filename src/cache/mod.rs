@@ -228,9 +228,41 @@ pub struct Snapshot {
     pub rv: u64,
     /// Objects in key order (`ns/name` bytes).
     pub objects: imbl::OrdMap<Arc<str>, Arc<Cached>>,
+    /// Per indexed field (`ResourceInfo::index_fields`): value → keys of the objects with it.
+    pub by_field: Vec<FieldIndex>,
 }
 
+/// Keys of the objects by one indexed field's value, in key order.
+pub type FieldIndex = imbl::HashMap<Arc<str>, imbl::OrdSet<Arc<str>>>;
+
 impl Snapshot {
+    /// The objects a request may match, in key order: the index bucket when the filter pins an
+    /// indexed field (a kubelet's `spec.nodeName=<node>`), else the namespace's range. The
+    /// caller still applies the filter.
+    pub fn select<'a>(
+        &'a self,
+        info: &ResourceInfo,
+        namespace: Option<&'a str>,
+        filter: &Filter,
+    ) -> Box<dyn Iterator<Item = &'a Arc<Cached>> + Send + 'a> {
+        for (i, f) in info.index_fields.iter().enumerate() {
+            let (Some(v), Some(index)) = (filter.fields.exact_value(f), self.by_field.get(i))
+            else {
+                continue;
+            };
+            let Some(keys) = index.get(v) else {
+                return Box::new(std::iter::empty());
+            };
+            let prefix = namespace.map(|ns| format!("{ns}/"));
+            return Box::new(
+                keys.iter()
+                    .filter(move |k| prefix.as_ref().is_none_or(|p| k.starts_with(p.as_str())))
+                    .filter_map(|k| self.objects.get(k)),
+            );
+        }
+        self.iter_namespace(namespace)
+    }
+
     /// Objects in a namespace (or all), in key order.
     pub fn iter_namespace<'a>(
         &'a self,
@@ -273,6 +305,7 @@ struct State {
     synced: bool,
     rv: u64,
     objects: imbl::OrdMap<Arc<str>, Arc<Cached>>,
+    by_field: Vec<FieldIndex>,
     log: VecDeque<Arc<CacheEvent>>,
     /// RV of the list the log starts after.
     list_rv: u64,
@@ -280,6 +313,58 @@ struct State {
     max_evicted: u64,
     cum_bytes: u64,
     hub: hub::Hub,
+}
+
+impl State {
+    /// Sets (Some) or removes (None) the object at `key`, keeping the field indexes in step;
+    /// returns the previous object.
+    fn set(
+        &mut self,
+        info: &ResourceInfo,
+        key: Arc<str>,
+        obj: Option<Arc<Cached>>,
+    ) -> Option<Arc<Cached>> {
+        let prev = match &obj {
+            Some(o) => self.objects.insert(key.clone(), o.clone()),
+            None => self.objects.remove(&key),
+        };
+        for (i, f) in info.index_fields.iter().enumerate() {
+            let old = prev.as_ref().and_then(|p| p.rec.field(f));
+            let new = obj.as_ref().and_then(|o| o.rec.field(f));
+            if old == new {
+                continue;
+            }
+            let index = &mut self.by_field[i];
+            if let Some(v) = old
+                && let Some(keys) = index.get_mut(v)
+            {
+                keys.remove(&key);
+                if keys.is_empty() {
+                    index.remove(v);
+                }
+            }
+            if let Some(v) = new {
+                match index.get_mut(v) {
+                    Some(keys) => {
+                        keys.insert(key.clone());
+                    }
+                    None => {
+                        index.insert(Arc::from(v), imbl::OrdSet::unit(key.clone()));
+                    }
+                }
+            }
+        }
+        prev
+    }
+
+    /// Replaces every object (a full list).
+    fn reset_objects(&mut self, info: &ResourceInfo, items: Vec<Cached>) {
+        self.objects = imbl::OrdMap::new();
+        self.by_field = vec![FieldIndex::new(); info.index_fields.len()];
+        for c in items {
+            self.set(info, Arc::from(c.rec.key()), Some(Arc::new(c)));
+        }
+    }
 }
 
 /// The cache of one resource. Shared behind an `Arc`.
@@ -321,6 +406,7 @@ impl Drop for Registration {
 impl ResourceCache {
     /// An empty, not yet synced cache.
     pub fn new(info: ResourceInfo, settings: CacheSettings) -> Arc<ResourceCache> {
+        let indexes = info.index_fields.len();
         Arc::new(ResourceCache {
             info: Arc::new(info),
             settings,
@@ -328,6 +414,7 @@ impl ResourceCache {
                 synced: false,
                 rv: 0,
                 objects: imbl::OrdMap::new(),
+                by_field: vec![FieldIndex::new(); indexes],
                 log: VecDeque::new(),
                 list_rv: 0,
                 evicted_since_list: false,
@@ -411,6 +498,7 @@ impl ResourceCache {
         Snapshot {
             rv: st.rv,
             objects: st.objects.clone(),
+            by_field: st.by_field.clone(),
         }
     }
 
@@ -496,16 +584,12 @@ impl ResourceCache {
             return false;
         }
         let key: Arc<str> = Arc::from(obj.rec.key());
-        let prev = st.objects.get(&key).cloned();
         let obj = Arc::new(obj);
-        match ty {
-            EventType::Deleted => {
-                st.objects.remove(&key);
-            }
-            _ => {
-                st.objects.insert(key, obj.clone());
-            }
-        }
+        let prev = st.set(
+            &self.info,
+            key,
+            (ty != EventType::Deleted).then(|| obj.clone()),
+        );
         self.counters
             .events_received
             .fetch_add(1, Ordering::Relaxed);
@@ -630,11 +714,7 @@ impl ResourceCache {
     pub fn replace(&self, items: Vec<Cached>, list_rv: u64) -> bridge::Outcome {
         let mut st = self.state.write();
         if !st.synced {
-            let mut objects = imbl::OrdMap::new();
-            for c in items {
-                objects.insert(Arc::from(c.rec.key()), Arc::new(c));
-            }
-            st.objects = objects;
+            st.reset_objects(&self.info, items);
             st.rv = list_rv;
             st.list_rv = list_rv;
             st.synced = true;
@@ -649,14 +729,11 @@ impl ResourceCache {
                 let n = events.len();
                 for (ty, obj, prev) in events {
                     let key: Arc<str> = Arc::from(obj.rec.key());
-                    match ty {
-                        EventType::Deleted => {
-                            st.objects.remove(&key);
-                        }
-                        _ => {
-                            st.objects.insert(key, obj.clone());
-                        }
-                    }
+                    st.set(
+                        &self.info,
+                        key,
+                        (ty != EventType::Deleted).then(|| obj.clone()),
+                    );
                     self.append(&mut st, ty, obj, prev);
                 }
                 st.rv = st.rv.max(list_rv);
@@ -666,11 +743,7 @@ impl ResourceCache {
                 bridge::Outcome::Bridged { events: n }
             }
             Err(why) => {
-                let mut objects = imbl::OrdMap::new();
-                for c in items {
-                    objects.insert(Arc::from(c.rec.key()), Arc::new(c));
-                }
-                st.objects = objects;
+                st.reset_objects(&self.info, items);
                 st.rv = list_rv;
                 st.list_rv = list_rv;
                 st.log.clear();
@@ -697,5 +770,62 @@ impl ResourceCache {
             w.shared.close(reason);
         }
         st.hub.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::record::decode_object;
+
+    fn pods() -> ResourceInfo {
+        let mut i = ResourceInfo::new("", "v1", "pods", "Pod", true);
+        i.index_fields = vec!["spec.nodeName".into()];
+        i
+    }
+
+    fn pod(ns: &str, name: &str, node: &str, rv: u64) -> Cached {
+        let j = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","resourceVersion":"{rv}"}},"spec":{{"nodeName":"{node}"}}}}"#
+        );
+        decode_object(&pods(), j.as_bytes()).unwrap()
+    }
+
+    fn names(cache: &ResourceCache, ns: Option<&str>, fields: &str) -> Vec<String> {
+        let snap = cache.snapshot();
+        let f = Filter::parse("", "Pod", true, &[], ns.map(str::to_string), "", fields).unwrap();
+        snap.select(&cache.info, ns, &f)
+            .filter(|o| f.matches(&o.rec.namespace, &o.rec.labels, |x| o.rec.field(x)))
+            .map(|o| o.rec.key())
+            .collect()
+    }
+
+    #[test]
+    fn field_index_follows_moves_and_deletes_and_keeps_key_order() {
+        let cache = ResourceCache::new(pods(), CacheSettings::default());
+        cache.replace(
+            vec![
+                pod("b", "p1", "n1", 2),
+                pod("a", "p2", "n1", 3),
+                pod("a", "p3", "n2", 4),
+            ],
+            4,
+        );
+        assert_eq!(names(&cache, None, "spec.nodeName=n1"), ["a/p2", "b/p1"]);
+        assert_eq!(names(&cache, Some("a"), "spec.nodeName=n1"), ["a/p2"]);
+        cache.apply(EventType::Modified, pod("a", "p2", "n2", 5));
+        assert_eq!(names(&cache, None, "spec.nodeName=n1"), ["b/p1"]);
+        assert_eq!(names(&cache, None, "spec.nodeName=n2"), ["a/p2", "a/p3"]);
+        cache.apply(EventType::Deleted, pod("b", "p1", "n1", 6));
+        assert!(names(&cache, None, "spec.nodeName=n1").is_empty());
+        assert!(
+            cache.snapshot().by_field[0].get("n1").is_none(),
+            "empty buckets are dropped"
+        );
+        assert_eq!(names(&cache, None, ""), ["a/p2", "a/p3"]);
+        // A relist that moves everything is reflected too.
+        cache.replace(vec![pod("a", "p2", "n3", 7), pod("a", "p3", "n3", 8)], 9);
+        assert_eq!(names(&cache, None, "spec.nodeName=n3"), ["a/p2", "a/p3"]);
+        assert!(names(&cache, None, "spec.nodeName=n2").is_empty());
     }
 }

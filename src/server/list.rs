@@ -60,7 +60,7 @@ async fn build(
     let mut items = Vec::new();
     let mut last_key = None;
     let mut remaining = 0u64;
-    for obj in snap.iter_namespace(ns) {
+    for obj in snap.select(info, ns, filter) {
         if limit > 0 && items.len() == limit {
             remaining += 1;
             continue;

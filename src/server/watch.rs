@@ -176,7 +176,7 @@ impl Watcher {
                 } else {
                     None
                 };
-                for obj in snap.iter_namespace(ns) {
+                for obj in snap.select(info, ns, &self.filter) {
                     let r = &obj.rec;
                     if !self.filter.matches(&r.namespace, &r.labels, |f| r.field(f)) {
                         continue;
