@@ -67,12 +67,54 @@ pub struct ServerConfig {
     /// file does not set it (then [`AuthMode::Client`]); setting it explicitly is also what allows
     /// plain HTTP on a non-loopback address.
     pub auth: Option<AuthMode>,
+    /// `authz`: whether watchmux authenticates and authorizes the requests its cache answers
+    /// (see [`AuthzMode`]). `None` when the file does not set it: then `none` on a loopback
+    /// listener, `delegated` otherwise.
+    pub authz: Option<AuthzMode>,
+    /// `authz_allow_ttl_secs`: how long an allowed decision (and a successful token review) is
+    /// cached.
+    pub authz_allow_ttl: Duration,
+    /// `authz_deny_ttl_secs`: how long a denied decision (and a rejected token) is cached.
+    pub authz_deny_ttl: Duration,
+    /// `authz_cache_size`: entries kept in each of the decision and token-review caches.
+    pub authz_cache_size: u64,
 }
 
 impl ServerConfig {
     /// `auth` in effect.
     pub fn auth_mode(&self) -> AuthMode {
         self.auth.unwrap_or_default()
+    }
+
+    /// `authz` in effect: as configured, else `none` on a loopback listener and `delegated`
+    /// on any other.
+    pub fn authz_mode(&self) -> AuthzMode {
+        self.authz.unwrap_or(if self.listen.ip().is_loopback() {
+            AuthzMode::None
+        } else {
+            AuthzMode::Delegated
+        })
+    }
+}
+
+/// `server.authz`: who may read what the cache serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthzMode {
+    /// Every client that reaches the listener may LIST/WATCH every cached resource. Only allowed
+    /// on a loopback listener.
+    None,
+    /// Each cached LIST/WATCH is authenticated (TokenReview or client certificate) and
+    /// authorized (SubjectAccessReview) by the upstream, with the decisions cached.
+    Delegated,
+}
+
+impl fmt::Display for AuthzMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AuthzMode::None => "none",
+            AuthzMode::Delegated => "delegated",
+        })
     }
 }
 
@@ -112,6 +154,10 @@ impl Default for ServerConfig {
             tls_key_file: None,
             client_ca_file: None,
             auth: None,
+            authz: None,
+            authz_allow_ttl: Duration::from_secs(300),
+            authz_deny_ttl: Duration::from_secs(30),
+            authz_cache_size: 10_000,
         }
     }
 }
@@ -439,6 +485,9 @@ impl Config {
         check_duration("server.ready_outage_secs", s.ready_outage, false)?;
         check_duration("server.shutdown_delay_secs", s.shutdown_delay, true)?;
         check_duration("server.shutdown_timeout_secs", s.shutdown_timeout, false)?;
+        check_duration("server.authz_allow_ttl_secs", s.authz_allow_ttl, true)?;
+        check_duration("server.authz_deny_ttl_secs", s.authz_deny_ttl, true)?;
+        check_count("server.authz_cache_size", s.authz_cache_size)?;
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return Err(problem(
                 "log.level",
@@ -590,6 +639,18 @@ impl Config {
                 ),
             ));
         }
+        if s.authz == Some(AuthzMode::None) && !s.listen.ip().is_loopback() {
+            return Err(problem(
+                "server.authz",
+                format!(
+                    "\"none\" is only allowed on a loopback listener, and server.listen is {}: \
+                     every client that can reach the port could read every cached resource. Use \
+                     server.authz = \"delegated\" (the upstream authenticates and authorizes each \
+                     cached LIST/WATCH) or listen on a loopback address",
+                    s.listen
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -676,6 +737,10 @@ struct RawServer {
     tls_key_file: Option<PathBuf>,
     client_ca_file: Option<PathBuf>,
     auth: Option<AuthMode>,
+    authz: Option<AuthzMode>,
+    authz_allow_ttl_secs: u64,
+    authz_deny_ttl_secs: u64,
+    authz_cache_size: u64,
 }
 
 impl Default for RawServer {
@@ -690,6 +755,10 @@ impl Default for RawServer {
             tls_key_file: d.tls_key_file,
             client_ca_file: d.client_ca_file,
             auth: d.auth,
+            authz: d.authz,
+            authz_allow_ttl_secs: d.authz_allow_ttl.as_secs(),
+            authz_deny_ttl_secs: d.authz_deny_ttl.as_secs(),
+            authz_cache_size: d.authz_cache_size,
         }
     }
 }
@@ -795,6 +864,10 @@ impl RawConfig {
                 tls_key_file: self.server.tls_key_file,
                 client_ca_file: self.server.client_ca_file,
                 auth: self.server.auth,
+                authz: self.server.authz,
+                authz_allow_ttl: Duration::from_secs(self.server.authz_allow_ttl_secs),
+                authz_deny_ttl: Duration::from_secs(self.server.authz_deny_ttl_secs),
+                authz_cache_size: self.server.authz_cache_size,
             },
             log: LogConfig {
                 format: self.log.format,

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod authz;
 pub mod cache;
 pub mod config;
 pub mod gofmt;

@@ -212,7 +212,7 @@ async fn run_proxy(config: Config) -> anyhow::Result<()> {
     let addr = server::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
-    tracing::info!(listen = %addr, upstream = %proxy.upstream.url(), resources = config.cache.resources.len(), "watchmux serving");
+    tracing::info!(listen = %addr, upstream = %proxy.upstream.url(), resources = config.cache.resources.len(), authz = %config.server.authz_mode(), "watchmux serving");
     let signal = terminated().await?;
     let s = &config.server;
     tracing::info!(

@@ -84,6 +84,9 @@ pub struct Proxy {
     pub conns: TaskTracker,
     /// Metrics and health state.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// `server.authz = "delegated"`: authenticates and authorizes every request the cache
+    /// answers. `None` for `server.authz = "none"`.
+    pub authz: Option<Arc<crate::authz::Authorizer>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -109,6 +112,13 @@ impl Proxy {
             );
         }
         let cancel = CancellationToken::new();
+        let authz =
+            (config.server.authz_mode() == crate::config::AuthzMode::Delegated).then(|| {
+                Arc::new(crate::authz::Authorizer::new(
+                    upstream.clone(),
+                    &config.server,
+                ))
+            });
         let proxy = Arc::new(Proxy {
             slots,
             upstream,
@@ -116,6 +126,7 @@ impl Proxy {
             min_request_timeout: Duration::from_secs(1800),
             draining: cancel.child_token(),
             cancel,
+            authz,
             tasks: TaskTracker::new(),
             conns: TaskTracker::new(),
             metrics: Arc::new(crate::metrics::Metrics::new(config)),
@@ -412,6 +423,26 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
     opts.watch |= rp.legacy_watch;
     if !opts.watch && !list_from_cache(&opts) {
         return Route::PassThrough;
+    }
+    // The cache will answer: with `server.authz = "delegated"`, authenticate and authorize now,
+    // before anything (not even a validation error) is answered from it. Pass-through requests
+    // are authorized by the upstream, with the client's own credentials.
+    if let Some(authz) = &proxy.authz {
+        let attrs = crate::authz::Attributes {
+            verb: if opts.watch { "watch" } else { "list" }.to_string(),
+            group: rp.group.clone(),
+            version: rp.version.clone(),
+            resource: rp.resource.clone(),
+            subresource: String::new(),
+            namespace: rp.namespace.clone().unwrap_or_default(),
+            name: rp.name.clone().unwrap_or_else(|| {
+                crate::authz::name_from_field_selector(&opts.field_selector).unwrap_or_default()
+            }),
+        };
+        let peer = req.extensions().get::<crate::auth::PeerAuth>();
+        if let Err(s) = authz.check(req.headers(), peer, &attrs).await {
+            return answer(s);
+        }
     }
     // Before discovery answered we do not know the kind: the resource is not ready.
     let wait = proxy.cache_config.not_ready_wait;

@@ -71,11 +71,39 @@ pub async fn handle(
         };
         return Ok(status_response(&s));
     }
-    let resp = match route(&state, req).await {
+    let resp = match authorized_route(&state, req).await {
         Ok(r) => r,
         Err(s) => status_response(&s),
     };
     Ok(resp)
+}
+
+/// The review endpoints, and the policy (if set) before [`route`] (see [`super::authz`]).
+async fn authorized_route(
+    state: &Arc<SimState>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Status> {
+    let p = req.uri().path();
+    if req.method() == Method::POST
+        && (p == super::authz::TOKEN_REVIEWS || p == super::authz::ACCESS_REVIEWS)
+    {
+        let token = p == super::authz::TOKEN_REVIEWS;
+        let headers = req.headers().clone();
+        let body = read_body(req).await?;
+        return if token {
+            super::authz::token_review(state, &headers, &body)
+        } else {
+            super::authz::access_review(state, &headers, &body)
+        };
+    }
+    if let Some(policy) = state.policy() {
+        let user = policy.authenticate(req.headers())?;
+        if let ApiPath::Resource(rp) = path::parse(req.uri().path()) {
+            let a = super::authz::attributes(req.method(), &rp, req.uri().query());
+            policy.authorize(&user, &a)?;
+        }
+    }
+    route(state, req).await
 }
 
 async fn route(state: &Arc<SimState>, req: Request<Incoming>) -> Result<Response<Body>, Status> {

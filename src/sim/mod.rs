@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod authz;
 pub mod churn;
 pub mod discovery;
 pub mod exec;
@@ -139,6 +140,26 @@ pub struct SimState {
     pub tasks: TaskTracker,
     /// The bearer token requests must carry (TLS mode).
     pub auth: tls::SimAuth,
+    /// The authentication/authorization policy; `None` (the default) serves everyone.
+    pub policy: parking_lot::RwLock<Option<Arc<authz::Policy>>>,
+}
+
+impl SimState {
+    /// Sets the policy: from now on requests are authenticated and authorized with it, and the
+    /// review endpoints answer from it (see [`authz`]).
+    pub fn set_policy(&self, policy: authz::Policy) {
+        *self.policy.write() = Some(Arc::new(policy));
+    }
+
+    /// Removes the policy: everyone is served again.
+    pub fn clear_policy(&self) {
+        *self.policy.write() = None;
+    }
+
+    /// The policy in effect.
+    pub fn policy(&self) -> Option<Arc<authz::Policy>> {
+        self.policy.read().clone()
+    }
 }
 
 /// A running simulator. Dropping it stops the server and its tasks.
@@ -182,6 +203,7 @@ impl Simulator {
             cancel,
             tasks,
             auth,
+            policy: parking_lot::RwLock::new(None),
         });
         let sim = Simulator { state };
         sim.load()?;

@@ -29,6 +29,10 @@ pub struct Stats {
     pub requests: AtomicU64,
     /// Every response byte sent.
     pub bytes_sent: AtomicU64,
+    /// TokenReviews answered.
+    pub token_reviews: AtomicU64,
+    /// SubjectAccessReviews answered.
+    pub subject_access_reviews: AtomicU64,
 }
 
 /// Decrements `open_watches` when a watch stream ends.
@@ -52,6 +56,8 @@ impl Stats {
                 .collect(),
             requests: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
+            token_reviews: AtomicU64::new(0),
+            subject_access_reviews: AtomicU64::new(0),
         }
     }
 
@@ -98,6 +104,8 @@ impl Stats {
         json!({
             "requests": self.requests.load(Ordering::Relaxed),
             "bytesSent": self.bytes_sent.load(Ordering::Relaxed),
+            "tokenReviews": self.token_reviews.load(Ordering::Relaxed),
+            "subjectAccessReviews": self.subject_access_reviews.load(Ordering::Relaxed),
             "resources": res,
         })
     }
