@@ -78,6 +78,20 @@ pub struct ServerConfig {
     pub authz_deny_ttl: Duration,
     /// `authz_cache_size`: entries kept in each of the decision and token-review caches.
     pub authz_cache_size: u64,
+    /// `max_watches_per_client`: concurrent watches one client (the authenticated user with
+    /// `authz = "delegated"`, else the peer IP address) may have served from the cache; past it
+    /// 429 with `Retry-After: 1`.
+    pub max_watches_per_client: u64,
+    /// `max_concurrent_lists`: LISTs served from the cache at once (all clients); past it 429.
+    pub max_concurrent_lists: u64,
+    /// `max_header_bytes`: the request line and headers of one HTTP/1 request (hyper answers
+    /// 431), or the header list of one HTTP/2 request.
+    pub max_header_bytes: u64,
+    /// `max_url_bytes`: the longest request target (path and query); longer gets 414.
+    pub max_url_bytes: u64,
+    /// `header_read_timeout_secs`: an HTTP/1 connection whose request headers have not all
+    /// arrived this long after the request began is closed.
+    pub header_read_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -158,6 +172,11 @@ impl Default for ServerConfig {
             authz_allow_ttl: Duration::from_secs(300),
             authz_deny_ttl: Duration::from_secs(30),
             authz_cache_size: 10_000,
+            max_watches_per_client: 100,
+            max_concurrent_lists: 64,
+            max_header_bytes: 1 << 20,
+            max_url_bytes: 16 << 10,
+            header_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -488,6 +507,20 @@ impl Config {
         check_duration("server.authz_allow_ttl_secs", s.authz_allow_ttl, true)?;
         check_duration("server.authz_deny_ttl_secs", s.authz_deny_ttl, true)?;
         check_count("server.authz_cache_size", s.authz_cache_size)?;
+        check_count("server.max_watches_per_client", s.max_watches_per_client)?;
+        check_count("server.max_concurrent_lists", s.max_concurrent_lists)?;
+        check_range(
+            "server.max_header_bytes",
+            s.max_header_bytes,
+            MIN_HEADER_BYTES,
+            MAX_HEADER_BYTES,
+        )?;
+        check_range("server.max_url_bytes", s.max_url_bytes, 1, MAX_URL_BYTES)?;
+        check_duration(
+            "server.header_read_timeout_secs",
+            s.header_read_timeout,
+            false,
+        )?;
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return Err(problem(
                 "log.level",
@@ -676,6 +709,20 @@ fn check_url(url: &http::Uri) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// The smallest `server.max_header_bytes` (hyper's HTTP/1 read buffer cannot be smaller).
+pub const MIN_HEADER_BYTES: u64 = 8192;
+/// The largest `server.max_header_bytes` (64 MiB).
+pub const MAX_HEADER_BYTES: u64 = 64 << 20;
+/// The largest `server.max_url_bytes`: hyper itself answers 414 to longer request targets.
+pub const MAX_URL_BYTES: u64 = 65534;
+
+fn check_range(key: &str, n: u64, min: u64, max: u64) -> Result<(), Problem> {
+    if n < min || n > max {
+        return Err(problem(key, format!("must be between {min} and {max}")));
+    }
+    Ok(())
+}
+
 fn check_count(key: &str, n: u64) -> Result<(), Problem> {
     if n == 0 {
         return Err(problem(key, "must be greater than 0"));
@@ -741,6 +788,11 @@ struct RawServer {
     authz_allow_ttl_secs: u64,
     authz_deny_ttl_secs: u64,
     authz_cache_size: u64,
+    max_watches_per_client: u64,
+    max_concurrent_lists: u64,
+    max_header_bytes: u64,
+    max_url_bytes: u64,
+    header_read_timeout_secs: u64,
 }
 
 impl Default for RawServer {
@@ -759,6 +811,11 @@ impl Default for RawServer {
             authz_allow_ttl_secs: d.authz_allow_ttl.as_secs(),
             authz_deny_ttl_secs: d.authz_deny_ttl.as_secs(),
             authz_cache_size: d.authz_cache_size,
+            max_watches_per_client: d.max_watches_per_client,
+            max_concurrent_lists: d.max_concurrent_lists,
+            max_header_bytes: d.max_header_bytes,
+            max_url_bytes: d.max_url_bytes,
+            header_read_timeout_secs: d.header_read_timeout.as_secs(),
         }
     }
 }
@@ -868,6 +925,11 @@ impl RawConfig {
                 authz_allow_ttl: Duration::from_secs(self.server.authz_allow_ttl_secs),
                 authz_deny_ttl: Duration::from_secs(self.server.authz_deny_ttl_secs),
                 authz_cache_size: self.server.authz_cache_size,
+                max_watches_per_client: self.server.max_watches_per_client,
+                max_concurrent_lists: self.server.max_concurrent_lists,
+                max_header_bytes: self.server.max_header_bytes,
+                max_url_bytes: self.server.max_url_bytes,
+                header_read_timeout: Duration::from_secs(self.server.header_read_timeout_secs),
             },
             log: LogConfig {
                 format: self.log.format,
@@ -1348,6 +1410,58 @@ version = "v1"
         assert_eq!(e.key(), Some("upstream.connect_timeout_ms"), "{e}");
         // Waiting zero milliseconds for the first sync is allowed: answer 429 at once.
         Config::from_toml_str("[cache]\nnot_ready_wait_ms = 0\n", "t").unwrap();
+    }
+
+    #[test]
+    fn resource_limit_keys() {
+        let c = Config::from_toml_str(
+            "[server]\nmax_watches_per_client = 3\nmax_concurrent_lists = 4\n\
+             max_header_bytes = 65536\nmax_url_bytes = 2048\nheader_read_timeout_secs = 5\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.server.max_watches_per_client, 3);
+        assert_eq!(c.server.max_concurrent_lists, 4);
+        assert_eq!(c.server.max_header_bytes, 65536);
+        assert_eq!(c.server.max_url_bytes, 2048);
+        assert_eq!(c.server.header_read_timeout, Duration::from_secs(5));
+        for (text, key, msg) in [
+            (
+                "max_watches_per_client = 0",
+                "server.max_watches_per_client",
+                "must be greater than 0",
+            ),
+            (
+                "max_concurrent_lists = 0",
+                "server.max_concurrent_lists",
+                "must be greater than 0",
+            ),
+            (
+                "header_read_timeout_secs = 0",
+                "server.header_read_timeout_secs",
+                "must be greater than 0",
+            ),
+            (
+                "max_header_bytes = 100",
+                "server.max_header_bytes",
+                "must be between 8192 and 67108864",
+            ),
+            (
+                "max_url_bytes = 0",
+                "server.max_url_bytes",
+                "must be between 1 and 65534",
+            ),
+            (
+                "max_url_bytes = 70000",
+                "server.max_url_bytes",
+                "must be between 1 and 65534",
+            ),
+        ] {
+            let e = err(&format!("[server]\n{text}\n"));
+            assert_eq!(e.key(), Some(key), "{e}");
+            assert_eq!(e.line(), Some(2), "{e}");
+            assert!(e.to_string().ends_with(msg), "{e}");
+        }
     }
 
     #[test]

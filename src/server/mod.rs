@@ -3,6 +3,7 @@
 //! unchanged (everything else).
 
 pub mod health;
+pub mod limits;
 pub mod list;
 pub mod watch;
 pub mod websocket;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
@@ -87,6 +88,14 @@ pub struct Proxy {
     /// `server.authz = "delegated"`: authenticates and authorizes every request the cache
     /// answers. `None` for `server.authz = "none"`.
     pub authz: Option<Arc<crate::authz::Authorizer>>,
+    /// Concurrent cached watches per client and cached LISTs overall (`server.max_*`).
+    pub limits: Arc<limits::Limits>,
+    /// `server.max_url_bytes`.
+    pub max_url_bytes: usize,
+    /// `server.max_header_bytes`.
+    pub max_header_bytes: usize,
+    /// `server.header_read_timeout_secs`.
+    pub header_read_timeout: Duration,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -127,6 +136,13 @@ impl Proxy {
             draining: cancel.child_token(),
             cancel,
             authz,
+            limits: limits::Limits::new(
+                config.server.max_watches_per_client,
+                config.server.max_concurrent_lists,
+            ),
+            max_url_bytes: usize::try_from(config.server.max_url_bytes).unwrap_or(usize::MAX),
+            max_header_bytes: usize::try_from(config.server.max_header_bytes).unwrap_or(usize::MAX),
+            header_read_timeout: config.server.header_read_timeout,
             tasks: TaskTracker::new(),
             conns: TaskTracker::new(),
             metrics: Arc::new(crate::metrics::Metrics::new(config)),
@@ -311,7 +327,19 @@ pub async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body>
         return r;
     }
     let info = proxy.metrics.classify(&req);
-    let resp = route_and_serve(proxy.clone(), req).await;
+    let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    let resp = if url_len > proxy.max_url_bytes {
+        status_response(&Status::new(
+            414,
+            "RequestURITooLong",
+            format!(
+                "the request URL is {url_len} bytes long, more than the {} allowed",
+                proxy.max_url_bytes
+            ),
+        ))
+    } else {
+        route_and_serve(proxy.clone(), req).await
+    };
     proxy.metrics.finish(&info, resp, &proxy.draining)
 }
 
@@ -322,7 +350,12 @@ async fn route_and_serve(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Respo
             cache,
             opts,
             filter,
+            client,
         } => {
+            let permit = match proxy.limits.watch(&client) {
+                Ok(p) => p,
+                Err(s) => return status_response(&s),
+            };
             // A websocket watch: check the subprotocols before anything else is started.
             let ws = if websocket::is_websocket(&req) {
                 match websocket::choose_protocol(req.headers()) {
@@ -342,10 +375,13 @@ async fn route_and_serve(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Respo
                 Err(s) => return status_response(&s),
             };
             match ws {
-                None => watch::chunked_response(rx),
+                None => limits::hold(watch::chunked_response(rx), permit),
                 Some(protocol) => match websocket::upgrade(&mut req, protocol.as_deref()) {
                     Ok((resp, fut)) => {
-                        proxy.tasks.spawn(websocket::pump(fut, rx));
+                        proxy.tasks.spawn(async move {
+                            websocket::pump(fut, rx).await;
+                            drop(permit);
+                        });
                         resp
                     }
                     Err(s) => status_response(&s),
@@ -362,8 +398,13 @@ async fn route_and_serve(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Respo
                 .slots
                 .get(&slot_key)
                 .expect("routed to an existing slot");
+            let permit = match proxy.limits.list() {
+                Ok(p) => p,
+                Err(s) => return status_response(&s),
+            };
             let gzip = crate::respond::accepts_gzip(req.headers());
-            list::serve(&proxy, slot, ns.as_deref(), &opts, &filter, gzip).await
+            let resp = list::serve(&proxy, slot, ns.as_deref(), &opts, &filter, gzip).await;
+            limits::hold(resp, permit)
         }
         Route::PassThrough => {
             let mut r = crate::proxy::pass_through(&proxy.upstream, req).await;
@@ -379,6 +420,8 @@ enum Route {
         cache: Arc<ResourceCache>,
         opts: ListOptions,
         filter: Filter,
+        /// Whom the watch counts against (`server.max_watches_per_client`).
+        client: String,
     },
     List {
         slot_key: (String, String, String),
@@ -427,6 +470,7 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
     // The cache will answer: with `server.authz = "delegated"`, authenticate and authorize now,
     // before anything (not even a validation error) is answered from it. Pass-through requests
     // are authorized by the upstream, with the client's own credentials.
+    let mut client = None;
     if let Some(authz) = &proxy.authz {
         let attrs = crate::authz::Attributes {
             verb: if opts.watch { "watch" } else { "list" }.to_string(),
@@ -440,10 +484,19 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
             }),
         };
         let peer = req.extensions().get::<crate::auth::PeerAuth>();
-        if let Err(s) = authz.check(req.headers(), peer, &attrs).await {
+        let user = match authz.authenticate(req.headers(), peer).await {
+            Ok(u) => u,
+            Err(s) => return answer(s),
+        };
+        client = Some(format!("user:{}", user.user));
+        if let Err(s) = authz.authorize(user, &attrs).await {
             return answer(s);
         }
     }
+    let client = client.unwrap_or_else(|| match req.extensions().get::<limits::ClientAddr>() {
+        Some(a) => format!("ip:{}", a.0),
+        None => "ip:unknown".to_string(),
+    });
     // Before discovery answered we do not know the kind: the resource is not ready.
     let wait = proxy.cache_config.not_ready_wait;
     let Some(cache) = slot.synced(wait).await else {
@@ -503,6 +556,7 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
             cache,
             opts,
             filter,
+            client,
         }
     } else {
         Route::List {
@@ -535,10 +589,24 @@ pub async fn serve_with(proxy: Arc<Proxy>, listener: TcpListener, downstream: Ar
         let cancel = proxy.cancel.clone();
         let draining = proxy.draining.clone();
         let downstream = downstream.clone();
+        let header_read_timeout = proxy.header_read_timeout;
+        let max_header_bytes = proxy.max_header_bytes.max(8192);
         proxy.conns.spawn(async move {
             // The TLS handshake (if any) runs here, not in the accept loop: a slow client must
             // not hold up the others.
             let peer_addr = stream.peer_addr().ok();
+            // A connection that sends nothing at all is closed after the header read timeout
+            // too (hyper's timer only starts once the HTTP/1 request is being read).
+            let mut first = [0u8; 1];
+            let sent = tokio::select! {
+                r = tokio::time::timeout(header_read_timeout, stream.peek(&mut first)) => {
+                    matches!(r, Ok(Ok(n)) if n > 0)
+                }
+                _ = draining.cancelled() => return,
+            };
+            if !sent {
+                return;
+            }
             let accepted = tokio::select! {
                 a = downstream.accept(stream) => a,
                 _ = draining.cancelled() => return,
@@ -550,12 +618,27 @@ pub async fn serve_with(proxy: Arc<Proxy>, listener: TcpListener, downstream: Ar
                     return;
                 }
             };
+            let client_addr = peer_addr.map(|a| limits::ClientAddr(a.ip()));
             let svc = service_fn(move |mut req: Request<Incoming>| {
                 let p = p.clone();
                 req.extensions_mut().insert(peer.clone());
+                if let Some(a) = client_addr {
+                    req.extensions_mut().insert(a);
+                }
                 async move { Ok::<_, std::convert::Infallible>(handle(p, req).await) }
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            // Header limits and the slow-header guard (hyper answers 431 past max_buf_size and
+            // closes a connection whose headers are late, without a response).
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
+                .max_buf_size(max_header_bytes);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX));
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
             tokio::pin!(conn);
             tokio::select! {

@@ -259,6 +259,11 @@ pub async fn proxy_for(
         .expect("test config parses");
     config.upstream.url = Some(sim.url().parse().unwrap());
     config.server.listen = "127.0.0.1:0".parse().unwrap();
+    // Tests simulate whole fleets of clients, all from 127.0.0.1 (one client for
+    // `server.max_watches_per_client`): lift the per-client and LIST limits unless `f` sets them
+    // (tests/limits.rs does).
+    config.server.max_watches_per_client = 100_000;
+    config.server.max_concurrent_lists = 100_000;
     f(&mut config);
     config.validate().expect("valid test config");
     let upstream = watchmux::upstream::Upstream::new(&config.upstream).expect("upstream client");

@@ -1,0 +1,180 @@
+//! Resource limits on what the cache serves: concurrent watches per client and concurrent LISTs
+//! overall. A granted [`Permit`] travels with the response body (or the websocket pump) and frees
+//! its slot when dropped: when the watch ends, the list body has been sent, or the client went
+//! away (hyper drops the body with the connection or the HTTP/2 stream).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::respond::Body;
+use crate::status::Status;
+
+/// The peer's IP address, put into every request's extensions by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
+
+/// The limits and what is in use.
+#[derive(Debug)]
+pub struct Limits {
+    max_watches_per_client: usize,
+    max_lists: usize,
+    watches: Mutex<HashMap<String, usize>>,
+    lists: Arc<Semaphore>,
+}
+
+/// A slot held; freed on drop.
+#[derive(Debug)]
+pub struct Permit(Held);
+
+#[derive(Debug)]
+enum Held {
+    Watch(Arc<Limits>, String),
+    List(#[allow(dead_code)] OwnedSemaphorePermit),
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Held::Watch(limits, client) = &self.0 {
+            let mut w = limits.watches.lock();
+            if let Some(n) = w.get_mut(client) {
+                *n -= 1;
+                if *n == 0 {
+                    w.remove(client);
+                }
+            }
+        }
+    }
+}
+
+impl Limits {
+    /// Limits from `server.max_watches_per_client` and `server.max_concurrent_lists`.
+    pub fn new(max_watches_per_client: u64, max_concurrent_lists: u64) -> Arc<Limits> {
+        let max_lists = usize::try_from(max_concurrent_lists)
+            .unwrap_or(usize::MAX)
+            .min(Semaphore::MAX_PERMITS);
+        Arc::new(Limits {
+            max_watches_per_client: usize::try_from(max_watches_per_client).unwrap_or(usize::MAX),
+            max_lists,
+            watches: Mutex::new(HashMap::new()),
+            lists: Arc::new(Semaphore::new(max_lists)),
+        })
+    }
+
+    /// A watch slot for `client`, or the 429 to answer.
+    pub fn watch(self: &Arc<Self>, client: &str) -> Result<Permit, Status> {
+        let mut w = self.watches.lock();
+        let n = w.entry(client.to_string()).or_insert(0);
+        if *n >= self.max_watches_per_client {
+            return Err(Status::too_many_requests(
+                format!(
+                    "too many watches from this client (limit {}), please try again later",
+                    self.max_watches_per_client
+                ),
+                1,
+            ));
+        }
+        *n += 1;
+        Ok(Permit(Held::Watch(self.clone(), client.to_string())))
+    }
+
+    /// A LIST slot, or the 429 to answer.
+    pub fn list(&self) -> Result<Permit, Status> {
+        match self.lists.clone().try_acquire_owned() {
+            Ok(p) => Ok(Permit(Held::List(p))),
+            Err(_) => Err(Status::too_many_requests(
+                format!(
+                    "too many concurrent LIST requests (limit {}), please try again later",
+                    self.max_lists
+                ),
+                1,
+            )),
+        }
+    }
+
+    /// Watches `client` has open.
+    pub fn watches_of(&self, client: &str) -> usize {
+        self.watches.lock().get(client).copied().unwrap_or(0)
+    }
+
+    /// Clients with at least one open watch.
+    pub fn watching_clients(&self) -> usize {
+        self.watches.lock().len()
+    }
+
+    /// LISTs being served.
+    pub fn lists_in_flight(&self) -> usize {
+        self.max_lists - self.lists.available_permits()
+    }
+}
+
+/// A body that holds `permit` until it is dropped.
+struct Guarded {
+    inner: Body,
+    _permit: Permit,
+}
+
+impl HttpBody for Guarded {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// `resp` with `permit` held by its body.
+pub fn hold(resp: http::Response<Body>, permit: Permit) -> http::Response<Body> {
+    resp.map(|inner| {
+        Guarded {
+            inner,
+            _permit: permit,
+        }
+        .boxed()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_counted_and_freed() {
+        let l = Limits::new(2, 1);
+        let a = l.watch("u").unwrap();
+        let _b = l.watch("u").unwrap();
+        let e = l.watch("u").unwrap_err();
+        assert_eq!(e.code, 429);
+        assert_eq!(e.retry_after(), Some(1));
+        let _c = l.watch("v").unwrap();
+        drop(a);
+        let _d = l.watch("u").unwrap();
+        assert_eq!(l.watches_of("u"), 2);
+        let x = l.list().unwrap();
+        assert_eq!(l.list().unwrap_err().code, 429);
+        assert_eq!(l.lists_in_flight(), 1);
+        drop(x);
+        assert_eq!(l.lists_in_flight(), 0);
+        drop((_b, _c, _d));
+        assert_eq!(l.watching_clients(), 0);
+    }
+}
