@@ -259,18 +259,6 @@ impl Authorizer {
         }
     }
 
-    /// Authenticates and authorizes a request the cache is about to answer. `Err` is the 401,
-    /// 403 (or 500 when a review failed) to answer instead.
-    pub async fn check(
-        &self,
-        headers: &HeaderMap,
-        peer: Option<&PeerAuth>,
-        attrs: &Attributes,
-    ) -> Result<(), Status> {
-        let user = self.authenticate(headers, peer).await?;
-        self.authorize(user, attrs).await
-    }
-
     /// Who the request is made by.
     pub async fn authenticate(
         &self,
