@@ -24,7 +24,6 @@ use super::watch;
 use crate::api::continue_token::ContinueToken;
 use crate::api::options::{ListOptions, RvMatch};
 use crate::api::path::{self, ApiPath, ResourcePath};
-use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::Status;
 
 pub use crate::respond::{Body, full, json_response, status_response};
@@ -167,15 +166,17 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, Status> {
     }
 }
 
-/// Label and field selectors of a request, validated for the type.
+/// The selectors of a request: the shared [`crate::selector::Filter`], matched against stored
+/// objects.
 #[derive(Debug, Clone, Default)]
-pub struct Filter {
-    /// Namespace scope (None: all namespaces / cluster-scoped).
-    pub namespace: Option<String>,
-    /// Label selector.
-    pub labels: LabelSelector,
-    /// Field selector (canonical field names).
-    pub fields: FieldSelector,
+pub struct Filter(pub crate::selector::Filter);
+
+impl std::ops::Deref for Filter {
+    type Target = crate::selector::Filter;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Filter {
@@ -185,38 +186,22 @@ impl Filter {
         namespace: Option<String>,
         opts: &ListOptions,
     ) -> Result<Filter, Status> {
-        let labels = LabelSelector::parse(&opts.label_selector)
-            .map_err(|e| Status::bad_request(e.to_string()))?;
-        let fields = FieldSelector::parse(&opts.field_selector)
-            .map_err(|e| Status::bad_request(e.to_string()))?;
-        let fields = crate::selector::fields::convert_field_selector(
+        crate::selector::Filter::parse(
             &rt.group,
             &rt.kind,
             rt.namespaced,
             &rt.selectable_fields,
-            &fields,
+            namespace,
+            &opts.label_selector,
+            &opts.field_selector,
         )
-        .map_err(|e| Status::bad_request(e.to_string()))?;
-        Ok(Filter {
-            namespace: if rt.namespaced { namespace } else { None },
-            labels,
-            fields,
-        })
+        .map(Filter)
+        .map_err(|e| Status::bad_request(e.to_string()))
     }
 
-    /// Whether an object passes.
+    /// Whether a stored object passes.
     pub fn matches(&self, o: &StoredObject) -> bool {
-        if let Some(ns) = &self.namespace
-            && o.namespace != *ns
-        {
-            return false;
-        }
-        self.labels.matches(o.labels.as_slice()) && self.fields.matches(|f| o.field(f))
-    }
-
-    /// Whether there are no selectors (kube then reports remainingItemCount).
-    pub fn no_selectors(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
+        self.0.matches(&o.namespace, &o.labels, |f| o.field(f))
     }
 }
 

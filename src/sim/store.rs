@@ -165,27 +165,7 @@ fn order_metadata(mut meta: Map<String, Value>) -> Map<String, Value> {
     out
 }
 
-/// The type of a watch event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// Object created (or moved into a selector).
-    Added,
-    /// Object changed.
-    Modified,
-    /// Object deleted (or moved out of a selector).
-    Deleted,
-}
-
-impl EventType {
-    /// Wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
+pub use crate::api::event::EventType;
 
 /// One change in a resource's event log.
 #[derive(Debug)]
@@ -224,17 +204,9 @@ impl Event {
     }
 }
 
-/// `{"type":"<ty>","object":{"kind":…,"apiVersion":…,<body without its opening brace>}\n`.
+/// The chunked-JSON frame of one event for a stored body (see [`crate::api::event::encode_frame`]).
 pub fn encode_frame(rt: &ResourceType, ty: &str, body: &[u8]) -> Bytes {
-    let prefix = rt.type_meta_prefix();
-    let mut b = BytesMut::with_capacity(body.len() + prefix.len() + 32);
-    b.put_slice(b"{\"type\":\"");
-    b.put_slice(ty.as_bytes());
-    b.put_slice(b"\",\"object\":");
-    b.put_slice(prefix.as_bytes());
-    b.put_slice(&body[1..]);
-    b.put_slice(b"}\n");
-    b.freeze()
+    crate::api::event::encode_frame(ty, &rt.type_meta_prefix(), body)
 }
 
 #[derive(Debug)]

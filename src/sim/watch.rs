@@ -260,14 +260,7 @@ impl Watcher {
     fn event_frame(&mut self, ev: &Arc<Event>) -> Option<Bytes> {
         let now = self.filter.matches(&ev.obj);
         let before = ev.prev.as_ref().is_some_and(|p| self.filter.matches(p));
-        let emitted = match ev.ty {
-            EventType::Added if now => EventType::Added,
-            EventType::Modified if now && before => EventType::Modified,
-            EventType::Modified if now => EventType::Added,
-            EventType::Modified if before => EventType::Deleted,
-            EventType::Deleted if now => EventType::Deleted,
-            _ => return None,
-        };
+        let emitted = ev.ty.emitted(before, now)?;
         if self.repr == Repr::Json {
             return Some(ev.frame(&self.rt, emitted));
         }
