@@ -6,6 +6,7 @@
 pub mod api;
 pub mod auth;
 pub mod authz;
+pub mod bench;
 pub mod cache;
 pub mod config;
 pub mod gofmt;

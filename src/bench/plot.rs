@@ -1,0 +1,1 @@
+//! PNG plots of bench results.
