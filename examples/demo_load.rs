@@ -45,6 +45,7 @@ async fn main() -> anyhow::Result<()> {
         churn: Some(ChurnSpec {
             per_second: 10.0,
             seed: 1,
+            mix: Default::default(),
         }),
         ..SimConfig::default()
     })

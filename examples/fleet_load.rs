@@ -131,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
         ChurnSpec {
             per_second: churn,
             seed: 2,
+            mix: Default::default(),
         },
     );
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -36,9 +36,81 @@ enum Command {
     Demo(DemoArgs),
     /// Run the built-in kube-apiserver simulator.
     Sim(SimArgs),
+    /// Benchmarks: watchmux, the simulator directly, nginx and the limit program side by side
+    /// (see README "Performance").
+    Bench(BenchArgs),
+    /// The bench's limit program (started by `watchmux bench`).
+    #[command(hide = true)]
+    BenchLimit(BenchLimitArgs),
     /// GET a health URL (e.g. http://127.0.0.1:8080/readyz): exit 0 on 2xx, else print the
     /// answer and exit 1. For exec probes of a watchmux that listens on localhost only.
     Probe(ProbeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct BenchArgs {
+    /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync, or `all`.
+    #[arg(default_value = "all")]
+    scenarios: Vec<String>,
+    /// Tiny sizes that run in seconds (what the test suite runs).
+    #[arg(long)]
+    smoke: bool,
+    /// Results directory.
+    #[arg(long, default_value = "results")]
+    out: std::path::PathBuf,
+    /// Targets, comma separated: watchmux,direct,nginx,limit.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "watchmux,direct,nginx,limit"
+    )]
+    targets: Vec<watchmux::bench::targets::TargetKind>,
+    /// Repeats of each case (medians are reported).
+    #[arg(long)]
+    repeats: Option<usize>,
+    /// Seconds in each measured window.
+    #[arg(long)]
+    window_secs: Option<f64>,
+    /// S1 watcher counts, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    broadcast_watchers: Option<Vec<usize>>,
+    /// S1 writes per second.
+    #[arg(long)]
+    broadcast_rate: Option<f64>,
+    /// S2 kubelet counts, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    fleet_kubelets: Option<Vec<usize>>,
+    /// Pods of the S2/S4/S6 fleet.
+    #[arg(long)]
+    fleet_pods: Option<usize>,
+    /// Nodes of the S2/S4/S6 fleet.
+    #[arg(long)]
+    fleet_nodes: Option<usize>,
+    /// S2 writes per second.
+    #[arg(long)]
+    fleet_rate: Option<f64>,
+    /// Pods listed in S3.
+    #[arg(long)]
+    list_pods: Option<usize>,
+    /// S3 concurrent clients, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    list_clients: Option<Vec<usize>>,
+    /// S4 clients.
+    #[arg(long)]
+    herd_clients: Option<usize>,
+    /// S5 watchers.
+    #[arg(long)]
+    idle_watchers: Option<usize>,
+}
+
+#[derive(clap::Args, Debug)]
+struct BenchLimitArgs {
+    /// Address to listen on.
+    #[arg(long)]
+    listen: SocketAddr,
+    /// The simulator's URL.
+    #[arg(long)]
+    upstream: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -125,7 +197,71 @@ async fn main() -> anyhow::Result<()> {
             run_sim(a).await
         }
         Command::Probe(a) => run_probe(a).await,
+        Command::Bench(a) => {
+            log.init(&LogConfig {
+                level: "warn".into(),
+                ..LogConfig::default()
+            })?;
+            run_bench(a).await
+        }
+        Command::BenchLimit(a) => {
+            watchmux::bench::raise_nofile_limit();
+            watchmux::bench::limit::serve(watchmux::bench::limit::LimitArgs {
+                listen: a.listen,
+                upstream: a.upstream,
+            })
+            .await
+            .context("limit program")
+        }
     }
+}
+
+async fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
+    use watchmux::bench::{BenchOptions, Scenario, Sizes};
+    let mut sizes = if a.smoke {
+        Sizes::smoke()
+    } else {
+        Sizes::full()
+    };
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = a.$f.clone() { sizes.$f = v; } )* };
+    }
+    set!(
+        repeats,
+        window_secs,
+        broadcast_watchers,
+        broadcast_rate,
+        fleet_kubelets,
+        fleet_pods,
+        fleet_nodes,
+        fleet_rate,
+        list_pods,
+        list_clients,
+        herd_clients,
+        idle_watchers
+    );
+    let scenarios: Vec<Scenario> = if a.scenarios.iter().any(|s| s == "all") {
+        Scenario::ALL.to_vec()
+    } else {
+        a.scenarios
+            .iter()
+            .map(|s| s.parse().map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let opts = BenchOptions {
+        exe: std::env::current_exe().context("locating the watchmux binary")?,
+        out: a.out,
+        scenarios,
+        targets: a.targets,
+        sizes,
+        command: std::env::args()
+            .skip(1)
+            .fold("watchmux".to_string(), |acc, x| acc + " " + &x),
+    };
+    let report = watchmux::bench::run(&opts).await?;
+    println!("{}", report.markdown);
+    eprintln!("results written to {}", opts.out.display());
+    Ok(())
 }
 
 async fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
@@ -250,6 +386,7 @@ async fn run_demo(a: DemoArgs, log: LogArgs) -> anyhow::Result<()> {
         churn: (a.churn > 0.0).then_some(ChurnSpec {
             per_second: a.churn,
             seed: 1,
+            mix: Default::default(),
         }),
         ..SimConfig::default()
     })
@@ -287,6 +424,7 @@ async fn run_sim(a: SimArgs) -> anyhow::Result<()> {
         cfg.churn = Some(ChurnSpec {
             per_second: a.churn,
             seed: a.seed,
+            mix: Default::default(),
         });
     }
     let started = std::time::Instant::now();

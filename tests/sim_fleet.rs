@@ -63,6 +63,7 @@ async fn churn_writes_stamped_events_that_watchers_receive() {
         c.churn = Some(ChurnSpec {
             per_second: 200.0,
             seed: 9,
+            mix: Default::default(),
         });
     })
     .await;

@@ -13,6 +13,7 @@ use super::SimState;
 use super::fleet;
 use super::semantics::DeleteOptions;
 use super::util::now_unix_nanos;
+use tokio_util::sync::CancellationToken;
 
 /// Churn settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +22,32 @@ pub struct ChurnSpec {
     pub per_second: f64,
     /// Seed of the random choices.
     pub seed: u64,
+    /// Which writes.
+    pub mix: ChurnMix,
+}
+
+/// The kinds of write churn makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChurnMix {
+    /// [`pick_op`]'s cluster-like mix of status updates, relabels, moves, creates and deletes.
+    #[default]
+    Realistic,
+    /// Status updates only: every write is a MODIFIED event every pod watcher receives, which
+    /// is what a broadcast benchmark wants.
+    Status,
+}
+
+impl std::str::FromStr for ChurnMix {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "realistic" => Ok(ChurnMix::Realistic),
+            "status" => Ok(ChurnMix::Status),
+            other => Err(format!(
+                "unknown churn mix {other:?} (expected \"realistic\" or \"status\")"
+            )),
+        }
+    }
 }
 
 /// One kind of churn write.
@@ -51,8 +78,32 @@ pub fn pick_op(rng: &mut impl Rng) -> ChurnOp {
 
 /// Starts the churn task; it stops with the simulator.
 pub fn spawn(state: &Arc<SimState>, spec: ChurnSpec) {
+    spawn_until(state, spec, state.cancel.clone());
+}
+
+/// Starts a churn task that stops with `stop` (or with the simulator, whichever comes first).
+pub fn spawn_until(state: &Arc<SimState>, spec: ChurnSpec, stop: CancellationToken) {
     let st = state.clone();
-    state.tasks.spawn(async move { run(st, spec).await });
+    state.tasks.spawn(async move {
+        tokio::select! {
+            _ = run(st, spec) => {}
+            _ = stop.cancelled() => {}
+        }
+    });
+}
+
+/// Replaces the churn started through the `/sim/churn` endpoint (if any) with `spec`; a rate of
+/// zero only stops it.
+pub fn restart(state: &Arc<SimState>, spec: ChurnSpec) {
+    let mut slot = state.churn_control.lock();
+    if let Some(old) = slot.take() {
+        old.cancel();
+    }
+    if spec.per_second > 0.0 {
+        let stop = state.cancel.child_token();
+        spawn_until(state, spec, stop.clone());
+        *slot = Some(stop);
+    }
 }
 
 async fn run(state: Arc<SimState>, spec: ChurnSpec) {
@@ -99,9 +150,10 @@ async fn run(state: Arc<SimState>, spec: ChurnSpec) {
             budget -= 1.0;
             let idx = (!live.is_empty()).then(|| rng.random_range(0..live.len()));
             let target = idx.map(|i| live[i].clone());
-            let op = match (pick_op(&mut rng), &target) {
+            let op = match (spec.mix, &target) {
                 (_, None) => ChurnOp::Create,
-                (op, _) => op,
+                (ChurnMix::Status, _) => ChurnOp::Status,
+                (ChurnMix::Realistic, _) => pick_op(&mut rng),
             };
             let stamp = |v: &mut Value| fleet::stamp_write_time(v, now_unix_nanos());
             let result = match (op, target) {

@@ -655,7 +655,7 @@ fn list_response(
 }
 
 /// `/sim/...` control endpoints: stats, faults, compaction.
-async fn admin(state: &SimState, rest: &str, req: Request<Incoming>) -> Response<Body> {
+async fn admin(state: &Arc<SimState>, rest: &str, req: Request<Incoming>) -> Response<Body> {
     let q: Vec<(String, String)> = req
         .uri()
         .query()
@@ -708,6 +708,33 @@ async fn admin(state: &SimState, rest: &str, req: Request<Incoming>) -> Response
         (Method::POST, "faults/clear") => {
             f.clear();
             ok()
+        }
+        (Method::POST, "churn") => {
+            // Starts (or replaces, or with perSecond=0 stops) churn at a rate: benchmarks set
+            // the event rate once their watchers are connected.
+            let mix = match text("mix").as_str() {
+                "" => Ok(super::churn::ChurnMix::Realistic),
+                m => m.parse(),
+            };
+            let per_second = text("perSecond").parse::<f64>().unwrap_or(0.0);
+            match mix {
+                Ok(mix) if per_second.is_finite() && per_second >= 0.0 => {
+                    super::churn::restart(
+                        state,
+                        super::churn::ChurnSpec {
+                            per_second,
+                            seed: num("seed", 1),
+                            mix,
+                        },
+                    );
+                    ok()
+                }
+                Ok(_) => status_response(&Status::bad_request(format!(
+                    "perSecond must be a finite number >= 0, got {:?}",
+                    text("perSecond")
+                ))),
+                Err(e) => status_response(&Status::bad_request(e)),
+            }
         }
         (Method::POST, "compact") => {
             let rev = state.store.compact_now();

@@ -138,6 +138,8 @@ pub struct SimState {
     pub cancel: CancellationToken,
     /// Background tasks (watch streams, controllers).
     pub tasks: TaskTracker,
+    /// Stops the churn started through `/sim/churn`.
+    pub churn_control: parking_lot::Mutex<Option<CancellationToken>>,
     /// The bearer token requests must carry (TLS mode).
     pub auth: tls::SimAuth,
     /// The authentication/authorization policy; `None` (the default) serves everyone.
@@ -204,6 +206,7 @@ impl Simulator {
             tasks,
             auth,
             policy: parking_lot::RwLock::new(None),
+            churn_control: parking_lot::Mutex::new(None),
         });
         let sim = Simulator { state };
         sim.load()?;

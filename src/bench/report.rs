@@ -1,0 +1,318 @@
+//! Bench results: raw samples, medians over repeats, ratios of watchmux to each baseline, and
+//! their Markdown and CSV renderings.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::targets::TargetKind;
+
+/// One measured figure of a scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    /// Key in the CSV.
+    pub key: &'static str,
+    /// Column header (with unit) in the Markdown table.
+    pub label: &'static str,
+    /// Whether a larger value is better (for reading ratios).
+    pub higher_is_better: bool,
+}
+
+/// How a scenario reports itself.
+#[derive(Debug, Clone)]
+pub struct ScenarioSpec {
+    /// "S1".
+    pub id: &'static str,
+    /// "broadcast".
+    pub name: &'static str,
+    /// One paragraph: what runs and what is measured.
+    pub about: String,
+    /// Header of the case column ("watchers").
+    pub case_label: &'static str,
+    /// The figures, in column order.
+    pub metrics: Vec<Metric>,
+    /// The figures for which watchmux's ratio to each baseline is reported.
+    pub ratio_metrics: Vec<&'static str>,
+}
+
+/// One run's figures.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Scenario id.
+    pub scenario: &'static str,
+    /// Case within the scenario ("1000").
+    pub case: String,
+    /// Target measured.
+    pub target: TargetKind,
+    /// Repeat number (0-based).
+    pub repeat: usize,
+    /// (metric key, value).
+    pub values: Vec<(&'static str, f64)>,
+}
+
+/// The median of `v` (mean of the middle two for an even count); NaN when empty.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Formats a figure with about three significant digits.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return "–".to_string();
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        "0".to_string()
+    } else if a >= 1000.0 {
+        let s = format!("{:.0}", x);
+        // Thousands separators make 6-digit figures readable.
+        let (sign, digits) = s.strip_prefix('-').map(|d| ("-", d)).unwrap_or(("", &s));
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        format!("{sign}{out}")
+    } else if a >= 100.0 {
+        format!("{:.0}", x)
+    } else if a >= 10.0 {
+        format!("{:.1}", x)
+    } else if a >= 1.0 {
+        format!("{:.2}", x)
+    } else {
+        format!("{:.3}", x)
+    }
+}
+
+/// (case, target, metric).
+type Key = (String, TargetKind, &'static str);
+
+/// Median, count, min and max of one figure's finite values.
+type Stats = (f64, usize, f64, f64);
+
+/// Medians keyed by (case, target, metric), cases in first-seen order.
+pub struct Summary {
+    /// Cases in the order they ran.
+    pub cases: Vec<String>,
+    /// Targets measured, in report order.
+    pub targets: Vec<TargetKind>,
+    medians: BTreeMap<Key, Stats>,
+}
+
+impl Summary {
+    /// Summarises the samples of one scenario.
+    pub fn of(samples: &[&Sample]) -> Summary {
+        let mut cases: Vec<String> = Vec::new();
+        let mut targets: Vec<TargetKind> = Vec::new();
+        let mut raw: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
+        for s in samples {
+            if !cases.contains(&s.case) {
+                cases.push(s.case.clone());
+            }
+            if !targets.contains(&s.target) {
+                targets.push(s.target);
+            }
+            for (k, v) in &s.values {
+                raw.entry((s.case.clone(), s.target, *k))
+                    .or_default()
+                    .push(*v);
+            }
+        }
+        targets.sort();
+        let medians = raw
+            .into_iter()
+            .map(|(k, v)| {
+                let finite: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+                let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (k, (median(&v), finite.len(), min, max))
+            })
+            .collect();
+        Summary {
+            cases,
+            targets,
+            medians,
+        }
+    }
+
+    /// The median of a figure, if measured.
+    pub fn get(&self, case: &str, target: TargetKind, metric: &str) -> Option<f64> {
+        self.medians
+            .iter()
+            .find(|((c, t, m), _)| c == case && *t == target && *m == metric)
+            .map(|(_, v)| v.0)
+            .filter(|v| v.is_finite())
+    }
+
+    /// watchmux's median divided by `baseline`'s.
+    pub fn ratio(&self, case: &str, metric: &str, baseline: TargetKind) -> Option<f64> {
+        let w = self.get(case, TargetKind::Watchmux, metric)?;
+        let b = self.get(case, baseline, metric)?;
+        (b != 0.0).then_some(w / b).filter(|r| r.is_finite())
+    }
+}
+
+/// The Markdown section of one scenario: medians per case and target, then ratios.
+pub fn markdown(spec: &ScenarioSpec, samples: &[&Sample], repeats: usize) -> String {
+    let sum = Summary::of(samples);
+    let mut md = String::new();
+    let _ = writeln!(md, "### {} {}\n\n{}\n", spec.id, spec.name, spec.about);
+    let _ = writeln!(md, "Medians over {repeats} repeat(s).\n");
+    let _ = write!(md, "| {} | target |", spec.case_label);
+    for m in &spec.metrics {
+        let _ = write!(md, " {} |", m.label);
+    }
+    let _ = write!(md, "\n|---|---|");
+    for _ in &spec.metrics {
+        let _ = write!(md, "---:|");
+    }
+    md.push('\n');
+    for case in &sum.cases {
+        for &t in &sum.targets {
+            let _ = write!(md, "| {case} | {t} |");
+            for m in &spec.metrics {
+                let v = sum.get(case, t, m.key).unwrap_or(f64::NAN);
+                let cell = fmt_num(v);
+                if t == TargetKind::Watchmux {
+                    let _ = write!(md, " **{cell}** |");
+                } else {
+                    let _ = write!(md, " {cell} |");
+                }
+            }
+            md.push('\n');
+        }
+    }
+    let baselines: Vec<TargetKind> = sum
+        .targets
+        .iter()
+        .copied()
+        .filter(|t| *t != TargetKind::Watchmux)
+        .collect();
+    if !spec.ratio_metrics.is_empty()
+        && !baselines.is_empty()
+        && sum.targets.contains(&TargetKind::Watchmux)
+    {
+        let _ = write!(
+            md,
+            "\nwatchmux ÷ baseline (for figures where lower is better, < 1 means watchmux is better):\n\n| {} | figure |",
+            spec.case_label
+        );
+        for b in &baselines {
+            let _ = write!(md, " ÷ {b} |");
+        }
+        let _ = write!(md, "\n|---|---|");
+        for _ in &baselines {
+            let _ = write!(md, "---:|");
+        }
+        md.push('\n');
+        for case in &sum.cases {
+            for key in &spec.ratio_metrics {
+                let Some(m) = spec.metrics.iter().find(|m| m.key == *key) else {
+                    continue;
+                };
+                let _ = write!(md, "| {case} | {} |", m.label);
+                for b in &baselines {
+                    let cell = sum
+                        .ratio(case, key, *b)
+                        .map(|r| format!("{}×", fmt_num(r)))
+                        .unwrap_or_else(|| "–".into());
+                    let _ = write!(md, " {cell} |");
+                }
+                md.push('\n');
+            }
+        }
+    }
+    md
+}
+
+/// Every sample as CSV rows: `scenario,case,target,repeat,metric,value`.
+pub fn samples_csv(samples: &[Sample]) -> String {
+    let mut s = String::from("scenario,case,target,repeat,metric,value\n");
+    for x in samples {
+        for (k, v) in &x.values {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{}",
+                x.scenario, x.case, x.target, x.repeat, k, v
+            );
+        }
+    }
+    s
+}
+
+/// Medians as CSV rows: `scenario,case,target,metric,median,min,max,n`.
+pub fn summary_csv(specs: &[ScenarioSpec], samples: &[Sample]) -> String {
+    let mut s = String::from("scenario,case,target,metric,median,min,max,n\n");
+    for spec in specs {
+        let mine: Vec<&Sample> = samples.iter().filter(|x| x.scenario == spec.id).collect();
+        let sum = Summary::of(&mine);
+        for ((case, t, m), (med, n, min, max)) in &sum.medians {
+            let _ = writeln!(s, "{},{case},{t},{m},{med},{min},{max},{n}", spec.id);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(case: &str, t: TargetKind, r: usize, v: f64) -> Sample {
+        Sample {
+            scenario: "S1",
+            case: case.into(),
+            target: t,
+            repeat: r,
+            values: vec![("x", v)],
+        }
+    }
+
+    #[test]
+    fn medians_and_ratios() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        let s = [
+            sample("10", TargetKind::Watchmux, 0, 1.0),
+            sample("10", TargetKind::Watchmux, 1, 3.0),
+            sample("10", TargetKind::Watchmux, 2, 2.0),
+            sample("10", TargetKind::Direct, 0, 8.0),
+            sample("10", TargetKind::Direct, 1, 8.0),
+        ];
+        let refs: Vec<&Sample> = s.iter().collect();
+        let sum = Summary::of(&refs);
+        assert_eq!(sum.get("10", TargetKind::Watchmux, "x"), Some(2.0));
+        assert_eq!(sum.ratio("10", "x", TargetKind::Direct), Some(0.25));
+        assert_eq!(sum.ratio("10", "x", TargetKind::Nginx), None);
+        let spec = ScenarioSpec {
+            id: "S1",
+            name: "test",
+            about: "about".into(),
+            case_label: "watchers",
+            metrics: vec![Metric {
+                key: "x",
+                label: "x (ms)",
+                higher_is_better: false,
+            }],
+            ratio_metrics: vec!["x"],
+        };
+        let md = markdown(&spec, &refs, 3);
+        assert!(md.contains("| 10 | watchmux | **2.00** |"), "{md}");
+        assert!(md.contains("| 10 | x (ms) | 0.250× |"), "{md}");
+        let csv = summary_csv(&[spec], &s);
+        assert!(csv.contains("S1,10,watchmux,x,2,1,3,3"), "{csv}");
+        assert_eq!(fmt_num(1234567.0), "1,234,567");
+        assert_eq!(fmt_num(-1234.0), "-1,234");
+    }
+}
