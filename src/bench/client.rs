@@ -263,6 +263,8 @@ pub struct WatchStats {
     pub latency: Histogram,
     /// The measurement window.
     pub window: Window,
+    /// Why the first failed watch failed.
+    pub first_failure: parking_lot::Mutex<Option<String>>,
 }
 
 static STAMP: LazyLock<Finder<'static>> = LazyLock::new(|| {
@@ -274,6 +276,12 @@ static DELETING: LazyLock<Finder<'static>> =
     LazyLock::new(|| Finder::new(b"\"deletionTimestamp\""));
 
 impl WatchStats {
+    /// Counts a watch that did not start, keeping the first reason.
+    pub fn fail(&self, why: String) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        self.first_failure.lock().get_or_insert(why);
+    }
+
     /// Accounts one event line.
     pub fn on_line(&self, line: &[u8]) {
         self.frames.fetch_add(1, Ordering::Relaxed);
@@ -333,13 +341,11 @@ pub async fn watch(
         r = opened => match r {
             Ok((c, h)) if h.status == 200 => (c, h),
             Ok((_, h)) => {
-                tracing::debug!(status = h.status, "watch refused");
-                stats.failed.fetch_add(1, Ordering::Relaxed);
+                stats.fail(format!("answered {}", h.status));
                 return;
             }
             Err(e) => {
-                tracing::debug!(error = %e, "watch failed");
-                stats.failed.fetch_add(1, Ordering::Relaxed);
+                stats.fail(e.to_string());
                 return;
             }
         }

@@ -125,6 +125,8 @@ pub struct Sizes {
     pub list_clients: Vec<usize>,
     /// S4 clients.
     pub herd_clients: usize,
+    /// S4: clients not served after this many seconds are given up on.
+    pub herd_deadline_secs: f64,
     /// S5 watchers.
     pub idle_watchers: usize,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
@@ -153,6 +155,7 @@ impl Sizes {
             list_pods: 100_000,
             list_clients: vec![1, 10],
             herd_clients: 5000,
+            herd_deadline_secs: 30.0,
             idle_watchers: 10_000,
             window_secs: 5.0,
             repeats: 3,
@@ -172,6 +175,7 @@ impl Sizes {
             list_pods: 300,
             list_clients: vec![2],
             herd_clients: 20,
+            herd_deadline_secs: 30.0,
             idle_watchers: 50,
             window_secs: 0.5,
             repeats: 2,

@@ -159,6 +159,19 @@ pub fn usage(pids: &[u32]) -> Usage {
     u
 }
 
+/// Waits (at most `max`) until `pids` use less than a tenth of a core over a quarter second:
+/// a server still working off a previous run's requests would disturb the next run.
+pub async fn wait_quiet(pids: &[u32], max: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < max {
+        let a = usage(pids).cpu_secs;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if usage(pids).cpu_secs - a < 0.025 {
+            return;
+        }
+    }
+}
+
 /// Samples the RSS of `pids` every 20 ms until stopped, keeping the peak: list benchmarks
 /// report how far memory rises while bodies are in flight, not where it settles.
 pub struct PeakRss {

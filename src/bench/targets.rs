@@ -160,13 +160,14 @@ pub async fn sim_stats(sim: SocketAddr) -> Result<serde_json::Value, BenchError>
     serde_json::from_slice(&body).map_err(|e| BenchError::Setup(format!("/sim/stats: {e}")))
 }
 
-/// The list and watch requests the simulator has served for `resource`.
-pub async fn sim_requests(sim: SocketAddr, resource: &str) -> Result<(u64, u64), BenchError> {
+/// The list and watch requests the simulator has served for `resource`, and the bytes sent.
+pub async fn sim_requests(sim: SocketAddr, resource: &str) -> Result<(u64, u64, u64), BenchError> {
     let s = sim_stats(sim).await?;
     let r = &s["resources"][resource];
     Ok((
         r["listRequests"].as_u64().unwrap_or(0),
         r["watchRequests"].as_u64().unwrap_or(0),
+        r["bytesSent"].as_u64().unwrap_or(0),
     ))
 }
 

@@ -32,14 +32,23 @@ use crate::status::Status;
 /// Log events read per catch-up step.
 const BATCH: usize = 256;
 
+/// Most frames, and bytes, handed to the transport as one [`Out::Batch`].
+const MAX_BATCH_FRAMES: usize = 64;
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+
 /// One watch event on its way to the transport: a whole frame, or (for initial events, sent
 /// without copying) the constant head, the stored body and the constant tail.
 #[derive(Debug, Clone)]
 pub enum Out {
     /// A complete frame.
     Frame(Bytes),
-    /// The three parts of one frame.
-    Parts(Bytes, Bytes, Bytes),
+    /// Several complete frames, in order: what a watcher found queued at once. The chunked
+    /// transport writes them as one chunk (one write instead of many when a client or the
+    /// machine is behind); the websocket transport still sends one message per event.
+    Batch(Vec<Bytes>),
+    /// The three parts of one frame (boxed: every watcher's channel preallocates slots of
+    /// this enum's size, and idle watchers should cost little memory).
+    Parts(Box<[Bytes; 3]>),
 }
 
 type Tx = mpsc::Sender<Out>;
@@ -100,7 +109,15 @@ pub fn chunked_response(mut rx: mpsc::Receiver<Out>) -> Response<Body> {
             std::task::Poll::Ready(Some(Out::Frame(b))) => {
                 std::task::Poll::Ready(Some(Ok(Frame::data(b))))
             }
-            std::task::Poll::Ready(Some(Out::Parts(a, b, c))) => {
+            std::task::Poll::Ready(Some(Out::Batch(frames))) => {
+                let mut m = bytes::BytesMut::with_capacity(frames.iter().map(Bytes::len).sum());
+                for f in &frames {
+                    m.extend_from_slice(f);
+                }
+                std::task::Poll::Ready(Some(Ok(Frame::data(m.freeze()))))
+            }
+            std::task::Poll::Ready(Some(Out::Parts(parts))) => {
+                let [a, b, c] = *parts;
                 pending.push_back(b);
                 pending.push_back(c);
                 std::task::Poll::Ready(Some(Ok(Frame::data(a))))
@@ -182,11 +199,11 @@ impl Watcher {
                         continue;
                     }
                     // No copy: the constant head, the stored body, the tail.
-                    let parts = Out::Parts(
+                    let parts = Out::Parts(Box::new([
                         head.clone(),
                         obj.body.slice(1..),
                         Bytes::from_static(FRAME_TAIL),
-                    );
+                    ]));
                     let len = head.len() + obj.body.len() - 1 + FRAME_TAIL.len();
                     tokio::select! {
                         r = self.tx.send(parts) => r.map_err(|_| Stop)?,
@@ -245,6 +262,15 @@ impl Watcher {
         let info = self.cache.info.clone();
         let mut next_bookmark = self.next_bookmark();
         let cancel = reg.shared.cancel.clone();
+        // The timer and the two "stop" futures live across iterations: building them anew for
+        // every event would register and remove a timer and take the token's lock per delivery.
+        let sleep = sleep_until(self.deadline);
+        tokio::pin!(sleep);
+        let cancelled = cancel.clone().cancelled_owned();
+        tokio::pin!(cancelled);
+        let tx = self.tx.clone();
+        let client_gone = async move { tx.closed().await };
+        tokio::pin!(client_gone);
         loop {
             if reg.shared.lagging.load(Ordering::Acquire) && reg.rx.is_empty() {
                 // Catch up from the shared log.
@@ -264,15 +290,19 @@ impl Watcher {
                         return Err(Stop);
                     }
                 };
+                let mut frames = Batch::default();
                 for ev in &batch.events {
                     cursor = cursor.max(ev.rv);
                     if let Some(emitted) = ev.emitted_for(&self.filter) {
-                        self.send_cancellable(ev.frame(&info, emitted), &cancel, &reg)
-                            .await?;
-                        self.last_sent = ev.rv;
+                        frames.push(ev.frame(&info, emitted), ev.rv);
+                        if frames.full() {
+                            self.send_batch(&mut frames, &cancel, &reg).await?;
+                            reg.shared.cursor.store(cursor, Ordering::Relaxed);
+                        }
                     }
-                    reg.shared.cursor.store(cursor, Ordering::Relaxed);
                 }
+                self.send_batch(&mut frames, &cancel, &reg).await?;
+                reg.shared.cursor.store(cursor, Ordering::Relaxed);
                 if batch.at_head {
                     self.cache.try_go_live(&reg, cursor);
                 }
@@ -285,18 +315,30 @@ impl Watcher {
                 Some(b) => b.min(self.deadline),
                 None => self.deadline,
             };
+            if sleep.deadline() != wake {
+                sleep.as_mut().reset(wake);
+            }
             tokio::select! {
                 d = reg.rx.recv() => {
                     let Some((ev, emitted)) = d else { return Err(Stop) };
-                    if ev.rv <= cursor {
-                        continue;
+                    let mut frames = Batch::default();
+                    if ev.rv > cursor {
+                        cursor = ev.rv;
+                        frames.push(ev.frame(&info, emitted), ev.rv);
                     }
-                    cursor = ev.rv;
-                    self.send_cancellable(ev.frame(&info, emitted), &cancel, &reg).await?;
-                    self.last_sent = ev.rv;
+                    // Whatever else is already queued goes out with it: when the client or
+                    // the machine is behind, one write carries many events.
+                    while !frames.full() {
+                        let Ok((ev, emitted)) = reg.rx.try_recv() else { break };
+                        if ev.rv > cursor {
+                            cursor = ev.rv;
+                            frames.push(ev.frame(&info, emitted), ev.rv);
+                        }
+                    }
+                    self.send_batch(&mut frames, &cancel, &reg).await?;
                     reg.shared.cursor.store(cursor, Ordering::Relaxed);
                 }
-                _ = sleep_until(wake) => {
+                _ = &mut sleep => {
                     if Instant::now() >= self.deadline {
                         return Ok(());
                     }
@@ -312,11 +354,11 @@ impl Watcher {
                     }
                     next_bookmark = self.next_bookmark();
                 }
-                _ = cancel.cancelled() => {
+                _ = &mut cancelled => {
                     self.closed(&reg);
                     return Err(Stop);
                 }
-                _ = self.tx.closed() => return Err(Stop),
+                _ = &mut client_gone => return Err(Stop),
             }
         }
     }
@@ -331,6 +373,52 @@ impl Watcher {
         self.tx.send(Out::Frame(b)).await.map_err(|_| Stop)?;
         self.tap.event(&head.0[..head.1], len);
         Ok(())
+    }
+
+    /// Sends the frames collected in `b` (if any) as one [`Out`], unless the hub closes the
+    /// watcher meanwhile; `b` is empty afterwards.
+    async fn send_batch(
+        &mut self,
+        b: &mut Batch,
+        cancel: &tokio_util::sync::CancellationToken,
+        reg: &Registration,
+    ) -> Result<(), Stop> {
+        if b.frames.is_empty() {
+            return Ok(());
+        }
+        let heads: Vec<_> = b.frames.iter().map(frame_head_of).collect();
+        let out = if b.frames.len() == 1 {
+            Out::Frame(b.frames.pop().expect("one frame"))
+        } else {
+            Out::Batch(std::mem::take(&mut b.frames))
+        };
+        b.bytes = 0;
+        // Room in the queue (the usual case): no cancellation future to build.
+        let out = match self.tx.try_send(out) {
+            Ok(()) => {
+                for (head, len) in heads {
+                    self.tap.event(&head.0[..head.1], len);
+                }
+                self.last_sent = self.last_sent.max(b.last_rv);
+                return Ok(());
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Stop),
+            Err(mpsc::error::TrySendError::Full(out)) => out,
+        };
+        tokio::select! {
+            r = self.tx.send(out) => {
+                r.map_err(|_| Stop)?;
+                for (head, len) in heads {
+                    self.tap.event(&head.0[..head.1], len);
+                }
+                self.last_sent = self.last_sent.max(b.last_rv);
+                Ok(())
+            }
+            _ = cancel.cancelled() => {
+                self.closed(reg);
+                Err(Stop)
+            }
+        }
     }
 
     /// Sends unless the hub closes the watcher meanwhile (a client that stopped reading).
@@ -352,6 +440,27 @@ impl Watcher {
                 Err(Stop)
             }
         }
+    }
+}
+
+/// Frames collected for one [`Out`].
+#[derive(Default)]
+struct Batch {
+    frames: Vec<Bytes>,
+    bytes: usize,
+    /// resourceVersion of the last event collected.
+    last_rv: u64,
+}
+
+impl Batch {
+    fn push(&mut self, frame: Bytes, rv: u64) {
+        self.bytes += frame.len();
+        self.frames.push(frame);
+        self.last_rv = rv;
+    }
+
+    fn full(&self) -> bool {
+        self.frames.len() >= MAX_BATCH_FRAMES || self.bytes >= MAX_BATCH_BYTES
     }
 }
 

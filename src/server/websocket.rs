@@ -107,17 +107,27 @@ pub async fn pump(fut: fastwebsockets::upgrade::UpgradeFut, mut rx: mpsc::Receiv
                     let _ = write.write_frame(Frame::close(1000, b"")).await;
                     break;
                 };
-                let payload = match out {
-                    Out::Frame(b) => BytesMut::from(&b[..]),
-                    Out::Parts(a, b, c) => {
+                // One websocket message per event, whatever the batching upstream of here.
+                let payloads: Vec<BytesMut> = match out {
+                    Out::Frame(b) => vec![BytesMut::from(&b[..])],
+                    Out::Batch(frames) => frames.iter().map(|b| BytesMut::from(&b[..])).collect(),
+                    Out::Parts(parts) => {
+                        let [a, b, c] = *parts;
                         let mut m = BytesMut::with_capacity(a.len() + b.len() + c.len());
                         m.put_slice(&a);
                         m.put_slice(&b);
                         m.put_slice(&c);
-                        m
+                        vec![m]
                     }
                 };
-                if write.write_frame(Frame::text(Payload::Bytes(payload))).await.is_err() {
+                let mut failed = false;
+                for payload in payloads {
+                    if write.write_frame(Frame::text(Payload::Bytes(payload))).await.is_err() {
+                        failed = true;
+                        break;
+                    }
+                }
+                if failed {
                     break;
                 }
             }
