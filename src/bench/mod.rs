@@ -119,6 +119,8 @@ pub struct Sizes {
     pub fleet_kubelets: Vec<usize>,
     /// S2 writes per second.
     pub fleet_rate: f64,
+    /// S2's measured window, seconds (longer than the others: its CPU figures are small).
+    pub fleet_window_secs: f64,
     /// Pods listed in S3.
     pub list_pods: usize,
     /// S3 concurrent clients.
@@ -152,10 +154,11 @@ impl Sizes {
             fleet_pods: 150_000,
             fleet_kubelets: vec![500, 5000],
             fleet_rate: 200.0,
+            fleet_window_secs: 8.0,
             list_pods: 100_000,
             list_clients: vec![1, 10],
             herd_clients: 5000,
-            herd_deadline_secs: 30.0,
+            herd_deadline_secs: 20.0,
             idle_watchers: 10_000,
             window_secs: 5.0,
             repeats: 3,
@@ -172,6 +175,7 @@ impl Sizes {
             fleet_pods: 200,
             fleet_kubelets: vec![10],
             fleet_rate: 40.0,
+            fleet_window_secs: 0.5,
             list_pods: 300,
             list_clients: vec![2],
             herd_clients: 20,

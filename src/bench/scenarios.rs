@@ -132,6 +132,14 @@ async fn stop_all(ts: Vec<Target>) {
     }
 }
 
+/// The simulator's writes during a streaming run.
+#[derive(Debug, Clone, Copy)]
+struct Churn {
+    per_second: f64,
+    /// `status` or `realistic` (see `sim::churn::ChurnMix`).
+    mix: &'static str,
+}
+
 /// What a streaming run measured, before the scenario picks its figures.
 struct StreamRun {
     secs: f64,
@@ -155,12 +163,12 @@ async fn stream_run(
     sim: &Proc,
     target: &Target,
     paths: Vec<String>,
-    rate: f64,
-    mix: &str,
+    churn: Churn,
     s: &Sizes,
+    window: Duration,
     expected_per_event: Option<u64>,
 ) -> Result<StreamRun, BenchError> {
-    let window = Duration::from_secs_f64(s.window_secs);
+    let (rate, mix) = (churn.per_second, churn.mix);
     let rv = targets::current_rv(sim.addr, "pods").await?;
     let paths: Vec<String> = paths
         .into_iter()
@@ -283,9 +291,12 @@ pub async fn broadcast(
                     &sim,
                     t,
                     paths,
-                    s.broadcast_rate,
-                    "status",
+                    Churn {
+                        per_second: s.broadcast_rate,
+                        mix: "status",
+                    },
                     s,
+                    Duration::from_secs_f64(s.window_secs),
                     Some(w as u64),
                 )
                 .await?;
@@ -345,8 +356,8 @@ pub fn fleet_spec(s: &Sizes) -> ScenarioSpec {
         id: "S2",
         name: "node fleet",
         about: format!(
-            "K kubelet-like clients, each with two watches: its pods (`fieldSelector=spec.nodeName=<node>`) and its own Node (`metadata.name=<node>`); a fleet of {} nodes and {} pods; {} writes/s of the simulator's cluster-like churn (status updates, relabels, moves between nodes, creates, deletes) over all pods, so with fewer kubelets fewer events match anyone. CPU per event = the target's CPU-seconds ÷ upstream pod events in the window.",
-            s.fleet_nodes, s.fleet_pods, s.fleet_rate
+            "K kubelet-like clients, each with two watches: its pods (`fieldSelector=spec.nodeName=<node>`) and its own Node (`metadata.name=<node>`); a fleet of {} nodes and {} pods; {} writes/s of the simulator's cluster-like churn (status updates, relabels, moves between nodes, creates, deletes) over all pods for {} s, so with fewer kubelets fewer events match anyone. CPU per event = the target's CPU-seconds ÷ upstream pod events in the window (CPU time is counted in 10 ms ticks, so at these rates a figure carries a few percent of noise).",
+            s.fleet_nodes, s.fleet_pods, s.fleet_rate, s.fleet_window_secs
         ),
         case_label: "kubelets",
         metrics: vec![
@@ -388,8 +399,19 @@ pub async fn fleet(
     for &k in &s.fleet_kubelets {
         for r in 0..s.repeats {
             for t in &ts {
-                let run = stream_run(sim, t, kubelet_paths(k), s.fleet_rate, "realistic", s, None)
-                    .await?;
+                let run = stream_run(
+                    sim,
+                    t,
+                    kubelet_paths(k),
+                    Churn {
+                        per_second: s.fleet_rate,
+                        mix: "realistic",
+                    },
+                    s,
+                    Duration::from_secs_f64(s.fleet_window_secs),
+                    None,
+                )
+                .await?;
                 let sample = Sample {
                     scenario: "S2",
                     case: k.to_string(),

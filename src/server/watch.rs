@@ -87,10 +87,13 @@ pub fn start(
         start_failed: false,
     };
     // Draining (shutdown; a child of `cancel`) ends the watch: the stream ends cleanly.
-    let cancel = proxy.draining.clone();
+    // A child token: every poll of a token takes its node's lock, and one token shared by
+    // thousands of watchers would make that lock contended on every delivery.
+    let cancel = proxy.draining.child_token();
     let sie = opts.send_initial_events;
     proxy.tasks.spawn(async move {
         tokio::select! {
+            biased;
             _ = w.run(rv, sie) => {}
             _ = cancel.cancelled() => {}
         }
@@ -319,6 +322,8 @@ impl Watcher {
                 sleep.as_mut().reset(wake);
             }
             tokio::select! {
+                // Events first: when one is waiting, the other branches need not be polled.
+                biased;
                 d = reg.rx.recv() => {
                     let Some((ev, emitted)) = d else { return Err(Stop) };
                     let mut frames = Batch::default();
