@@ -32,6 +32,8 @@ pub struct ScenarioSpec {
     pub metrics: Vec<Metric>,
     /// The figures for which watchmux's ratio to each baseline is reported.
     pub ratio_metrics: Vec<&'static str>,
+    /// A figure reported as its last case ÷ its first case for every target (how it scales).
+    pub scaling_metric: Option<&'static str>,
 }
 
 /// One run's figures.
@@ -233,6 +235,26 @@ pub fn markdown(spec: &ScenarioSpec, samples: &[&Sample], repeats: usize) -> Str
             }
         }
     }
+    if let Some(key) = spec.scaling_metric
+        && let (Some(first), Some(last)) = (sum.cases.first(), sum.cases.last())
+        && first != last
+        && let Some(m) = spec.metrics.iter().find(|m| m.key == key)
+    {
+        let _ = write!(
+            md,
+            "\n{} at {last} {} ÷ at {first}:",
+            m.label, spec.case_label
+        );
+        for &t in &sum.targets {
+            let r = match (sum.get(last, t, key), sum.get(first, t, key)) {
+                (Some(a), Some(b)) if b != 0.0 => format!("{}×", fmt_num(a / b)),
+                _ => "–".into(),
+            };
+            let _ = write!(md, " {t} {r};");
+        }
+        md.pop();
+        md.push_str(".\n");
+    }
     md
 }
 
@@ -306,6 +328,7 @@ mod tests {
                 higher_is_better: false,
             }],
             ratio_metrics: vec!["x"],
+            scaling_metric: Some("x"),
         };
         let md = markdown(&spec, &refs, 3);
         assert!(md.contains("| 10 | watchmux | **2.00** |"), "{md}");

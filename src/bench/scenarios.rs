@@ -255,7 +255,7 @@ pub fn broadcast_spec(s: &Sizes) -> ScenarioSpec {
         id: "S1",
         name: "broadcast",
         about: format!(
-            "W watchers on all pods (one HTTP/1.1 connection each, from the list's resourceVersion); the simulator makes {} status writes/s to its {} pods for {} s. Latency = receive time − the write time the simulator stamps into the pod; delivered = deliveries of the window's writes ÷ (W × writes). CPU and RSS are the target's processes (for `direct`, the simulator, whose CPU includes making the writes).",
+            "W watchers on all pods (one HTTP/1.1 connection each, from the list's resourceVersion); the simulator makes {} status writes/s to its {} pods for {} s. Latency = receive time − the write time the simulator stamps into the pod; delivered = deliveries of the window's writes ÷ (W × writes). CPU and RSS are the target's processes (for `direct`, the simulator, whose CPU includes making the writes). \"writes/s made\" is the rate the simulator achieved: when it also serves the watchers itself (`direct`) or feeds a busy nginx, its write generator falls behind the requested rate, which lowers that target's demand.",
             s.broadcast_rate, s.broadcast_pods, s.window_secs
         ),
         case_label: "watchers",
@@ -269,8 +269,10 @@ pub fn broadcast_spec(s: &Sizes) -> ScenarioSpec {
             m("cpu_cores", "CPU cores", false),
             m("rss_mb", "RSS MB", false),
             m("client_cpu_cores", "client CPU cores", false),
+            m("upstream_events_per_s", "writes/s made", true),
         ],
         ratio_metrics: vec!["deliveries_per_s", "p99_ms", "cpu_s_per_million", "rss_mb"],
+        scaling_metric: None,
     }
 }
 
@@ -371,6 +373,7 @@ pub fn fleet_spec(s: &Sizes) -> ScenarioSpec {
             m("rss_mb", "RSS MB", false),
         ],
         ratio_metrics: vec!["p99_ms", "cpu_us_per_event", "rss_mb"],
+        scaling_metric: Some("cpu_us_per_event"),
     }
 }
 
@@ -469,6 +472,7 @@ pub fn list_spec(s: &Sizes) -> ScenarioSpec {
             m("cpu_s", "CPU-s", false),
         ],
         ratio_metrics: vec!["mb_per_s", "rss_growth_mb"],
+        scaling_metric: None,
     }
 }
 
@@ -566,6 +570,7 @@ pub fn herd_spec(s: &Sizes) -> ScenarioSpec {
             m("retries", "429 retries", false),
         ],
         ratio_metrics: vec!["upstream_requests", "upstream_mb", "seconds_to_serve_all"],
+        scaling_metric: None,
     }
 }
 
@@ -729,6 +734,7 @@ pub fn idle_spec(s: &Sizes) -> ScenarioSpec {
             m("rss_mb", "RSS MB", false),
         ],
         ratio_metrics: vec!["rss_kb_per_watcher"],
+        scaling_metric: None,
     }
 }
 
@@ -808,6 +814,7 @@ pub fn sync_spec(s: &Sizes) -> ScenarioSpec {
             m("rss_per_json", "RSS ÷ JSON", false),
         ],
         ratio_metrics: vec!["seconds"],
+        scaling_metric: None,
     }
 }
 
