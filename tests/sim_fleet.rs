@@ -115,3 +115,48 @@ async fn churn_writes_stamped_events_that_watchers_receive() {
     let v: Value = list["items"][0].clone();
     assert!(v["spec"]["nodeName"].is_string());
 }
+
+#[tokio::test]
+async fn churn_is_started_changed_and_stopped_at_runtime() {
+    let sim = common::sim_with(|c| {
+        c.fleet = Some(FleetSpec {
+            nodes: 2,
+            pods: 10,
+            namespaces: 1,
+            seed: 5,
+        })
+    })
+    .await;
+    let (_, list) = common::get_json(&format!("{}/api/v1/pods", sim.url())).await;
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut w = common::watch(&format!(
+        "{}/api/v1/pods?watch=1&resourceVersion={rv}",
+        sim.url()
+    ))
+    .await;
+    let post = |q: &str| {
+        let url = format!("{}/sim/churn?{q}", sim.url());
+        async move { common::send(hyper::Method::POST, &url, &[], "").await.status() }
+    };
+    // Bad input is a 400, not a panic or a silent default.
+    assert_eq!(post("perSecond=10&mix=storm").await, 400);
+    assert_eq!(post("perSecond=-1").await, 400);
+    // `status` churn: every write is a stamped MODIFIED event.
+    assert_eq!(post("perSecond=100&mix=status").await, 200);
+    for _ in 0..10 {
+        let ev = w.next_non_bookmark(Duration::from_secs(5)).await;
+        assert_eq!(ev["type"], "MODIFIED", "{ev}");
+        assert!(ev["object"]["metadata"]["annotations"][WRITE_TIME_ANNOTATION].is_string());
+    }
+    // Stopped: after what was in flight, nothing more arrives.
+    assert_eq!(post("perSecond=0").await, 200);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    while let common::Next::Line(_) = w.next_line(Duration::from_millis(50)).await {}
+    assert!(
+        matches!(
+            w.next_line(Duration::from_millis(500)).await,
+            common::Next::Timeout
+        ),
+        "churn went on after perSecond=0"
+    );
+}
