@@ -128,7 +128,10 @@ async fn churn_is_started_changed_and_stopped_at_runtime() {
     })
     .await;
     let (_, list) = common::get_json(&format!("{}/api/v1/pods", sim.url())).await;
-    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut w = common::watch(&format!(
         "{}/api/v1/pods?watch=1&resourceVersion={rv}",
         sim.url()
@@ -136,7 +139,11 @@ async fn churn_is_started_changed_and_stopped_at_runtime() {
     .await;
     let post = |q: &str| {
         let url = format!("{}/sim/churn?{q}", sim.url());
-        async move { common::send(hyper::Method::POST, &url, &[], "").await.status() }
+        async move {
+            common::send(hyper::Method::POST, &url, &[], "")
+                .await
+                .status()
+        }
     };
     // Bad input is a 400, not a panic or a silent default.
     assert_eq!(post("perSecond=10&mix=storm").await, 400);
