@@ -477,3 +477,33 @@ fn frame_head_of(b: &Bytes) -> (([u8; 24], usize), usize) {
     head[..k].copy_from_slice(&b[..k]);
     ((head, k), b.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn chunked_body_carries_frames_batches_and_parts_in_order() {
+        let (tx, rx) = mpsc::channel(8);
+        let f = |s: &'static str| Bytes::from_static(s.as_bytes());
+        tx.send(Out::Frame(f("{\"a\":1}\n"))).await.unwrap();
+        tx.send(Out::Batch(vec![f("{\"b\":2}\n"), f("{\"c\":3}\n")]))
+            .await
+            .unwrap();
+        tx.send(Out::Parts(Box::new([f("{\"d\""), f(":4"), f("}\n")])))
+            .await
+            .unwrap();
+        drop(tx);
+        let mut body = chunked_response(rx).into_body();
+        let mut frames = Vec::new();
+        while let Some(fr) = body.frame().await {
+            frames.push(fr.unwrap().into_data().unwrap());
+        }
+        // A batch is one chunk (one write); parts are three.
+        let sizes: Vec<usize> = frames.iter().map(Bytes::len).collect();
+        assert_eq!(sizes, [8, 16, 4, 2, 2]);
+        let all: Vec<u8> = frames.concat();
+        assert_eq!(all, b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n");
+    }
+}
