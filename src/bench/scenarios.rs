@@ -156,6 +156,32 @@ struct StreamRun {
     client_cpu_s: f64,
 }
 
+impl StreamRun {
+    /// The figures every streaming scenario reports (rates per second of the window).
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        let per_s = |x: f64| x / self.secs;
+        vec![
+            ("deliveries_per_s", per_s(self.deliveries_in_window as f64)),
+            ("p50_ms", self.p50_ms),
+            ("p99_ms", self.p99_ms),
+            ("max_ms", self.max_ms),
+            (
+                "cpu_us_per_event",
+                self.cpu_s / self.upstream_events.max(1) as f64 * 1e6,
+            ),
+            (
+                "cpu_s_per_million",
+                self.cpu_s / self.deliveries_in_window.max(1) as f64 * 1e6,
+            ),
+            ("cpu_cores", per_s(self.cpu_s)),
+            ("rss_mb", self.rss_mb),
+            ("client_cpu_cores", per_s(self.client_cpu_s)),
+            ("upstream_events_per_s", per_s(self.upstream_events as f64)),
+            ("upstream_cpu_cores", per_s(self.upstream_cpu_s)),
+        ]
+    }
+}
+
 /// Connects `paths` to the target, runs churn at `rate` (`mix`) for a warm-up second and a
 /// measured window, stops it, waits for stragglers and disconnects. A reference watcher on the
 /// simulator itself counts the upstream's writes in the window.
@@ -303,37 +329,17 @@ pub async fn broadcast(
                 )
                 .await?;
                 let expected = (w as u64 * run.upstream_stamped).max(1);
-                let sample = Sample {
+                let mut sample = Sample {
                     scenario: "S1",
                     case: w.to_string(),
                     target: t.kind,
                     repeat: r,
-                    values: vec![
-                        (
-                            "deliveries_per_s",
-                            run.deliveries_in_window as f64 / run.secs,
-                        ),
-                        ("p50_ms", run.p50_ms),
-                        ("p99_ms", run.p99_ms),
-                        ("max_ms", run.max_ms),
-                        (
-                            "delivered_pct",
-                            100.0 * run.stamped_in_window as f64 / expected as f64,
-                        ),
-                        (
-                            "cpu_s_per_million",
-                            run.cpu_s / run.deliveries_in_window.max(1) as f64 * 1e6,
-                        ),
-                        ("cpu_cores", run.cpu_s / run.secs),
-                        ("rss_mb", run.rss_mb),
-                        ("client_cpu_cores", run.client_cpu_s / run.secs),
-                        (
-                            "upstream_events_per_s",
-                            run.upstream_events as f64 / run.secs,
-                        ),
-                        ("upstream_cpu_cores", run.upstream_cpu_s / run.secs),
-                    ],
+                    values: run.figures(),
                 };
+                sample.values.push((
+                    "delivered_pct",
+                    100.0 * run.stamped_in_window as f64 / expected as f64,
+                ));
                 eprintln!("  S1 W={w} {} #{r}: {}", t.kind, brief(&sample));
                 out.push(sample);
             }
@@ -420,30 +426,7 @@ pub async fn fleet(
                     case: k.to_string(),
                     target: t.kind,
                     repeat: r,
-                    values: vec![
-                        (
-                            "deliveries_per_s",
-                            run.deliveries_in_window as f64 / run.secs,
-                        ),
-                        ("p50_ms", run.p50_ms),
-                        ("p99_ms", run.p99_ms),
-                        ("max_ms", run.max_ms),
-                        (
-                            "cpu_us_per_event",
-                            run.cpu_s / run.upstream_events.max(1) as f64 * 1e6,
-                        ),
-                        (
-                            "cpu_s_per_million",
-                            run.cpu_s / run.deliveries_in_window.max(1) as f64 * 1e6,
-                        ),
-                        ("cpu_cores", run.cpu_s / run.secs),
-                        ("rss_mb", run.rss_mb),
-                        (
-                            "upstream_events_per_s",
-                            run.upstream_events as f64 / run.secs,
-                        ),
-                        ("client_cpu_cores", run.client_cpu_s / run.secs),
-                    ],
+                    values: run.figures(),
                 };
                 eprintln!("  S2 K={k} {} #{r}: {}", t.kind, brief(&sample));
                 out.push(sample);

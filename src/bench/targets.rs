@@ -221,22 +221,29 @@ pub async fn start_watchmux(
     let config = env.workdir.join(format!("watchmux-{}.toml", addr.port()));
     std::fs::write(&config, watchmux_config(sim.addr, addr, resources))
         .map_err(|e| BenchError::io(format!("writing {}", config.display()), e))?;
-    let args = vec![
-        "serve".to_string(),
-        "--config".to_string(),
-        config.display().to_string(),
-    ];
+    let args = ["serve", "--config", &config.display().to_string()].map(String::from);
+    own_process(env, TargetKind::Watchmux, sim, addr, &args).await
+}
+
+/// Runs the watchmux binary with `args` as target `kind`, listening on `addr`.
+async fn own_process(
+    env: &Env,
+    kind: TargetKind,
+    sim: &Proc,
+    addr: SocketAddr,
+    args: &[String],
+) -> Result<Target, BenchError> {
     let p = Proc::spawn(
-        "watchmux",
+        kind.name(),
         &env.exe,
-        &args,
+        args,
         addr,
-        &env.log("watchmux"),
+        &env.log(kind.name()),
         Duration::from_secs(30),
     )
     .await?;
     Ok(Target {
-        kind: TargetKind::Watchmux,
+        kind,
         addr,
         running: Running::Proc(p),
         sim_pid: sim.pid(),
@@ -278,28 +285,16 @@ pub async fn start(
         }
         TargetKind::Limit => {
             let addr = procs::free_addr()?;
-            let args = vec![
-                "bench-limit".to_string(),
-                "--listen".to_string(),
-                addr.to_string(),
-                "--upstream".to_string(),
-                format!("http://{}", sim.addr),
-            ];
-            let p = Proc::spawn(
-                "limit",
-                &env.exe,
-                &args,
-                addr,
-                &env.log("limit"),
-                Duration::from_secs(30),
-            )
-            .await?;
-            Target {
-                kind,
-                addr,
-                running: Running::Proc(p),
-                sim_pid: sim.pid(),
-            }
+            let upstream = format!("http://{}", sim.addr);
+            let args = [
+                "bench-limit",
+                "--listen",
+                &addr.to_string(),
+                "--upstream",
+                &upstream,
+            ]
+            .map(String::from);
+            own_process(env, kind, sim, addr, &args).await?
         }
     };
     t.wait_ready(Duration::from_secs(600)).await?;
