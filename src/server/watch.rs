@@ -208,13 +208,7 @@ impl Watcher {
                         Bytes::from_static(FRAME_TAIL),
                     ]));
                     let len = head.len() + obj.body.len() - 1 + FRAME_TAIL.len();
-                    tokio::select! {
-                        r = self.tx.send(parts) => r.map_err(|_| Stop)?,
-                        _ = cancel.cancelled() => {
-                            self.closed(&reg);
-                            return Err(Stop);
-                        }
-                    }
+                    self.send_out(parts, &cancel, &reg).await?;
                     self.tap.event(&head, len);
                 }
                 self.last_sent = snap.rv;
@@ -398,35 +392,15 @@ impl Watcher {
             Out::Batch(std::mem::take(&mut b.frames))
         };
         b.bytes = 0;
-        // Room in the queue (the usual case): no cancellation future to build.
-        let out = match self.tx.try_send(out) {
-            Ok(()) => {
-                for (head, len) in heads {
-                    self.tap.event(&head.0[..head.1], len);
-                }
-                self.last_sent = self.last_sent.max(b.last_rv);
-                return Ok(());
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Stop),
-            Err(mpsc::error::TrySendError::Full(out)) => out,
-        };
-        tokio::select! {
-            r = self.tx.send(out) => {
-                r.map_err(|_| Stop)?;
-                for (head, len) in heads {
-                    self.tap.event(&head.0[..head.1], len);
-                }
-                self.last_sent = self.last_sent.max(b.last_rv);
-                Ok(())
-            }
-            _ = cancel.cancelled() => {
-                self.closed(reg);
-                Err(Stop)
-            }
+        self.send_out(out, cancel, reg).await?;
+        for (head, len) in heads {
+            self.tap.event(&head.0[..head.1], len);
         }
+        self.last_sent = self.last_sent.max(b.last_rv);
+        Ok(())
     }
 
-    /// Sends unless the hub closes the watcher meanwhile (a client that stopped reading).
+    /// Sends one frame unless the hub closes the watcher meanwhile.
     async fn send_cancellable(
         &self,
         b: Bytes,
@@ -434,12 +408,27 @@ impl Watcher {
         reg: &Registration,
     ) -> Result<(), Stop> {
         let (head, len) = frame_head_of(&b);
+        self.send_out(Out::Frame(b), cancel, reg).await?;
+        self.tap.event(&head.0[..head.1], len);
+        Ok(())
+    }
+
+    /// Hands `out` to the transport unless the hub closes the watcher meanwhile (a client that
+    /// stopped reading).
+    async fn send_out(
+        &self,
+        out: Out,
+        cancel: &tokio_util::sync::CancellationToken,
+        reg: &Registration,
+    ) -> Result<(), Stop> {
+        // Room in the queue (the usual case): no cancellation future to build.
+        let out = match self.tx.try_send(out) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Stop),
+            Err(mpsc::error::TrySendError::Full(out)) => out,
+        };
         tokio::select! {
-            r = self.tx.send(Out::Frame(b)) => {
-                r.map_err(|_| Stop)?;
-                self.tap.event(&head.0[..head.1], len);
-                Ok(())
-            }
+            r = self.tx.send(out) => r.map_err(|_| Stop),
             _ = cancel.cancelled() => {
                 self.closed(reg);
                 Err(Stop)
