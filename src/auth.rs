@@ -34,8 +34,8 @@ use tokio::net::TcpStream;
 
 pub use crate::config::AuthMode;
 use crate::config::ServerConfig;
-use crate::status::Status;
 use crate::tls::{ClientIdentity, ServerTls, TlsFileError};
+use kube_wire::status::Status;
 
 /// A token file is checked for changes at most this often.
 pub const TOKEN_RECHECK: Duration = Duration::from_secs(2);

@@ -38,10 +38,10 @@ use prometheus::{
 };
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::api::path::{self, ApiPath};
 use crate::cache::{ResourceCache, ResourceInfo};
 use crate::config::{Config, ResourceSpec};
-use crate::respond::Body;
+use kube_wire::path::{self, ApiPath};
+use kube_wire::response::Body;
 
 /// `transport` of a watch served as a chunked HTTP response.
 pub const TRANSPORT_CHUNKED: &str = "chunked";
@@ -458,7 +458,7 @@ fn histogram_vec(
 /// The `resource` label of each configured resource: `pods`, `endpointslices.discovery.k8s.io`,
 /// or, when two versions of one group/resource are cached, `pods.v1`-style names for those.
 pub fn resource_labels(specs: &[ResourceSpec]) -> Vec<String> {
-    let gr = |s: &ResourceSpec| crate::status::group_resource(&s.group, &s.resource);
+    let gr = |s: &ResourceSpec| kube_wire::status::group_resource(&s.group, &s.resource);
     specs
         .iter()
         .map(|s| {

@@ -30,8 +30,8 @@ use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::status::Status;
 use crate::upstream::{Upstream, UpstreamError};
+use kube_wire::status::Status;
 
 /// The body of every pass-through response.
 pub type ProxyBody = BoxBody<Bytes, io::Error>;

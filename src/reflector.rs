@@ -14,11 +14,11 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::event::EventType;
 use crate::cache::{Cached, ResourceCache, ResourceInfo, record::decode_object};
 use crate::config::ResourceSpec;
 use crate::metrics::ResourceMetrics;
 use crate::upstream::{Upstream, UpstreamError};
+use kube_wire::event::EventType;
 
 /// Why one list or watch attempt failed.
 #[derive(Debug, thiserror::Error)]

@@ -623,7 +623,7 @@ mod tests {
 
     #[tokio::test]
     async fn refused_connection_is_a_connect_error() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         drop(l);
         let up = upstream(&format!("http://{addr}")).unwrap();

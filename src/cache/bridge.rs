@@ -32,7 +32,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::api::event::EventType;
+use kube_wire::event::EventType;
 
 use super::record::{Cached, restamp};
 

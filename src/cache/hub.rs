@@ -21,7 +21,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::{Cached, Delivery, ResourceInfo, WatcherShared};
-use crate::selector::Filter;
+use kube_wire::selector::Filter;
 
 /// A watcher's bucket in the index.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -23,8 +23,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::event::{EventType, encode_frame, frame_head, typed_prefix, unstructured_prefix};
-use crate::selector::Filter;
+use kube_wire::event::{EventType, encode_frame, frame_head, typed_prefix, unstructured_prefix};
+use kube_wire::selector::Filter;
 pub use record::{Cached, DecodeError, ObjectRecord};
 
 /// What the cache knows of the resource's type (from upstream discovery).
@@ -54,7 +54,7 @@ pub struct ResourceInfo {
 impl ResourceInfo {
     /// Type information for a resource.
     pub fn new(group: &str, version: &str, resource: &str, kind: &str, namespaced: bool) -> Self {
-        let builtin = crate::selector::fields::is_builtin_group(group);
+        let builtin = kube_wire::selector::selectable::is_builtin_group(group);
         let api_version = if group.is_empty() {
             version.to_string()
         } else {
@@ -97,7 +97,7 @@ impl ResourceInfo {
 
     /// `pods` or `widgets.example.com`.
     pub fn group_resource(&self) -> String {
-        crate::status::group_resource(&self.group, &self.resource)
+        kube_wire::status::group_resource(&self.group, &self.resource)
     }
 
     /// The constant head of a frame of type `ty` (`{"type":"ADDED","object":{"kind":…,`).

@@ -243,7 +243,7 @@ pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeEr
     let fields = if needs_full_parse(info) {
         let full: Value =
             serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
-        crate::selector::fields::selectable_fields(
+        kube_wire::selector::selectable::selectable_fields(
             &info.group,
             &info.kind,
             info.namespaced,
@@ -251,7 +251,7 @@ pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeEr
             &full,
         )
     } else {
-        crate::selector::fields::selectable_fields(
+        kube_wire::selector::selectable::selectable_fields(
             &info.group,
             &info.kind,
             info.namespaced,
@@ -314,7 +314,7 @@ pub fn strip_type_meta(raw: &[u8]) -> Result<Bytes, DecodeError> {
         serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
     v.shift_remove("kind");
     v.shift_remove("apiVersion");
-    let out = crate::gofmt::escape_html(serde_json::to_vec(&v).expect("map serialises"));
+    let out = kube_wire::gofmt::escape_html(serde_json::to_vec(&v).expect("map serialises"));
     Ok(Bytes::from(out))
 }
 
@@ -405,7 +405,7 @@ pub fn restamp(body: &Bytes, old_rv: u64, rv: u64) -> Bytes {
     if let Some(Value::Object(m)) = v.get_mut("metadata") {
         m.insert("resourceVersion".into(), Value::String(rv.to_string()));
     }
-    Bytes::from(crate::gofmt::escape_html(
+    Bytes::from(kube_wire::gofmt::escape_html(
         serde_json::to_vec(&v).expect("map serialises"),
     ))
 }

@@ -17,7 +17,7 @@ use http::{Method, Request, Response, StatusCode};
 
 use super::Proxy;
 use crate::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, Check};
-use crate::respond::{Body, full};
+use kube_wire::response::{Body, full};
 
 /// The answer for `/metrics`, `/livez`, `/readyz`, `/healthz` (and their `/<check>` forms), or
 /// `None` for every other path.

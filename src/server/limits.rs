@@ -15,8 +15,8 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::respond::Body;
-use crate::status::Status;
+use kube_wire::response::Body;
+use kube_wire::status::Status;
 
 /// The peer's IP address, put into every request's extensions by the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,11 +7,11 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::{CacheSlot, Proxy};
-use crate::api::continue_token::ContinueToken;
-use crate::api::options::{ListOptions, RvMatch};
-use crate::respond::{Body, list_head, status_response, stream_list_encoded};
-use crate::selector::Filter;
-use crate::status::Status;
+use kube_wire::continue_token::ContinueToken;
+use kube_wire::options::{ListOptions, RvMatch};
+use kube_wire::response::{Body, list_head, status_response, stream_list_encoded};
+use kube_wire::selector::Filter;
+use kube_wire::status::Status;
 
 /// How long a read waits for a resourceVersion the cache has not reached (kube's `blockTimeout`).
 pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);

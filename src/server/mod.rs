@@ -23,16 +23,16 @@ use tokio::sync::watch as tokio_watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::api::options::{ListOptions, RvMatch};
-use crate::api::path::{self, ApiPath};
 pub use crate::auth::Downstream;
 use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, Config, ResourceSpec};
 use crate::reflector::{self, Backoff};
-use crate::respond::{Body, status_response};
-use crate::selector::Filter;
-use crate::status::Status;
 use crate::upstream::Upstream;
+use kube_wire::options::{ListOptions, RvMatch};
+use kube_wire::path::{self, ApiPath};
+use kube_wire::response::{Body, status_response};
+use kube_wire::selector::Filter;
+use kube_wire::status::Status;
 
 /// Where a resource's cache will be once upstream discovery has answered.
 #[derive(Debug)]
@@ -294,7 +294,7 @@ pub fn accepts_plain_json(accept: Option<&str>) -> bool {
     let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
         return true;
     };
-    for mr in crate::sim::negotiate::media_ranges(accept) {
+    for mr in kube_wire::negotiate::media_ranges(accept) {
         let json_like = matches!(mr.essence, "application/json" | "*/*" | "application/*");
         if mr.param("as").is_some() {
             return false;
@@ -402,7 +402,7 @@ async fn route_and_serve(proxy: Arc<Proxy>, mut req: Request<Incoming>) -> Respo
                 Ok(p) => p,
                 Err(s) => return status_response(&s),
             };
-            let gzip = crate::respond::accepts_gzip(req.headers());
+            let gzip = kube_wire::response::accepts_gzip(req.headers());
             let resp = list::serve(&proxy, slot, ns.as_deref(), &opts, &filter, gzip).await;
             limits::hold(resp, permit)
         }
@@ -472,7 +472,7 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
     // are authorized by the upstream, with the client's own credentials.
     let mut client = None;
     if let Some(authz) = &proxy.authz {
-        let attrs = crate::authz::Attributes {
+        let attrs = kube_wire::access::Attributes {
             verb: if opts.watch { "watch" } else { "list" }.to_string(),
             group: rp.group.clone(),
             version: rp.version.clone(),
@@ -480,7 +480,8 @@ async fn route(proxy: &Proxy, req: &Request<Incoming>) -> Route {
             subresource: String::new(),
             namespace: rp.namespace.clone().unwrap_or_default(),
             name: rp.name.clone().unwrap_or_else(|| {
-                crate::authz::name_from_field_selector(&opts.field_selector).unwrap_or_default()
+                kube_wire::access::name_from_field_selector(&opts.field_selector)
+                    .unwrap_or_default()
             }),
         };
         let peer = req.extensions().get::<crate::auth::PeerAuth>();

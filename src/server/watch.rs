@@ -21,13 +21,13 @@ use tokio::time::{Instant, sleep_until};
 
 use super::Proxy;
 use super::list::BLOCK_TIMEOUT;
-use crate::api::event::{EventType, FRAME_TAIL, bookmark_frame, error_frame};
-use crate::api::options::ListOptions;
 use crate::cache::{Registration, ResourceCache};
 use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
-use crate::respond::{Body, stream_response};
-use crate::selector::Filter;
-use crate::status::Status;
+use kube_wire::event::{EventType, FRAME_TAIL, bookmark_frame, error_frame};
+use kube_wire::options::ListOptions;
+use kube_wire::response::{Body, stream_response};
+use kube_wire::selector::Filter;
+use kube_wire::status::Status;
 
 /// Log events read per catch-up step.
 const BATCH: usize = 256;

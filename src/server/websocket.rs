@@ -16,8 +16,8 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 
 use super::watch::Out;
-use crate::respond::{Body, full};
-use crate::status::Status;
+use kube_wire::response::{Body, full};
+use kube_wire::status::Status;
 
 /// The subprotocol prefix browsers use to carry a bearer token (no Authorization header there).
 pub const BEARER_PROTOCOL_PREFIX: &str = "base64url.bearer.authorization.k8s.io.";

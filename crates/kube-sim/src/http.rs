@@ -1,0 +1,748 @@
+//! The simulator's HTTP front: routing by the kube path grammar, the read verbs (get, list),
+//! the write verbs (through [`Ops`]), discovery, and the `/sim/` control endpoints.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use super::SimState;
+use super::kinds::ResourceType;
+use super::patch::PatchType;
+use super::semantics::{DeleteOptions, UpdateScope, delete_success_status, returns_deleted_object};
+use super::store::{ListPage, ReadError, StoredObject};
+use super::table::{self, IncludeObject};
+use super::util::now_unix;
+use super::watch;
+use kube_wire::continue_token::ContinueToken;
+use kube_wire::negotiate::{Repr, Target, negotiate};
+use kube_wire::options::{ListOptions, RvMatch};
+use kube_wire::path::{self, ApiPath, ResourcePath};
+use kube_wire::status::Status;
+
+pub use kube_wire::response::{Body, full, json_response, status_response};
+
+/// Largest request body accepted (kube-apiserver's limit is 3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+/// How long a read waits for a future resourceVersion before 504 (kube's `blockTimeout`).
+const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Marker error that makes the connection abort (refused connections).
+#[derive(Debug, thiserror::Error)]
+#[error("connection refused by fault injection")]
+pub struct Refused;
+
+/// Entry point for every request.
+pub async fn handle(
+    state: Arc<SimState>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Refused> {
+    state.stats.requests.fetch_add(1, Ordering::Relaxed);
+    if state.faults.refusing() {
+        return Err(Refused);
+    }
+    let p = req.uri().path().to_string();
+    if let Some(rest) = p.strip_prefix("/sim/") {
+        return Ok(admin(&state, rest, req).await);
+    }
+    // TLS mode with a required bearer token: kube's 401 without it.
+    if let Some(denied) = state.auth.check(&req) {
+        return Ok(denied);
+    }
+    let delay = state.faults.delay();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    if let Some(f) = state.faults.take_error(&p) {
+        let s = match f.code {
+            429 => Status::too_many_requests(
+                "the server has received too many requests and has asked us to try again later",
+                f.retry_after.max(1),
+            ),
+            500 => Status::internal("injected failure"),
+            c => Status::new(c, "", "injected failure"),
+        };
+        return Ok(status_response(&s));
+    }
+    let resp = match authorized_route(&state, req).await {
+        Ok(r) => r,
+        Err(s) => status_response(&s),
+    };
+    Ok(resp)
+}
+
+/// The review endpoints, and the policy (if set) before [`route`] (see [`super::authz`]).
+async fn authorized_route(
+    state: &Arc<SimState>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Status> {
+    let p = req.uri().path();
+    if req.method() == Method::POST
+        && (p == super::authz::TOKEN_REVIEWS || p == super::authz::ACCESS_REVIEWS)
+    {
+        let token = p == super::authz::TOKEN_REVIEWS;
+        let headers = req.headers().clone();
+        let body = read_body(req).await?;
+        return if token {
+            super::authz::token_review(state, &headers, &body)
+        } else {
+            super::authz::access_review(state, &headers, &body)
+        };
+    }
+    if let Some(policy) = state.policy() {
+        let user = policy.authenticate(req.headers())?;
+        if let ApiPath::Resource(rp) = path::parse(req.uri().path()) {
+            let a = super::authz::attributes(req.method(), &rp, req.uri().query());
+            policy.authorize(&user, &a)?;
+        }
+    }
+    route(state, req).await
+}
+
+async fn route(state: &Arc<SimState>, req: Request<Incoming>) -> Result<Response<Body>, Status> {
+    let reg = &state.registry;
+    let get_only = |doc: Option<Value>| -> Result<Response<Body>, Status> {
+        if req.method() != Method::GET {
+            return Err(Status::method_not_allowed());
+        }
+        let doc = doc.ok_or_else(Status::path_not_found)?;
+        Ok(json_response(
+            StatusCode::OK,
+            serde_json::to_vec(&doc).expect("json"),
+        ))
+    };
+    match path::parse(req.uri().path()) {
+        ApiPath::Version => get_only(Some(super::discovery::version())),
+        ApiPath::CoreRoot => get_only(Some(super::discovery::core_versions(
+            &state.addr.to_string(),
+        ))),
+        ApiPath::GroupsRoot => get_only(Some(super::discovery::group_list(reg))),
+        ApiPath::Group(g) => get_only(super::discovery::group(reg, &g)),
+        ApiPath::GroupVersion { group, version } => {
+            get_only(super::discovery::resource_list(reg, &group, &version))
+        }
+        ApiPath::Resource(rp) => resource(state, rp, req).await,
+        ApiPath::Other => match req.uri().path() {
+            "/openapi/v3" => get_only(Some(super::discovery::openapi_v3_root(reg))),
+            p if p.starts_with("/openapi/v3/") => {
+                let rest = &p["/openapi/v3/".len()..];
+                let doc = match rest.split('/').collect::<Vec<_>>().as_slice() {
+                    ["api", v] => super::discovery::openapi_v3_group_version(reg, "", v),
+                    ["apis", g, v] => super::discovery::openapi_v3_group_version(reg, g, v),
+                    _ => None,
+                };
+                get_only(doc)
+            }
+            "/healthz" | "/livez" | "/readyz" => {
+                let mut r = Response::new(full("ok"));
+                r.headers_mut().insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                Ok(r)
+            }
+            _ => Err(Status::path_not_found()),
+        },
+    }
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Status> {
+    match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(Status::request_entity_too_large(
+                "the server has rejected the request because it is too large",
+            ))
+        }
+        Err(e) => Err(Status::bad_request(format!(
+            "unable to read request body: {e}"
+        ))),
+    }
+}
+
+/// The selectors of a request: the shared [`kube_wire::selector::Filter`], matched against stored
+/// objects.
+#[derive(Debug, Clone, Default)]
+pub struct Filter(pub kube_wire::selector::Filter);
+
+impl std::ops::Deref for Filter {
+    type Target = kube_wire::selector::Filter;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl Filter {
+    /// Parses and validates selectors as kube-apiserver does (400 on errors).
+    pub fn new(
+        rt: &ResourceType,
+        namespace: Option<String>,
+        opts: &ListOptions,
+    ) -> Result<Filter, Status> {
+        kube_wire::selector::Filter::parse(
+            &rt.group,
+            &rt.kind,
+            rt.namespaced,
+            &rt.selectable_fields,
+            namespace,
+            &opts.label_selector,
+            &opts.field_selector,
+        )
+        .map(Filter)
+        .map_err(|e| Status::bad_request(e.to_string()))
+    }
+
+    /// Whether a stored object passes.
+    pub fn matches(&self, o: &StoredObject) -> bool {
+        self.0.matches(&o.namespace, &o.labels, |f| o.field(f))
+    }
+}
+
+async fn resource(
+    state: &Arc<SimState>,
+    rp: ResourcePath,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Status> {
+    let rt = state
+        .registry
+        .get(&rp.group, &rp.version, &rp.resource)
+        .cloned()
+        .ok_or_else(Status::path_not_found)?;
+    if !rt.namespaced && rp.namespace.is_some() {
+        return Err(Status::path_not_found());
+    }
+    if rt.group.is_empty()
+        && rt.resource == "pods"
+        && rp.name.is_some()
+        && rp
+            .subresource
+            .as_deref()
+            .is_some_and(|s| super::exec::STREAMING.contains(&s))
+    {
+        state.ops.get(
+            &rt,
+            rp.namespace.as_deref(),
+            rp.name.as_deref().unwrap_or_default(),
+        )?;
+        return super::exec::serve(req, &state.tasks);
+    }
+    let scope = match rp.subresource.as_deref() {
+        None => UpdateScope::Main,
+        Some("status") if rt.status_subresource => UpdateScope::Status,
+        Some(_) => return Err(Status::path_not_found()),
+    };
+    let method = req.method().clone();
+    let stats = state.stats.resource(rt.index);
+    let ns = rp.namespace.clone();
+    let is_collection = rp.name.is_none();
+    if rp.legacy_watch && method != Method::GET {
+        return Err(Status::method_not_allowed());
+    }
+    if is_collection && rt.namespaced && ns.is_none() && method != Method::GET {
+        return Err(Status::method_not_allowed());
+    }
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let query = req.uri().query().map(str::to_string);
+    match (method, rp.name.clone()) {
+        (Method::GET, None) => {
+            let mut opts = ListOptions::from_query(query.as_deref())?;
+            opts.watch |= rp.legacy_watch;
+            if opts.watch {
+                let repr = negotiate(accept.as_deref(), Target::Object, &rt.kind)?;
+                opts.apply_watch_list_defaults();
+                opts.validate()?;
+                let filter = Filter::new(&rt, ns, &opts)?;
+                return watch::serve(state.clone(), rt, opts, filter, repr, query.as_deref()).await;
+            }
+            stats.list_requests.fetch_add(1, Ordering::Relaxed);
+            let repr = negotiate(accept.as_deref(), Target::List, &rt.kind)?;
+            opts.validate()?;
+            let filter = Filter::new(&rt, ns.clone(), &opts)?;
+            list(
+                state,
+                &rt,
+                ns.as_deref(),
+                &opts,
+                &filter,
+                repr,
+                query.as_deref(),
+            )
+            .await
+        }
+        (Method::GET, Some(name)) if rp.legacy_watch => {
+            let mut opts = ListOptions::from_query(query.as_deref())?;
+            opts.watch = true;
+            let repr = negotiate(accept.as_deref(), Target::Object, &rt.kind)?;
+            opts.apply_watch_list_defaults();
+            opts.validate()?;
+            // kube's order: validation (422), field label conversion (400), then the name rule.
+            Filter::new(&rt, ns.clone(), &opts)?;
+            opts.fold_name(&name)?;
+            let filter = Filter::new(&rt, ns, &opts)?;
+            watch::serve(state.clone(), rt, opts, filter, repr, query.as_deref()).await
+        }
+        (Method::GET, Some(name)) => {
+            stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let opts = ListOptions::from_query(query.as_deref())?;
+            let repr = negotiate(accept.as_deref(), Target::Object, &rt.kind)?;
+            if let Some(rv) = opts.rv()?.filter(|r| *r > 0) {
+                wait_for(state, rv).await?;
+            }
+            let obj = state.ops.get(&rt, ns.as_deref(), &name)?;
+            Ok(object_response(
+                state,
+                &rt,
+                &obj,
+                repr,
+                query.as_deref(),
+                StatusCode::OK,
+            ))
+        }
+        (Method::POST, None) => {
+            stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let body = read_body(req).await?;
+            let v = super::semantics::parse_body(&rt, &body)?;
+            let obj = state.ops.create(&rt, ns.as_deref(), v, false)?;
+            Ok(object_response(
+                state,
+                &rt,
+                &obj,
+                Repr::Json,
+                None,
+                StatusCode::CREATED,
+            ))
+        }
+        (Method::PUT, Some(name)) => {
+            stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let body = read_body(req).await?;
+            let v = super::semantics::parse_body(&rt, &body)?;
+            let obj = state.ops.update(&rt, ns.as_deref(), &name, v, scope)?;
+            Ok(object_response(
+                state,
+                &rt,
+                &obj,
+                Repr::Json,
+                None,
+                StatusCode::OK,
+            ))
+        }
+        (Method::PATCH, Some(name)) => {
+            stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let ct = req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let ty = PatchType::from_content_type(&ct).ok_or_else(|| {
+                super::ops::patch_status(&super::patch::PatchError::unsupported_media_type(
+                    rt.builtin,
+                ))
+            })?;
+            let body = read_body(req).await?;
+            let obj = state
+                .ops
+                .patch(&rt, ns.as_deref(), &name, ty, &body, scope)?;
+            Ok(object_response(
+                state,
+                &rt,
+                &obj,
+                Repr::Json,
+                None,
+                StatusCode::OK,
+            ))
+        }
+        (Method::DELETE, Some(name)) if scope == UpdateScope::Main => {
+            stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let body = read_body(req).await?;
+            let opts = delete_options(query.as_deref(), &body)?;
+            let r = state.ops.delete(&rt, ns.as_deref(), &name, &opts)?;
+            if r.deleted && !returns_deleted_object(&rt) {
+                let s = delete_success_status(&rt, &r.object);
+                return Ok(json_response(
+                    StatusCode::OK,
+                    serde_json::to_vec(&s).expect("json"),
+                ));
+            }
+            Ok(object_response(
+                state,
+                &rt,
+                &r.object,
+                Repr::Json,
+                None,
+                StatusCode::OK,
+            ))
+        }
+        (Method::DELETE, None) => {
+            stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let body = read_body(req).await?;
+            let dopts = delete_options(query.as_deref(), &body)?;
+            let lopts = ListOptions::from_query(query.as_deref())?;
+            let filter = Filter::new(&rt, ns.clone(), &lopts)?;
+            let page = state
+                .store
+                .list(
+                    &rt,
+                    ns.as_deref(),
+                    None,
+                    None,
+                    0,
+                    &|o| filter.matches(o),
+                    false,
+                )
+                .map_err(|e| Status::internal(e.to_string()))?;
+            let mut deleted = Vec::new();
+            for o in &page.items {
+                match state.ops.delete(&rt, Some(&o.namespace), &o.name, &dopts) {
+                    Ok(r) => deleted.push(r.object),
+                    Err(s) if s.code == 404 => {}
+                    Err(s) => return Err(s),
+                }
+            }
+            let page = ListPage {
+                rev: state.store.revision(),
+                items: deleted,
+                last_key: None,
+                remaining: None,
+            };
+            Ok(list_response(state, &rt, &page, None, Repr::Json, None))
+        }
+        _ => Err(Status::method_not_allowed()),
+    }
+}
+
+fn delete_options(query: Option<&str>, body: &[u8]) -> Result<DeleteOptions, Status> {
+    let mut o = DeleteOptions::default();
+    if !body.is_empty() {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| Status::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+        o.grace_period_seconds = v["gracePeriodSeconds"].as_i64();
+        o.precondition_uid = v["preconditions"]["uid"].as_str().map(str::to_string);
+        o.precondition_rv = v["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+    }
+    if let Some(q) = query {
+        for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+            if k == "gracePeriodSeconds" {
+                o.grace_period_seconds = Some(v.parse().map_err(|_| {
+                    Status::bad_request(format!("invalid gracePeriodSeconds: {v}"))
+                })?);
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// Waits until the store reaches `rv`, up to kube's 3 s, else 504 Too large resource version.
+async fn wait_for(state: &SimState, rv: u64) -> Result<(), Status> {
+    if state.store.wait_for_revision(rv, BLOCK_TIMEOUT).await {
+        Ok(())
+    } else {
+        Err(Status::too_large_resource_version(
+            rv,
+            state.store.revision(),
+        ))
+    }
+}
+
+fn include_object(query: Option<&str>) -> IncludeObject {
+    query
+        .and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "includeObject")
+                .map(|(_, v)| v.into_owned())
+        })
+        .and_then(|v| IncludeObject::parse(&v))
+        .unwrap_or(IncludeObject::Metadata)
+}
+
+fn object_response(
+    state: &SimState,
+    rt: &ResourceType,
+    obj: &StoredObject,
+    repr: Repr,
+    query: Option<&str>,
+    code: StatusCode,
+) -> Response<Body> {
+    let body: Bytes = match repr {
+        Repr::Json => obj.full_bytes(rt),
+        Repr::Table => {
+            let v = obj.to_value(rt);
+            let meta = json!({"resourceVersion": obj.rv.to_string()});
+            let t = table::table(
+                &rt.group,
+                &rt.kind,
+                &[&v],
+                &meta,
+                include_object(query),
+                false,
+                now_unix(),
+            );
+            Bytes::from(super::util::to_go_json(&t))
+        }
+        Repr::Metadata => Bytes::from(super::util::to_go_json(&table::partial_object_metadata(
+            &obj.to_value(rt),
+        ))),
+    };
+    state.stats.sent(Some(rt.index), body.len());
+    json_response(code, body)
+}
+
+/// LIST, with kube-apiserver 1.34's resourceVersion / limit / continue semantics (spec §1.5).
+async fn list(
+    state: &SimState,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    opts: &ListOptions,
+    filter: &Filter,
+    repr: Repr,
+    query: Option<&str>,
+) -> Result<Response<Body>, Status> {
+    // kube's `storage.ValidateListOptions`: with `continue`, the token is decoded first and any
+    // RV other than ""/"0" is refused without being parsed.
+    let rv = if opts.continue_token.is_some() {
+        None
+    } else {
+        opts.rv()?
+    };
+    let prefix = match ns {
+        Some(n) if rt.namespaced => format!("{n}/"),
+        _ => String::new(),
+    };
+    let mut limit = opts.limit.max(0) as usize;
+    let mut at = None;
+    let mut start = None;
+    if let Some(tok) = &opts.continue_token {
+        let t = ContinueToken::decode(tok)
+            .map_err(|e| Status::bad_request(format!("invalid continue token: {e}")))?;
+        if opts.resource_version.as_deref().is_some_and(|r| r != "0") {
+            return Err(Status::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        start = Some(format!("{prefix}{}", t.start));
+        if t.rv > 0 {
+            at = Some(t.rv as u64);
+        }
+    } else {
+        match (rv, opts.rv_match()) {
+            (None, _) => {}
+            // RV=0: any state; the watch cache ignores limit.
+            (Some(0), _) => limit = 0,
+            // Not older than N (limit=0 without RVM is also "not older than").
+            (Some(n), Some(RvMatch::NotOlderThan)) => wait_for(state, n).await?,
+            (Some(n), None) if limit == 0 => wait_for(state, n).await?,
+            // Exact, or legacy exact (RV=N with a limit).
+            (Some(n), _) => {
+                wait_for(state, n).await?;
+                at = Some(n);
+            }
+        }
+    }
+    let count_remaining = filter.no_selectors();
+    let page = match state.store.list(
+        rt,
+        ns,
+        at,
+        start.as_deref(),
+        limit,
+        &|o| filter.matches(o),
+        count_remaining,
+    ) {
+        Ok(p) => p,
+        Err(ReadError::Compacted { .. }) if opts.continue_token.is_some() => {
+            let mut s = Status::expired(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+            );
+            let rel = start
+                .as_deref()
+                .unwrap_or_default()
+                .strip_prefix(&prefix)
+                .unwrap_or_default()
+                .to_string();
+            s.continue_token = Some(ContinueToken { rv: -1, start: rel }.encode());
+            return Err(s);
+        }
+        Err(ReadError::Compacted { .. }) => {
+            return Err(Status::expired(
+                "The resourceVersion for the provided list is too old.",
+            ));
+        }
+        Err(ReadError::Future { requested, current }) => {
+            return Err(Status::too_large_resource_version(requested, current));
+        }
+    };
+    let token = page.last_key.as_ref().map(|k| {
+        ContinueToken::after(page.rev as i64, k.strip_prefix(&prefix).unwrap_or(k)).encode()
+    });
+    Ok(list_response(state, rt, &page, token, repr, query))
+}
+
+/// Builds a list body from stored bytes without re-encoding items (JSON), or a Table /
+/// PartialObjectMetadataList.
+fn list_response(
+    state: &SimState,
+    rt: &ResourceType,
+    page: &ListPage,
+    token: Option<String>,
+    repr: Repr,
+    query: Option<&str>,
+) -> Response<Body> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("resourceVersion".into(), json!(page.rev.to_string()));
+    if let Some(t) = &token {
+        meta.insert("continue".into(), json!(t));
+    }
+    if let Some(r) = page.remaining {
+        meta.insert("remainingItemCount".into(), json!(r));
+    }
+    let meta = Value::Object(meta);
+    let body = match repr {
+        Repr::Json => {
+            let head = kube_wire::response::list_head(&rt.list_kind(), &rt.api_version(), &meta);
+            let items: Vec<Bytes> = page
+                .items
+                .iter()
+                .map(|o| {
+                    if rt.builtin {
+                        o.body.clone()
+                    } else {
+                        o.full_bytes(rt)
+                    }
+                })
+                .collect();
+            let (resp, len) = kube_wire::response::stream_list(head, items);
+            state.stats.sent(Some(rt.index), len);
+            return resp;
+        }
+        Repr::Table => {
+            let values: Vec<Value> = page.items.iter().map(|o| o.to_value(rt)).collect();
+            let refs: Vec<&Value> = values.iter().collect();
+            table::table(
+                &rt.group,
+                &rt.kind,
+                &refs,
+                &meta,
+                include_object(query),
+                false,
+                now_unix(),
+            )
+        }
+        Repr::Metadata => {
+            let items: Vec<Value> = page
+                .items
+                .iter()
+                .map(|o| table::partial_object_metadata(&o.to_value(rt)))
+                .collect();
+            json!({"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":meta,"items":items})
+        }
+    };
+    let b = super::util::to_go_json(&body);
+    state.stats.sent(Some(rt.index), b.len());
+    json_response(StatusCode::OK, b)
+}
+
+/// `/sim/...` control endpoints: stats, faults, compaction.
+async fn admin(state: &Arc<SimState>, rest: &str, req: Request<Incoming>) -> Response<Body> {
+    let q: Vec<(String, String)> = req
+        .uri()
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let num = |k: &str, d: u64| {
+        q.iter()
+            .find(|(qk, _)| qk == k)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let text = |k: &str| {
+        q.iter()
+            .find(|(qk, _)| qk == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let ok = || json_response(StatusCode::OK, &b"{\"ok\":true}"[..]);
+    let f = &state.faults;
+    match (req.method().clone(), rest) {
+        (Method::GET, "stats") => json_response(
+            StatusCode::OK,
+            serde_json::to_vec(&state.stats.to_json(&state.registry)).expect("json"),
+        ),
+        (Method::POST, "faults/drop-watches") => {
+            f.drop_watches();
+            ok()
+        }
+        (Method::POST, "faults/refuse") => {
+            f.refuse_connections_for(Duration::from_millis(num("ms", 1000)));
+            ok()
+        }
+        (Method::POST, "faults/errors") => {
+            f.fail_next(
+                num("code", 500) as u16,
+                num("count", 1) as u32,
+                num("retryAfter", 1) as u32,
+                &text("path"),
+            );
+            ok()
+        }
+        (Method::POST, "faults/delay") => {
+            f.set_delay(Duration::from_millis(num("ms", 0)));
+            ok()
+        }
+        (Method::POST, "faults/malformed-event") => {
+            f.send_malformed_event();
+            ok()
+        }
+        (Method::POST, "faults/clear") => {
+            f.clear();
+            ok()
+        }
+        (Method::POST, "churn") => {
+            // Starts (or replaces, or with perSecond=0 stops) churn at a rate: benchmarks set
+            // the event rate once their watchers are connected.
+            let mix = match text("mix").as_str() {
+                "" => Ok(super::churn::ChurnMix::Realistic),
+                m => m.parse(),
+            };
+            let per_second = text("perSecond").parse::<f64>().unwrap_or(0.0);
+            match mix {
+                Ok(mix) if per_second.is_finite() && per_second >= 0.0 => {
+                    super::churn::restart(
+                        state,
+                        super::churn::ChurnSpec {
+                            per_second,
+                            seed: num("seed", 1),
+                            mix,
+                        },
+                    );
+                    ok()
+                }
+                Ok(_) => status_response(&Status::bad_request(format!(
+                    "perSecond must be a finite number >= 0, got {:?}",
+                    text("perSecond")
+                ))),
+                Err(e) => status_response(&Status::bad_request(e)),
+            }
+        }
+        (Method::POST, "compact") => {
+            let rev = state.store.compact_now();
+            json_response(
+                StatusCode::OK,
+                serde_json::to_vec(&json!({"compacted": rev})).expect("json"),
+            )
+        }
+        _ => status_response(&Status::path_not_found()),
+    }
+}

@@ -1,0 +1,345 @@
+//! The resource types the simulator serves: built-in kinds plus CRD-like ones declared at start.
+//!
+//! Everything the HTTP layer, discovery and storage need to know about a type lives here, so that
+//! adding a kind is one table entry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One group/version/resource the simulator serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceType {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// Plural resource name, e.g. `pods`.
+    pub resource: String,
+    /// Singular resource name, e.g. `pod`.
+    pub singular: String,
+    /// Kind, e.g. `Pod`.
+    pub kind: String,
+    /// Namespace-scoped (true) or cluster-scoped.
+    pub namespaced: bool,
+    /// kubectl short names.
+    pub short_names: Vec<String>,
+    /// Built into kube-apiserver (list items carry no kind/apiVersion) or custom (they do).
+    pub builtin: bool,
+    /// Has a `/status` subresource: the main endpoint ignores status changes and vice versa.
+    pub status_subresource: bool,
+    /// Extra selectable fields (CRD `selectableFields`, KEP-4358), as dotted JSON paths.
+    pub selectable_fields: Vec<String>,
+    /// Index of this type in the registry (dense, stable for the simulator's lifetime).
+    pub index: usize,
+}
+
+impl ResourceType {
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `PodList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// `pods` or `widgets.example.com`, as kube names the resource in messages.
+    pub fn group_resource(&self) -> String {
+        kube_wire::status::group_resource(&self.group, &self.resource)
+    }
+
+    /// The prefix `{"kind":"Pod","apiVersion":"v1",` that turns a stored body (which starts with
+    /// `{`) into a full object as a watch event or a GET carries it.
+    pub fn type_meta_prefix(&self) -> String {
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",",
+            self.kind,
+            self.api_version()
+        )
+    }
+
+    /// Whether a name must be a DNS-1123 label (namespaces, services) rather than a subdomain.
+    pub fn name_is_label(&self) -> bool {
+        self.group.is_empty() && (self.resource == "namespaces" || self.resource == "services")
+    }
+}
+
+/// A CRD-like type declared on the command line or in the simulator config:
+/// `group/version/resource` with kind and scope, e.g. `example.com/v1/widgets=Widget,namespaced`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomType {
+    /// Group (must be non-empty and contain a dot, as CRD groups do).
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Plural resource.
+    pub resource: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace-scoped.
+    pub namespaced: bool,
+    /// Selectable fields.
+    pub selectable_fields: Vec<String>,
+}
+
+impl std::str::FromStr for CustomType {
+    type Err = String;
+
+    /// `group/version/resource=Kind[,namespaced|,cluster][,field=spec.x]...`
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (gvr, rest) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?}: expected group/version/resource=Kind[,cluster]"))?;
+        let parts: Vec<&str> = gvr.split('/').collect();
+        let [group, version, resource] = parts[..] else {
+            return Err(format!("{s:?}: expected group/version/resource before '='"));
+        };
+        if group.is_empty() || !group.contains('.') {
+            return Err(format!(
+                "{s:?}: a custom group must be a domain such as example.com"
+            ));
+        }
+        let mut opts = rest.split(',');
+        let kind = opts.next().unwrap_or_default().to_string();
+        if kind.is_empty() || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return Err(format!("{s:?}: kind must start with an upper-case letter"));
+        }
+        let mut ct = CustomType {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+            kind,
+            namespaced: true,
+            selectable_fields: Vec::new(),
+        };
+        for opt in opts {
+            match opt {
+                "namespaced" => ct.namespaced = true,
+                "cluster" => ct.namespaced = false,
+                f if f.starts_with("field=") => ct.selectable_fields.push(f[6..].to_string()),
+                other => return Err(format!("{s:?}: unknown option {other:?}")),
+            }
+        }
+        Ok(ct)
+    }
+}
+
+/// All types served, looked up by (group, version, resource).
+#[derive(Debug, Clone)]
+pub struct Registry {
+    types: Vec<Arc<ResourceType>>,
+    by_gvr: HashMap<(String, String, String), usize>,
+}
+
+/// (group, version, resource, singular, kind, namespaced, short names, status subresource)
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    bool,
+);
+
+const BUILTINS: &[Builtin] = &[
+    (
+        "",
+        "v1",
+        "namespaces",
+        "namespace",
+        "Namespace",
+        false,
+        &["ns"],
+        true,
+    ),
+    ("", "v1", "nodes", "node", "Node", false, &["no"], true),
+    ("", "v1", "pods", "pod", "Pod", true, &["po"], true),
+    (
+        "",
+        "v1",
+        "services",
+        "service",
+        "Service",
+        true,
+        &["svc"],
+        true,
+    ),
+    (
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        true,
+        &["cm"],
+        false,
+    ),
+    ("", "v1", "secrets", "secret", "Secret", true, &[], false),
+    ("", "v1", "events", "event", "Event", true, &["ev"], false),
+    (
+        "",
+        "v1",
+        "endpoints",
+        "endpoints",
+        "Endpoints",
+        true,
+        &["ep"],
+        false,
+    ),
+    (
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "endpointslice",
+        "EndpointSlice",
+        true,
+        &[],
+        false,
+    ),
+];
+
+impl Registry {
+    /// The built-in kinds plus `custom`.
+    pub fn new(custom: &[CustomType]) -> Result<Self, String> {
+        let mut types = Vec::new();
+        for &(g, v, r, s, k, ns, short, status) in BUILTINS {
+            types.push(ResourceType {
+                group: g.into(),
+                version: v.into(),
+                resource: r.into(),
+                singular: s.into(),
+                kind: k.into(),
+                namespaced: ns,
+                short_names: short.iter().map(|s| s.to_string()).collect(),
+                builtin: true,
+                status_subresource: status,
+                selectable_fields: Vec::new(),
+                index: 0,
+            });
+        }
+        for c in custom {
+            types.push(ResourceType {
+                group: c.group.clone(),
+                version: c.version.clone(),
+                resource: c.resource.clone(),
+                singular: c.kind.to_ascii_lowercase(),
+                kind: c.kind.clone(),
+                namespaced: c.namespaced,
+                short_names: Vec::new(),
+                builtin: false,
+                status_subresource: true,
+                selectable_fields: c.selectable_fields.clone(),
+                index: 0,
+            });
+        }
+        let mut by_gvr = HashMap::new();
+        let mut out = Vec::new();
+        for (i, mut t) in types.into_iter().enumerate() {
+            t.index = i;
+            let key = (t.group.clone(), t.version.clone(), t.resource.clone());
+            if by_gvr.insert(key, i).is_some() {
+                return Err(format!(
+                    "resource {}/{}/{} declared twice",
+                    t.group, t.version, t.resource
+                ));
+            }
+            out.push(Arc::new(t));
+        }
+        Ok(Registry { types: out, by_gvr })
+    }
+
+    /// Look up a type.
+    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceType>> {
+        self.by_gvr
+            .get(&(group.to_string(), version.to_string(), resource.to_string()))
+            .map(|&i| &self.types[i])
+    }
+
+    /// Look up by kind and apiVersion (`v1` or `group/version`).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&Arc<ResourceType>> {
+        self.types
+            .iter()
+            .find(|t| t.kind == kind && t.api_version() == api_version)
+    }
+
+    /// Core `pods` etc. by plural name.
+    pub fn core(&self, resource: &str) -> &Arc<ResourceType> {
+        self.get("", "v1", resource)
+            .expect("built-in core resource is always registered")
+    }
+
+    /// All types in registration order.
+    pub fn all(&self) -> &[Arc<ResourceType>] {
+        &self.types
+    }
+
+    /// Groups other than core, in first-seen order, each with its versions.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for t in &self.types {
+            if t.group.is_empty() {
+                continue;
+            }
+            match out.iter_mut().find(|(g, _)| *g == t.group) {
+                Some((_, vs)) => {
+                    if !vs.contains(&t.version) {
+                        vs.push(t.version.clone())
+                    }
+                }
+                None => out.push((t.group.clone(), vec![t.version.clone()])),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_custom_types() {
+        let c: CustomType = "example.com/v1/widgets=Widget,cluster,field=spec.color"
+            .parse()
+            .unwrap();
+        assert_eq!(c.group, "example.com");
+        assert!(!c.namespaced);
+        assert_eq!(c.selectable_fields, vec!["spec.color".to_string()]);
+        assert!("widgets=Widget".parse::<CustomType>().is_err());
+        assert!("example/v1/widgets=Widget".parse::<CustomType>().is_err());
+        assert!(
+            "example.com/v1/widgets=widget"
+                .parse::<CustomType>()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn registry_rejects_duplicates_and_finds_types() {
+        let c: CustomType = "example.com/v1/widgets=Widget".parse().unwrap();
+        let r = Registry::new(std::slice::from_ref(&c)).unwrap();
+        assert_eq!(r.core("pods").kind, "Pod");
+        assert_eq!(
+            r.get("discovery.k8s.io", "v1", "endpointslices")
+                .unwrap()
+                .api_version(),
+            "discovery.k8s.io/v1"
+        );
+        assert_eq!(
+            r.by_kind("example.com/v1", "Widget").unwrap().resource,
+            "widgets"
+        );
+        assert!(Registry::new(&[c.clone(), c]).is_err());
+        assert_eq!(
+            r.core("pods").type_meta_prefix(),
+            r#"{"kind":"Pod","apiVersion":"v1","#
+        );
+    }
+}

@@ -1,0 +1,391 @@
+//! The built-in kube-apiserver simulator.
+//!
+//! A real component, not a mock: an etcd-like MVCC store behind kube-apiserver 1.34's list/watch
+//! semantics, discovery, the write verbs with their per-kind rules, selectors, Status errors,
+//! compaction, fault injection and counters. watchmux's tests, demo and benchmarks use it as the
+//! upstream, because no real apiserver runs on our machines.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), kube_sim::SimError> {
+//! let sim = kube_sim::Simulator::start(kube_sim::SimConfig::default()).await?;
+//! println!("kubectl --server {} get pods -A", sim.url());
+//! # Ok(()) }
+//! ```
+
+pub mod authz;
+pub mod churn;
+pub mod cli;
+pub mod discovery;
+pub mod exec;
+pub mod faults;
+pub mod fleet;
+pub mod http;
+pub mod kinds;
+pub mod ops;
+pub mod patch;
+pub mod semantics;
+pub mod stats;
+pub mod store;
+pub mod table;
+pub mod testkit;
+pub mod tls;
+pub mod util;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use faults::Faults;
+use kinds::{CustomType, Registry, ResourceType};
+use kube_wire::status::Status;
+use ops::{ControllerTimings, Ops};
+use stats::Stats;
+use store::{HistoryConfig, Store};
+
+/// Namespaces every cluster has.
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Simulator settings.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Address to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// History kept per resource (the compaction policy).
+    pub history: HistoryConfig,
+    /// Interval of periodic BOOKMARK events (kube: 1 min).
+    pub bookmark_interval: Duration,
+    /// Watches without `timeoutSeconds` last a random time in [this, 2× this) (kube: 1800 s).
+    pub min_request_timeout: Duration,
+    /// How often expired history is compacted.
+    pub compaction_interval: Duration,
+    /// CRD-like types served besides the built-ins.
+    pub custom_types: Vec<CustomType>,
+    /// Simulated kubelet and namespace controller timings.
+    pub timings: ControllerTimings,
+    /// A synthetic fleet loaded at start.
+    pub fleet: Option<fleet::FleetSpec>,
+    /// Continuous churn over the fleet's pods.
+    pub churn: Option<churn::ChurnSpec>,
+    /// Serve HTTPS (optionally requiring a client certificate and/or a bearer token).
+    pub tls: Option<tls::SimTls>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            history: HistoryConfig::default(),
+            bookmark_interval: Duration::from_secs(60),
+            min_request_timeout: Duration::from_secs(1800),
+            compaction_interval: Duration::from_secs(1),
+            custom_types: Vec::new(),
+            timings: ControllerTimings::default(),
+            fleet: None,
+            churn: None,
+            tls: None,
+        }
+    }
+}
+
+/// Why the simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The declared types are inconsistent.
+    #[error("invalid resource types: {0}")]
+    Types(String),
+    /// Loading the initial objects failed.
+    #[error("loading the initial objects failed: {}", .0.message)]
+    Load(Status),
+    /// The TLS settings are unusable.
+    #[error("invalid TLS settings: {0}")]
+    Tls(String),
+}
+
+/// Shared state of a running simulator.
+pub struct SimState {
+    /// Served types.
+    pub registry: Arc<Registry>,
+    /// The MVCC store.
+    pub store: Arc<Store>,
+    /// Write verbs.
+    pub ops: Ops,
+    /// Fault switches.
+    pub faults: Faults,
+    /// Counters.
+    pub stats: Stats,
+    /// Settings.
+    pub config: SimConfig,
+    /// Bound address.
+    pub addr: SocketAddr,
+    /// Stops everything.
+    pub cancel: CancellationToken,
+    /// Background tasks (watch streams, controllers).
+    pub tasks: TaskTracker,
+    /// Stops the churn started through `/sim/churn`.
+    pub churn_control: parking_lot::Mutex<Option<CancellationToken>>,
+    /// The bearer token requests must carry (TLS mode).
+    pub auth: tls::SimAuth,
+    /// The authentication/authorization policy; `None` (the default) serves everyone.
+    pub policy: parking_lot::RwLock<Option<Arc<authz::Policy>>>,
+}
+
+impl SimState {
+    /// Sets the policy: from now on requests are authenticated and authorized with it, and the
+    /// review endpoints answer from it (see [`authz`]).
+    pub fn set_policy(&self, policy: authz::Policy) {
+        *self.policy.write() = Some(Arc::new(policy));
+    }
+
+    /// Removes the policy: everyone is served again.
+    pub fn clear_policy(&self) {
+        *self.policy.write() = None;
+    }
+
+    /// The policy in effect.
+    pub fn policy(&self) -> Option<Arc<authz::Policy>> {
+        self.policy.read().clone()
+    }
+}
+
+/// A running simulator. Dropping it stops the server and its tasks.
+pub struct Simulator {
+    state: Arc<SimState>,
+}
+
+impl Simulator {
+    /// Binds, loads the system namespaces and the fleet, and starts serving.
+    pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
+        let registry = Arc::new(Registry::new(&config.custom_types).map_err(SimError::Types)?);
+        let acceptor = config
+            .tls
+            .as_ref()
+            .map(tls::acceptor)
+            .transpose()
+            .map_err(SimError::Tls)?;
+        let auth = tls::SimAuth::new(config.tls.as_ref().and_then(|t| t.bearer_token.clone()));
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| SimError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SimError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let store = Arc::new(Store::new(registry.clone(), config.history));
+        let cancel = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let ops = Ops::new(store.clone(), config.timings, tasks.clone(), cancel.clone());
+        let state = Arc::new(SimState {
+            stats: Stats::new(&registry),
+            registry,
+            store,
+            ops,
+            faults: Faults::default(),
+            config,
+            addr,
+            cancel,
+            tasks,
+            auth,
+            policy: parking_lot::RwLock::new(None),
+            churn_control: parking_lot::Mutex::new(None),
+        });
+        let sim = Simulator { state };
+        sim.load()?;
+        sim.spawn_compactor();
+        if let Some(spec) = sim.state.config.churn.clone() {
+            churn::spawn(&sim.state, spec);
+        }
+        let state = sim.state.clone();
+        sim.state
+            .tasks
+            .spawn(accept_loop(state, listener, acceptor));
+        Ok(sim)
+    }
+
+    fn load(&self) -> Result<(), SimError> {
+        let nsrt = self.state.registry.core("namespaces").clone();
+        for ns in SYSTEM_NAMESPACES {
+            self.state
+                .ops
+                .create(&nsrt, None, json!({"metadata":{"name":ns}}), false)
+                .map_err(SimError::Load)?;
+        }
+        if let Some(spec) = &self.state.config.fleet {
+            fleet_load(&self.state, spec).map_err(SimError::Load)?;
+        }
+        Ok(())
+    }
+
+    fn spawn_compactor(&self) {
+        let state = self.state.clone();
+        self.state.tasks.spawn(async move {
+            let mut tick = tokio::time::interval(state.config.compaction_interval);
+            loop {
+                tokio::select! {
+                    _ = state.cancel.cancelled() => return,
+                    _ = tick.tick() => state.store.compact_expired(),
+                }
+            }
+        });
+    }
+
+    /// `http://127.0.0.1:PORT` (`https://` in TLS mode).
+    pub fn url(&self) -> String {
+        let scheme = if self.state.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.state.addr)
+    }
+
+    /// Changes the bearer token requests must carry (`None`: no token needed).
+    pub fn set_bearer_token(&self, token: Option<String>) {
+        self.state.auth.set(token);
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.state.addr
+    }
+
+    /// Shared state: store, write verbs, faults, stats.
+    pub fn state(&self) -> &Arc<SimState> {
+        &self.state
+    }
+
+    /// The MVCC store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.state.store
+    }
+
+    /// The write verbs (create/update/patch/delete as the HTTP API performs them).
+    pub fn ops(&self) -> &Ops {
+        &self.state.ops
+    }
+
+    /// Fault injection.
+    pub fn faults(&self) -> &Faults {
+        &self.state.faults
+    }
+
+    /// Counters as JSON (the same document as `GET /sim/stats`).
+    pub fn stats(&self) -> serde_json::Value {
+        self.state.stats.to_json(&self.state.registry)
+    }
+
+    /// A served type, by group/version/resource.
+    pub fn resource(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<ResourceType>> {
+        self.state.registry.get(group, version, resource).cloned()
+    }
+
+    /// Stops serving and waits for every task to end.
+    pub async fn shutdown(self) {
+        self.state.cancel.cancel();
+        self.state.tasks.close();
+        self.state.tasks.wait().await;
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        self.state.cancel.cancel();
+    }
+}
+
+/// Creates the fleet's namespaces, nodes and pods (with status, as kubelets would have written it).
+fn fleet_load(state: &SimState, spec: &fleet::FleetSpec) -> Result<(), Status> {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed);
+    let reg = &state.registry;
+    let (nsrt, nodes, pods) = (reg.core("namespaces"), reg.core("nodes"), reg.core("pods"));
+    let namespaces = fleet::namespace_names(spec);
+    for ns in &namespaces {
+        state
+            .ops
+            .create(nsrt, None, json!({"metadata":{"name":ns}}), false)?;
+    }
+    let mut node_names = Vec::with_capacity(spec.nodes);
+    for i in 0..spec.nodes {
+        let n = fleet::node(i, &mut rng);
+        node_names.push(
+            n["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        state.ops.create(nodes, None, n, true)?;
+    }
+    for i in 0..spec.pods {
+        let ns = &namespaces[i % namespaces.len().max(1)];
+        let node = if node_names.is_empty() {
+            ""
+        } else {
+            &node_names[i % node_names.len()]
+        };
+        let p = fleet::pod(i, ns, node, &mut rng);
+        state.ops.create(pods, Some(ns), p, true)?;
+    }
+    Ok(())
+}
+
+async fn accept_loop(
+    state: Arc<SimState>,
+    listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+) {
+    loop {
+        let conn = tokio::select! {
+            _ = state.cancel.cancelled() => return,
+            c = listener.accept() => c,
+        };
+        let Ok((stream, _peer)) = conn else { continue };
+        if state.faults.refusing() {
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let st = state.clone();
+        let cancel = state.cancel.clone();
+        let acceptor = acceptor.clone();
+        state.tasks.spawn(async move {
+            let stream = tokio::select! {
+                s = tls::accept(acceptor.as_ref(), stream) => s,
+                _ = cancel.cancelled() => None,
+            };
+            let Some(stream) = stream else { return };
+            let svc = service_fn(move |req| http::handle(st.clone(), req));
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = conn => {}
+                _ = cancel.cancelled() => {}
+            }
+        });
+    }
+}

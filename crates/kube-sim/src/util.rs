@@ -1,0 +1,102 @@
+//! Small helpers the simulator shares: time formatting, uids, Go-compatible JSON encoding.
+
+use rand::Rng;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Seconds since the UNIX epoch, now.
+pub fn now_unix() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Nanoseconds since the UNIX epoch, now.
+pub fn now_unix_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// RFC 3339 in UTC with second precision, as Kubernetes writes `metav1.Time`.
+pub fn rfc3339(secs: i64) -> String {
+    super::table::format_rfc3339(i128::from(secs) * 1_000_000_000)
+}
+
+/// Parses an RFC 3339 timestamp into whole seconds since the UNIX epoch.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    super::table::parse_rfc3339(s).map(|ns| ns.div_euclid(1_000_000_000) as i64)
+}
+
+/// A random version-4 UUID, the form kube-apiserver gives `metadata.uid`.
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::rng().random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The 5-character suffix kube appends to `generateName` (its alphabet avoids vowels and
+/// look-alike characters).
+pub fn generate_name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Serialises compactly and applies Go `encoding/json`'s HTML escaping (`<`, `>`, `&`, U+2028,
+/// U+2029), so that bytes look exactly like kube-apiserver's. Those characters can only occur
+/// inside JSON strings, so a byte-level rewrite is safe.
+pub fn to_go_json(v: &serde_json::Value) -> Vec<u8> {
+    let raw = serde_json::to_vec(v).expect("a Value always serialises");
+    kube_wire::gofmt::escape_html(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_round_trips() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_795_306_507), "2026-11-22T00:15:07Z");
+        for t in [0, 951_782_400, 1_795_306_507, 4_102_444_800] {
+            assert_eq!(parse_rfc3339(&rfc3339(t)), Some(t));
+        }
+        assert_eq!(
+            parse_rfc3339("2026-11-22T00:15:07.123Z"),
+            Some(1_795_306_507)
+        );
+        assert_eq!(parse_rfc3339("nonsense"), None);
+    }
+
+    #[test]
+    fn uid_has_uuid_v4_shape() {
+        let u = new_uid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert_ne!(new_uid(), u);
+    }
+
+    #[test]
+    fn go_escaping_matches_encoding_json() {
+        let v = serde_json::json!({"a":"<b>&\u{2028}x"});
+        assert_eq!(
+            String::from_utf8(to_go_json(&v)).unwrap(),
+            r#"{"a":"\u003cb\u003e\u0026\u2028x"}"#
+        );
+        let plain = serde_json::json!({"a":"é"});
+        assert_eq!(to_go_json(&plain), serde_json::to_vec(&plain).unwrap());
+    }
+}

@@ -1,0 +1,345 @@
+//! WATCH streams as kube-apiserver 1.34+ serves them from its watch cache (spec §1.6, §2):
+//! initial events and the `k8s.io/initial-events-end` bookmark for watch-lists, replay from a
+//! resourceVersion, 410 as an ERROR event, selector move-in/move-out, periodic bookmarks,
+//! `timeoutSeconds`, and the faults that cut streams.
+//!
+//! Each watch is one task reading the resource's shared event log from its own cursor; frames of
+//! plain JSON watches are encoded once per event and shared.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use rand::Rng;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+use super::SimState;
+use super::faults::MALFORMED_EVENT;
+use super::http::{Body, Filter};
+use super::kinds::ResourceType;
+use super::store::{Event, EventType, StoredObject, encode_frame};
+use super::table::{self, IncludeObject};
+use super::util::{now_unix, to_go_json};
+use kube_wire::event::{bookmark_object, error_frame};
+use kube_wire::negotiate::Repr;
+use kube_wire::options::ListOptions;
+use kube_wire::status::Status;
+
+pub use kube_wire::event::INITIAL_EVENTS_END;
+/// Events read from the log per lock acquisition.
+const BATCH: usize = 256;
+/// How long a watch-list waits for a future resourceVersion before an ERROR 504.
+const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
+
+type Tx = mpsc::Sender<Result<Frame<Bytes>, io::Error>>;
+
+/// Starts a watch: returns the 200 response at once (headers are flushed before any event, as
+/// kube-apiserver does) and streams events from a task.
+pub async fn serve(
+    state: Arc<SimState>,
+    rt: Arc<ResourceType>,
+    opts: ListOptions,
+    filter: Filter,
+    repr: Repr,
+    query: Option<&str>,
+) -> Result<Response<Body>, Status> {
+    // A non-numeric resourceVersion is rejected before the stream starts.
+    let rv = opts.rv()?;
+    let include = query
+        .and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "includeObject")
+                .map(|(_, v)| v.into_owned())
+        })
+        .and_then(|v| IncludeObject::parse(&v))
+        .unwrap_or(IncludeObject::Metadata);
+    let timeout = match opts.timeout_seconds {
+        Some(s) if s > 0 => Duration::from_secs(s as u64),
+        _ => {
+            let min = state.config.min_request_timeout;
+            min + min.mul_f64(rand::rng().random::<f64>())
+        }
+    };
+    let (tx, mut rx) = mpsc::channel(16);
+    let w = Watcher {
+        state: state.clone(),
+        rt,
+        filter,
+        repr,
+        include,
+        bookmarks: opts.allow_watch_bookmarks,
+        deadline: Instant::now() + timeout,
+        tx,
+        first_table: true,
+        last_sent: 0,
+    };
+    let sie = opts.send_initial_events;
+    state.tasks.spawn(async move { w.run(rv, sie).await });
+    let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    *r.status_mut() = StatusCode::OK;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    Ok(r)
+}
+
+struct Watcher {
+    state: Arc<SimState>,
+    rt: Arc<ResourceType>,
+    filter: Filter,
+    repr: Repr,
+    include: IncludeObject,
+    bookmarks: bool,
+    deadline: Instant,
+    tx: Tx,
+    first_table: bool,
+    /// Highest resourceVersion announced to the client (events after the initial ones, bookmarks).
+    last_sent: u64,
+}
+
+/// Why the stream stops.
+enum End {
+    /// Clean end of the body.
+    Clean,
+    /// Abort the connection (fault injection).
+    Abort,
+}
+
+impl Watcher {
+    async fn run(mut self, rv: Option<u64>, sie: Option<bool>) {
+        let state = self.state.clone();
+        let _open = state.stats.open_watch(self.rt.index);
+        let mut drops = state.faults.watch_drops();
+        drops.borrow_and_update();
+        let tx = self.tx.clone();
+        let end = tokio::select! {
+            end = self.stream(rv, sie) => end,
+            _ = drops.changed() => End::Abort,
+            _ = tx.closed() => End::Clean,
+            _ = state.cancel.cancelled() => End::Clean,
+        };
+        if let End::Abort = end {
+            let _ = self
+                .tx
+                .send(Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "watch dropped by fault injection",
+                )))
+                .await;
+        }
+    }
+
+    async fn stream(&mut self, rv: Option<u64>, sie: Option<bool>) -> End {
+        let store = self.state.store.clone();
+        let mut changed = store.subscribe(&self.rt);
+        changed.borrow_and_update();
+        let mut cursor = match (sie, rv) {
+            (Some(true), _) => {
+                // Watch-list: wait for a requested RV (W6), then the current state (W2/W4).
+                let target = rv.unwrap_or(0);
+                if target > store.revision()
+                    && !store.wait_for_revision(target, BLOCK_TIMEOUT).await
+                {
+                    let s = Status::too_large_resource_version(target, store.revision());
+                    self.send_error(&s).await;
+                    return End::Clean;
+                }
+                let Ok(page) = store.list(
+                    &self.rt,
+                    self.filter.namespace.as_deref(),
+                    None,
+                    None,
+                    0,
+                    &|o| self.filter.matches(o),
+                    false,
+                ) else {
+                    return End::Clean;
+                };
+                for obj in &page.items {
+                    let frame = self.encode(EventType::Added, obj, None);
+                    if !self.send_event(frame).await {
+                        return End::Clean;
+                    }
+                }
+                if self.bookmarks {
+                    self.last_sent = page.rev;
+                    let b = self.bookmark(page.rev, true);
+                    if !self.send(b).await {
+                        return End::Clean;
+                    }
+                }
+                page.rev
+            }
+            // W7/W8: start now, no initial events.
+            (Some(false), None | Some(0)) => store.revision(),
+            // W5/W9: exactly after N (N in the future simply waits).
+            (_, Some(n)) => {
+                if let Err(oldest) = store.check_watch_start(&self.rt, n) {
+                    let s = Status::expired(format!("too old resource version: {n} ({oldest})"));
+                    self.send_error(&s).await;
+                    return End::Clean;
+                }
+                n
+            }
+            // Not reachable after watch-list defaulting; treat as "from now".
+            (None, None) => store.revision(),
+        };
+        // The client knows everything up to its start point: no bookmark may go below it.
+        self.last_sent = self.last_sent.max(cursor);
+        let interval = self.state.config.bookmark_interval;
+        let mut next_bookmark = self.next_bookmark(interval);
+        let mut bookmark_due = false;
+        loop {
+            // Drain the log from the cursor.
+            let caught_up = loop {
+                let batch = match store.events_after(&self.rt, cursor, BATCH) {
+                    Ok(b) => b,
+                    // The log moved past this watcher: kube closes it silently.
+                    Err(_) => return End::Clean,
+                };
+                for ev in &batch.events {
+                    cursor = ev.rev;
+                    if let Some(frame) = self.event_frame(ev) {
+                        self.last_sent = ev.rev;
+                        if !self.send_event(frame).await {
+                            return End::Clean;
+                        }
+                    }
+                }
+                if let Some(rev) = batch.caught_up_to {
+                    break rev;
+                }
+            };
+            // The bookmark carries the revision read just now, with every event up to it sent.
+            if std::mem::take(&mut bookmark_due) && self.bookmarks && caught_up > self.last_sent {
+                self.last_sent = caught_up;
+                let b = self.bookmark(caught_up, false);
+                if !self.send(b).await {
+                    return End::Clean;
+                }
+            }
+            let wake_at = match next_bookmark {
+                Some(b) => b.min(self.deadline),
+                None => self.deadline,
+            };
+            tokio::select! {
+                r = changed.changed() => {
+                    if r.is_err() {
+                        return End::Clean;
+                    }
+                    changed.borrow_and_update();
+                }
+                _ = sleep_until(wake_at) => {
+                    if Instant::now() >= self.deadline {
+                        return End::Clean;
+                    }
+                    bookmark_due = true;
+                    next_bookmark = self.next_bookmark(interval);
+                }
+            }
+        }
+    }
+
+    /// kube: next bookmark at min(now + interval, deadline − 2 s); none once that has passed.
+    fn next_bookmark(&self, interval: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        let t = (now + interval).min(self.deadline.checked_sub(Duration::from_secs(2))?);
+        (t > now).then_some(t)
+    }
+
+    /// The frame this watcher gets for a logged change, after selector move-in/move-out.
+    fn event_frame(&mut self, ev: &Arc<Event>) -> Option<Bytes> {
+        let now = self.filter.matches(&ev.obj);
+        let before = ev.prev.as_ref().is_some_and(|p| self.filter.matches(p));
+        let emitted = ev.ty.emitted(before, now)?;
+        if self.repr == Repr::Json {
+            return Some(ev.frame(&self.rt, emitted));
+        }
+        let obj = if emitted == EventType::Deleted && ev.ty == EventType::Modified {
+            ev.prev
+                .as_ref()
+                .map(|p| Arc::new(p.restamped(&self.rt, ev.rev)))?
+        } else {
+            ev.obj.clone()
+        };
+        Some(self.encode(emitted, &obj, None))
+    }
+
+    /// Encodes one event for this watcher's representation.
+    fn encode(&mut self, ty: EventType, obj: &StoredObject, value: Option<Value>) -> Bytes {
+        match self.repr {
+            Repr::Json => encode_frame(&self.rt, ty.as_str(), &obj.body),
+            Repr::Table | Repr::Metadata => {
+                let v = value.unwrap_or_else(|| obj.to_value(&self.rt));
+                self.wrap(ty.as_str(), v)
+            }
+        }
+    }
+
+    fn wrap(&mut self, ty: &str, v: Value) -> Bytes {
+        let object = match self.repr {
+            Repr::Json => v,
+            Repr::Metadata => table::partial_object_metadata(&v),
+            Repr::Table => {
+                let rv = v["metadata"]["resourceVersion"].clone();
+                let t = table::table(
+                    &self.rt.group,
+                    &self.rt.kind,
+                    &[&v],
+                    &json!({"resourceVersion": rv}),
+                    self.include,
+                    !self.first_table,
+                    now_unix(),
+                );
+                self.first_table = false;
+                t
+            }
+        };
+        let mut out = to_go_json(&json!({"type": ty, "object": object}));
+        out.push(b'\n');
+        Bytes::from(out)
+    }
+
+    /// A BOOKMARK: an empty object of the kind carrying only the resourceVersion.
+    fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
+        let core = self.rt.builtin && self.rt.group.is_empty();
+        let v = bookmark_object(&self.rt.kind, &self.rt.api_version(), core, rv, initial_end);
+        if self.repr == Repr::Table {
+            // A Table watch's bookmark row embeds PartialObjectMetadata so the annotation survives.
+            let pom = table::partial_object_metadata(&v);
+            let t = json!({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion": rv.to_string()},"rows":[{"cells":[],"object":pom}]});
+            let mut out = to_go_json(&json!({"type":"BOOKMARK","object":t}));
+            out.push(b'\n');
+            return Bytes::from(out);
+        }
+        self.wrap("BOOKMARK", v)
+    }
+
+    async fn send_error(&mut self, s: &Status) {
+        self.send(error_frame(s)).await;
+    }
+
+    /// Sends an event frame, preceded by a malformed line if that fault is armed.
+    async fn send_event(&mut self, frame: Bytes) -> bool {
+        if self.state.faults.take_malformed()
+            && !self.send(Bytes::from_static(MALFORMED_EVENT)).await
+        {
+            return false;
+        }
+        self.send(frame).await
+    }
+
+    async fn send(&mut self, b: Bytes) -> bool {
+        self.state.stats.sent(Some(self.rt.index), b.len());
+        self.tx.send(Ok(Frame::data(b))).await.is_ok()
+    }
+}

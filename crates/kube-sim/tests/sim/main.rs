@@ -1,0 +1,9 @@
+//! The simulator against kube-apiserver's observable behaviour, one test binary: raw HTTP,
+//! kube-rs, kubectl and property tests. `cargo test -p kube-sim --test sim <module>::` runs one.
+
+mod errors;
+mod fleet;
+mod kube;
+mod kubectl;
+mod props;
+mod watch;

@@ -1,0 +1,20 @@
+//! The Kubernetes API vocabulary that watchmux and its simulator both speak, so the two can only
+//! ever speak one dialect: what a request path addresses ([`path`]), `metav1.ListOptions` and the
+//! resourceVersion rules ([`options`]), `continue` tokens ([`continue_token`]), label and field
+//! selectors ([`selector`]), watch-event frames and bookmarks ([`event`]), `metav1.Status`
+//! ([`status`]), who asks for what ([`access`]), content negotiation ([`negotiate`]), the HTTP
+//! answers built from them ([`response`]) and Go's formatting where clients see it byte for byte
+//! ([`gofmt`]).
+//!
+//! Pure functions and data only: nothing here opens a socket, reads a file or spawns a task.
+
+pub mod access;
+pub mod continue_token;
+pub mod event;
+pub mod gofmt;
+pub mod negotiate;
+pub mod options;
+pub mod path;
+pub mod response;
+pub mod selector;
+pub mod status;

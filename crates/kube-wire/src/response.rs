@@ -1,0 +1,277 @@
+//! HTTP response building shared by the proxy and the simulator: JSON and Status answers with
+//! kube-apiserver's headers, and list bodies streamed from stored bytes.
+
+use std::convert::Infallible;
+use std::io;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::{Response, StatusCode};
+use http_body::Frame;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+
+use crate::status::Status;
+
+/// The response body type used everywhere.
+pub type Body = BoxBody<Bytes, io::Error>;
+
+/// A complete body.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into())
+        .map_err(|e: Infallible| match e {})
+        .boxed()
+}
+
+/// A JSON response with kube-apiserver's standard headers.
+pub fn json_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    with_json_headers(Response::new(full(body)), code)
+}
+
+fn with_json_headers(mut r: Response<Body>, code: StatusCode) -> Response<Body> {
+    *r.status_mut() = code;
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    r
+}
+
+/// The HTTP answer for a Status (with `Retry-After` when it carries one).
+pub fn status_response(s: &Status) -> Response<Body> {
+    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = json_response(code, s.to_json());
+    if let Some(ra) = s.retry_after() {
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(ra));
+    }
+    r
+}
+
+/// A streamed JSON response (a watch, or a list built from stored items).
+pub fn stream_response<S>(stream: S) -> Response<Body>
+where
+    S: futures_util::Stream<Item = Result<Frame<Bytes>, io::Error>> + Send + Sync + 'static,
+{
+    with_json_headers(
+        Response::new(BodyExt::boxed(StreamBody::new(stream))),
+        StatusCode::OK,
+    )
+}
+
+/// The head of a List body: `{"kind":…,"apiVersion":…,"metadata":{…},"items":[`.
+pub fn list_head(list_kind: &str, api_version: &str, metadata: &serde_json::Value) -> String {
+    format!(
+        "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{metadata},\"items\":["
+    )
+}
+
+/// kube-apiserver gzips responses larger than this when the client accepts gzip.
+pub const GZIP_THRESHOLD: usize = 128 * 1024;
+
+/// Whether `Accept-Encoding` allows gzip (a `gzip` coding without `q=0`).
+pub fn accepts_gzip(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or_default();
+            let zero_q = parts.any(|p| {
+                matches!(
+                    p.replace(' ', "").as_str(),
+                    "q=0" | "q=0.0" | "q=0.00" | "q=0.000"
+                )
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !zero_q
+        })
+}
+
+/// The chunks of a List body: `head`, the items joined by commas, then `]}`, about 64 KiB each.
+struct ListChunks {
+    head: Option<String>,
+    items: std::iter::Enumerate<std::vec::IntoIter<Bytes>>,
+    finished: bool,
+}
+
+impl Iterator for ListChunks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        const CHUNK: usize = 64 * 1024;
+        if self.finished {
+            return None;
+        }
+        let mut buf = BytesMut::with_capacity(CHUNK);
+        if let Some(h) = self.head.take() {
+            buf.put_slice(h.as_bytes());
+        }
+        while buf.len() < CHUNK {
+            match self.items.next() {
+                Some((i, item)) => {
+                    if i > 0 {
+                        buf.put_u8(b',');
+                    }
+                    buf.put_slice(&item);
+                }
+                None => {
+                    buf.put_slice(b"]}");
+                    self.finished = true;
+                    break;
+                }
+            }
+        }
+        Some(buf.freeze())
+    }
+}
+
+/// Streams a List body built from stored items, never copied into one buffer and never
+/// re-encoded; gzip-compressed (level 1, as kube-apiserver) when `gzip` is set and the body is
+/// larger than [`GZIP_THRESHOLD`]. Returns the response and the uncompressed length.
+pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Response<Body>, usize) {
+    let total = head.len()
+        + items.iter().map(Bytes::len).sum::<usize>()
+        + items.len().saturating_sub(1)
+        + 2;
+    let chunks = ListChunks {
+        head: Some(head),
+        items: items.into_iter().enumerate(),
+        finished: false,
+    };
+    if !gzip || total <= GZIP_THRESHOLD {
+        let stream = futures_util::stream::iter(chunks.map(|b| Ok::<_, io::Error>(Frame::data(b))));
+        return (stream_response(stream), total);
+    }
+    let mut chunks = chunks;
+    let mut enc = Some(flate2::write::GzEncoder::new(
+        Vec::with_capacity(64 * 1024),
+        flate2::Compression::new(1),
+    ));
+    let stream = futures_util::stream::iter(std::iter::from_fn(move || {
+        use std::io::Write;
+        loop {
+            let e = enc.as_mut()?;
+            match chunks.next() {
+                Some(c) => {
+                    if let Err(err) = e.write_all(&c) {
+                        enc = None;
+                        return Some(Err(err));
+                    }
+                    let out = std::mem::take(e.get_mut());
+                    if !out.is_empty() {
+                        return Some(Ok(Frame::data(Bytes::from(out))));
+                    }
+                }
+                None => {
+                    let done = enc.take()?.finish();
+                    return Some(done.map(|v| Frame::data(Bytes::from(v))));
+                }
+            }
+        }
+    }));
+    let mut resp = stream_response(stream);
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_ENCODING,
+        HeaderValue::from_static("gzip"),
+    );
+    h.insert(
+        http::header::VARY,
+        HeaderValue::from_static("Accept-Encoding"),
+    );
+    (resp, total)
+}
+
+/// [`stream_list_encoded`] without compression.
+pub fn stream_list(head: String, items: Vec<Bytes>) -> (Response<Body>, usize) {
+    stream_list_encoded(head, items, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn streams_a_list_that_parses() {
+        let items: Vec<Bytes> = (0..3000)
+            .map(|i| Bytes::from(format!("{{\"metadata\":{{\"name\":\"n{i}\"}}}}")))
+            .collect();
+        let head = list_head("PodList", "v1", &serde_json::json!({"resourceVersion":"5"}));
+        let (resp, total) = stream_list(head, items);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body.len(), total);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["items"].as_array().unwrap().len(), 3000);
+        let (resp, _) = stream_list(
+            list_head("PodList", "v1", &serde_json::json!({})),
+            Vec::new(),
+        );
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(
+            &body[..],
+            br#"{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn large_lists_are_gzipped_when_accepted() {
+        let items: Vec<Bytes> = (0..5000)
+            .map(|i| Bytes::from(format!("{{\"metadata\":{{\"name\":\"pod-{i}\"}}}}")))
+            .collect();
+        let head = list_head("PodList", "v1", &serde_json::json!({"resourceVersion":"5"}));
+        let (resp, total) = stream_list_encoded(head.clone(), items.clone(), true);
+        assert!(total > GZIP_THRESHOLD);
+        assert_eq!(resp.headers()[http::header::CONTENT_ENCODING], "gzip");
+        let gz = resp.into_body().collect().await.unwrap().to_bytes();
+        assert!(gz.len() < total / 4);
+        let mut plain = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut plain).unwrap();
+        let (resp, _) = stream_list_encoded(head, items, false);
+        assert!(resp.headers().get(http::header::CONTENT_ENCODING).is_none());
+        assert_eq!(
+            plain,
+            resp.into_body()
+                .collect()
+                .await
+                .unwrap()
+                .to_bytes()
+                .to_vec()
+        );
+        let (small, _) = stream_list_encoded(
+            list_head("PodList", "v1", &serde_json::json!({})),
+            Vec::new(),
+            true,
+        );
+        assert!(
+            small
+                .headers()
+                .get(http::header::CONTENT_ENCODING)
+                .is_none(),
+            "small bodies are not compressed"
+        );
+    }
+
+    #[test]
+    fn accept_encoding_parsing() {
+        let h = |v: &str| {
+            let mut m = http::HeaderMap::new();
+            m.insert(
+                http::header::ACCEPT_ENCODING,
+                HeaderValue::from_str(v).unwrap(),
+            );
+            accepts_gzip(&m)
+        };
+        assert!(h("gzip"));
+        assert!(h("deflate, gzip;q=0.5"));
+        assert!(!h("gzip;q=0"));
+        assert!(!h("identity"));
+        assert!(!accepts_gzip(&http::HeaderMap::new()));
+    }
+
+    #[test]
+    fn status_carries_retry_after() {
+        let r = status_response(&Status::too_many_requests("storage is (re)initializing", 1));
+        assert_eq!(r.status(), 429);
+        assert_eq!(r.headers()[RETRY_AFTER], "1");
+    }
+}

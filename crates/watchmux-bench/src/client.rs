@@ -1,0 +1,486 @@
+//! The bench's HTTP/1.1 client: a raw socket, a hand-rolled response reader and no JSON
+//! parsing. It has to keep up with hundreds of thousands of deliveries per second on the same
+//! two cores as the servers it measures, so it does the least a real client must: decode the
+//! chunked framing, split lines, and read the write-time stamp the simulator puts in each
+//! object to compute delivery latency.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::{Buf, BytesMut};
+use memchr::memmem::Finder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::hist::Histogram;
+use kube_sim::fleet::WRITE_TIME_ANNOTATION;
+use kube_sim::util::now_unix_nanos;
+
+/// Largest response head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// A response's status line and the headers the bench needs.
+#[derive(Debug, Clone, Default)]
+pub struct Head {
+    /// HTTP status code.
+    pub status: u16,
+    /// `Transfer-Encoding: chunked`.
+    pub chunked: bool,
+    /// `Content-Length`, when given.
+    pub content_length: Option<u64>,
+    /// `Retry-After` seconds, when given.
+    pub retry_after: Option<u64>,
+}
+
+/// One HTTP/1.1 connection.
+pub struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+    host: String,
+}
+
+fn bad(msg: impl Into<String>) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, msg.into())
+}
+
+impl Conn {
+    /// Connects to `addr`.
+    pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            buf: BytesMut::with_capacity(16 * 1024),
+            host: addr.to_string(),
+        })
+    }
+
+    /// Sends `GET path_and_query` asking for JSON.
+    pub async fn get(&mut self, path_and_query: &str) -> std::io::Result<()> {
+        let req = format!(
+            "GET {path_and_query} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nUser-Agent: watchmux-bench\r\n\r\n",
+            self.host
+        );
+        self.stream.write_all(req.as_bytes()).await
+    }
+
+    /// Writes raw request bytes.
+    pub async fn raw_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await
+    }
+
+    async fn fill(&mut self) -> std::io::Result<()> {
+        if self.buf.capacity() - self.buf.len() < 8 * 1024 {
+            self.buf.reserve(64 * 1024);
+        }
+        match self.stream.read_buf(&mut self.buf).await? {
+            0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads the status line and headers.
+    pub async fn read_head(&mut self) -> std::io::Result<Head> {
+        let end = loop {
+            if let Some(i) = memchr::memmem::find(&self.buf, b"\r\n\r\n") {
+                break i;
+            }
+            if self.buf.len() > MAX_HEAD {
+                return Err(bad("response head too large"));
+            }
+            self.fill().await?;
+        };
+        let text = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+        self.buf.advance(end + 4);
+        let mut lines = text.split("\r\n");
+        let status = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| bad(format!("bad status line in {text:?}")))?;
+        let mut head = Head {
+            status,
+            ..Head::default()
+        };
+        for l in lines {
+            let Some((k, v)) = l.split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            match k.trim().to_ascii_lowercase().as_str() {
+                "transfer-encoding" => head.chunked = v.eq_ignore_ascii_case("chunked"),
+                "content-length" => head.content_length = v.parse().ok(),
+                "retry-after" => head.retry_after = v.parse().ok(),
+                _ => {}
+            }
+        }
+        Ok(head)
+    }
+
+    /// Reads the body, handing each piece of payload to `sink` as it arrives (a watch body
+    /// never ends on its own). Returns the payload bytes read.
+    pub async fn read_body(
+        &mut self,
+        head: &Head,
+        mut sink: impl FnMut(&[u8]),
+    ) -> std::io::Result<u64> {
+        let mut total = 0u64;
+        if head.chunked {
+            loop {
+                let line_end = loop {
+                    if let Some(i) = memchr::memmem::find(&self.buf, b"\r\n") {
+                        break i;
+                    }
+                    if self.buf.len() > 1024 {
+                        return Err(bad("chunk size line too long"));
+                    }
+                    self.fill().await?;
+                };
+                let size_text = std::str::from_utf8(&self.buf[..line_end])
+                    .map_err(|_| bad("chunk size not ASCII"))?;
+                let size_text = size_text.split(';').next().unwrap_or("").trim();
+                let mut left = u64::from_str_radix(size_text, 16)
+                    .map_err(|_| bad(format!("bad chunk size {size_text:?}")))?;
+                self.buf.advance(line_end + 2);
+                if left == 0 {
+                    // Trailers (none expected) end with an empty line.
+                    loop {
+                        if let Some(i) = memchr::memmem::find(&self.buf, b"\r\n") {
+                            let empty = i == 0;
+                            self.buf.advance(i + 2);
+                            if empty {
+                                return Ok(total);
+                            }
+                        } else {
+                            self.fill().await?;
+                        }
+                    }
+                }
+                while left > 0 {
+                    if self.buf.is_empty() {
+                        self.fill().await?;
+                    }
+                    let n = (self.buf.len() as u64).min(left) as usize;
+                    sink(&self.buf[..n]);
+                    self.buf.advance(n);
+                    left -= n as u64;
+                    total += n as u64;
+                }
+                while self.buf.len() < 2 {
+                    self.fill().await?;
+                }
+                if &self.buf[..2] != b"\r\n" {
+                    return Err(bad("chunk not followed by CRLF"));
+                }
+                self.buf.advance(2);
+            }
+        }
+        let mut left = head.content_length.unwrap_or(u64::MAX);
+        while left > 0 {
+            if self.buf.is_empty() {
+                match self.fill().await {
+                    Ok(()) => {}
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::UnexpectedEof
+                            && head.content_length.is_none() =>
+                    {
+                        return Ok(total);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let n = (self.buf.len() as u64).min(left) as usize;
+            sink(&self.buf[..n]);
+            self.buf.advance(n);
+            left -= n as u64;
+            total += n as u64;
+        }
+        Ok(total)
+    }
+}
+
+/// The measurement window, as UNIX nanoseconds: writes stamped inside it are the ones whose
+/// deliveries are counted and timed.
+#[derive(Debug)]
+pub struct Window {
+    start: AtomicU64,
+    end: AtomicU64,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            start: AtomicU64::new(u64::MAX),
+            end: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl Window {
+    /// Opens the window now.
+    pub fn open(&self) -> u64 {
+        let now = now_unix_nanos() as u64;
+        self.end.store(u64::MAX, Ordering::SeqCst);
+        self.start.store(now, Ordering::SeqCst);
+        now
+    }
+
+    /// Closes the window now.
+    pub fn close(&self) -> u64 {
+        let now = now_unix_nanos() as u64;
+        self.end.store(now, Ordering::SeqCst);
+        now
+    }
+
+    /// Whether `t` lies inside.
+    pub fn contains(&self, t: u64) -> bool {
+        t >= self.start.load(Ordering::Relaxed) && t < self.end.load(Ordering::Relaxed)
+    }
+}
+
+/// Counters shared by all the watchers of one run.
+#[derive(Default)]
+pub struct WatchStats {
+    /// Watches that got their 200 response head.
+    pub connected: AtomicU64,
+    /// Watches that failed to connect or got another status.
+    pub failed: AtomicU64,
+    /// Watch streams that ended or broke after connecting.
+    pub ended: AtomicU64,
+    /// Event lines of every type.
+    pub frames: AtomicU64,
+    /// BOOKMARK events.
+    pub bookmarks: AtomicU64,
+    /// ERROR events.
+    pub errors: AtomicU64,
+    /// ADDED/MODIFIED/DELETED events received while the window is open.
+    pub received_in_window: AtomicU64,
+    /// Deliveries of writes stamped inside the window (whenever they arrive).
+    pub stamped_in_window: AtomicU64,
+    /// Latency (µs) of those deliveries: receive time minus the write's stamp.
+    pub latency: Histogram,
+    /// The measurement window.
+    pub window: Window,
+    /// Why the first failed watch failed.
+    pub first_failure: parking_lot::Mutex<Option<String>>,
+}
+
+static STAMP: LazyLock<Finder<'static>> = LazyLock::new(|| {
+    let needle: &'static str =
+        Box::leak(format!("\"{WRITE_TIME_ANNOTATION}\":\"").into_boxed_str());
+    Finder::new(needle.as_bytes())
+});
+static DELETING: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"\"deletionTimestamp\""));
+
+impl WatchStats {
+    /// Counts a watch that did not start, keeping the first reason.
+    pub fn fail(&self, why: String) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        self.first_failure.lock().get_or_insert(why);
+    }
+
+    /// Accounts one event line.
+    pub fn on_line(&self, line: &[u8]) {
+        self.frames.fetch_add(1, Ordering::Relaxed);
+        if line.starts_with(b"{\"type\":\"BOOKMARK\"") {
+            self.bookmarks.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if line.starts_with(b"{\"type\":\"ERROR\"") {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let now = now_unix_nanos() as u64;
+        if self.window.contains(now) {
+            self.received_in_window.fetch_add(1, Ordering::Relaxed);
+        }
+        // A DELETED event carries the object's last state, and the simulated kubelet's final
+        // update of a deleting pod does not stamp: neither says when its write happened.
+        if line.starts_with(b"{\"type\":\"DELETED\"") {
+            return;
+        }
+        let Some(at) = STAMP.find(line) else { return };
+        let rest = &line[at + STAMP.needle().len()..];
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let Some(stamp) = std::str::from_utf8(&rest[..digits])
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            return;
+        };
+        if !self.window.contains(stamp) || DELETING.find(line).is_some() {
+            return;
+        }
+        self.stamped_in_window.fetch_add(1, Ordering::Relaxed);
+        self.latency.record(now.saturating_sub(stamp) / 1000);
+    }
+}
+
+/// Runs one watch until the stream ends or `stop` fires: connects (holding `gate` until the
+/// response head arrives, so thousands of watchers do not overflow a listen backlog), then
+/// feeds every line to `stats`.
+pub async fn watch(
+    addr: SocketAddr,
+    path_and_query: String,
+    stats: Arc<WatchStats>,
+    gate: Arc<tokio::sync::Semaphore>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let permit = gate.acquire_owned().await;
+    let opened = async {
+        let mut c = Conn::connect(addr).await?;
+        c.get(&path_and_query).await?;
+        let head = c.read_head().await?;
+        std::io::Result::Ok((c, head))
+    };
+    let (mut conn, head) = tokio::select! {
+        _ = stop.cancelled() => return,
+        r = opened => match r {
+            Ok((c, h)) if h.status == 200 => (c, h),
+            Ok((_, h)) => {
+                stats.fail(format!("answered {}", h.status));
+                return;
+            }
+            Err(e) => {
+                stats.fail(e.to_string());
+                return;
+            }
+        }
+    };
+    stats.connected.fetch_add(1, Ordering::Relaxed);
+    drop(permit);
+    let mut carry: Vec<u8> = Vec::new();
+    let read = conn.read_body(&head, |mut piece| {
+        while let Some(nl) = memchr::memchr(b'\n', piece) {
+            if carry.is_empty() {
+                stats.on_line(&piece[..nl]);
+            } else {
+                carry.extend_from_slice(&piece[..nl]);
+                stats.on_line(&carry);
+                carry.clear();
+            }
+            piece = &piece[nl + 1..];
+        }
+        carry.extend_from_slice(piece);
+    });
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = read => { stats.ended.fetch_add(1, Ordering::Relaxed); }
+    }
+}
+
+/// The result of one LIST.
+#[derive(Debug, Clone, Default)]
+pub struct Listed {
+    /// HTTP status.
+    pub status: u16,
+    /// Body bytes.
+    pub bytes: u64,
+    /// `metadata.resourceVersion` of the list, read from the body's first bytes.
+    pub resource_version: Option<String>,
+    /// `Retry-After`, when the answer was a 429.
+    pub retry_after: Option<u64>,
+    /// `metadata.continue`, when the list is one page of several.
+    pub continue_token: Option<String>,
+}
+
+/// GETs `path_and_query` on `conn` and reads the whole body, keeping only its size and the
+/// list's resourceVersion (a list body starts with its metadata).
+pub async fn list_on(conn: &mut Conn, path_and_query: &str) -> std::io::Result<Listed> {
+    conn.get(path_and_query).await?;
+    let head = conn.read_head().await?;
+    // The list's metadata (resourceVersion, continue) comes first; a continue token is
+    // a few hundred bytes.
+    let mut first = Vec::new();
+    let bytes = conn
+        .read_body(&head, |piece| {
+            if first.len() < 2048 {
+                let take = piece.len().min(2048 - first.len());
+                first.extend_from_slice(&piece[..take]);
+            }
+        })
+        .await?;
+    let field = |name: &str| {
+        let key = format!("\"{name}\":\"");
+        let i = memchr::memmem::find(&first, key.as_bytes())?;
+        let rest = &first[i + key.len()..];
+        let end = memchr::memchr(b'"', rest)?;
+        Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+    };
+    let resource_version = field("resourceVersion");
+    let continue_token = field("continue");
+    Ok(Listed {
+        status: head.status,
+        bytes,
+        resource_version,
+        retry_after: head.retry_after,
+        continue_token,
+    })
+}
+
+/// One LIST on a new connection.
+pub async fn list(addr: SocketAddr, path_and_query: &str) -> std::io::Result<Listed> {
+    let mut c = Conn::connect(addr).await?;
+    list_on(&mut c, path_and_query).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(stamp: u64, ty: &str) -> Vec<u8> {
+        format!(
+            "{{\"type\":\"{ty}\",\"object\":{{\"metadata\":{{\"annotations\":{{\"{WRITE_TIME_ANNOTATION}\":\"{stamp}\"}}}}}}}}"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn lines_are_classified_and_timed_inside_the_window_only() {
+        let s = WatchStats::default();
+        let before = now_unix_nanos() as u64 - 1_000_000;
+        let start = s.window.open();
+        s.on_line(&line(start + 1, "MODIFIED"));
+        s.on_line(&line(before, "MODIFIED"));
+        s.on_line(&line(start + 1, "DELETED"));
+        s.on_line(b"{\"type\":\"BOOKMARK\",\"object\":{}}");
+        s.on_line(b"{\"type\":\"ERROR\",\"object\":{}}");
+        s.window.close();
+        s.on_line(&line(start + 2, "MODIFIED"));
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        assert_eq!(get(&s.frames), 6);
+        assert_eq!((get(&s.bookmarks), get(&s.errors)), (1, 1));
+        assert_eq!(get(&s.received_in_window), 3);
+        assert_eq!(get(&s.stamped_in_window), 2);
+        assert_eq!(s.latency.count(), 2);
+    }
+
+    #[tokio::test]
+    async fn reads_chunked_and_sized_bodies() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut b = vec![0u8; 4096];
+            let _ = s.read(&mut b).await.unwrap();
+            s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"met\r\n1f;x=y\r\nadata\":{\"resourceVersion\":\"7\"}}\r\n0\r\n\r\n")
+                .await
+                .unwrap();
+            let _ = s.read(&mut b).await.unwrap();
+            s.write_all(
+                b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 2\r\nRetry-After: 1\r\n\r\n{}",
+            )
+            .await
+            .unwrap();
+        });
+        let mut c = Conn::connect(addr).await.unwrap();
+        let a = list_on(&mut c, "/a").await.unwrap();
+        assert_eq!((a.status, a.bytes), (200, 36));
+        assert_eq!(a.resource_version.as_deref(), Some("7"));
+        let b = list_on(&mut c, "/b").await.unwrap();
+        assert_eq!((b.status, b.bytes, b.retry_after), (429, 2, Some(1)));
+    }
+}

@@ -1,0 +1,396 @@
+//! The benchmark suite (`watchmux bench`): watchmux against the simulator, side by side with the
+//! baselines a user would otherwise deploy (the simulator directly, nginx as a streaming reverse
+//! proxy) and with the limit (a minimal program writing the same bytes to the same sockets).
+//!
+//! Every server runs as its own child process so its CPU time and RSS can be read from `/proc`
+//! on their own; the clients run in the bench process. Every loop is bounded in count and time,
+//! and every child is killed when the bench ends.
+
+pub mod client;
+pub mod hist;
+pub mod limit;
+pub mod nginx;
+pub mod plot;
+pub mod procs;
+pub mod report;
+pub mod scenarios;
+pub mod targets;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use report::{Sample, ScenarioSpec};
+use targets::{Env, TargetKind};
+
+/// Why a bench could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// An I/O operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A server could not be started or prepared.
+    #[error("setup: {0}")]
+    Setup(String),
+    /// A run went wrong (failed watches, unexpected answers).
+    #[error("run: {0}")]
+    Run(String),
+    /// The plot could not be drawn.
+    #[error("plot: {0}")]
+    Plot(#[from] plot::PlotError),
+}
+
+impl BenchError {
+    fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        BenchError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// A scenario of the suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scenario {
+    /// S1: many watchers on all pods.
+    Broadcast,
+    /// S2: kubelet-like watchers over a large fleet.
+    Fleet,
+    /// S3: LIST resourceVersion=0 of a large list.
+    List,
+    /// S4: thousands of clients LIST+WATCH right after start.
+    Herd,
+    /// S5: idle watchers.
+    Idle,
+    /// S6: syncing a large resource.
+    Sync,
+}
+
+impl Scenario {
+    /// All, in run order.
+    pub const ALL: [Scenario; 6] = [
+        Scenario::Broadcast,
+        Scenario::Idle,
+        Scenario::List,
+        Scenario::Sync,
+        Scenario::Fleet,
+        Scenario::Herd,
+    ];
+}
+
+impl std::str::FromStr for Scenario {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "s1" | "broadcast" => Scenario::Broadcast,
+            "s2" | "fleet" => Scenario::Fleet,
+            "s3" | "list" => Scenario::List,
+            "s4" | "herd" => Scenario::Herd,
+            "s5" | "idle" => Scenario::Idle,
+            "s6" | "sync" => Scenario::Sync,
+            other => {
+                return Err(format!(
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync)"
+                ));
+            }
+        })
+    }
+}
+
+/// Sizes of every scenario.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// S1 watcher counts.
+    pub broadcast_watchers: Vec<usize>,
+    /// S1 writes per second.
+    pub broadcast_rate: f64,
+    /// Pods in S1 and S5's fleet.
+    pub broadcast_pods: usize,
+    /// Nodes of the S2/S4/S6 fleet.
+    pub fleet_nodes: usize,
+    /// Pods of the S2/S4/S6 fleet.
+    pub fleet_pods: usize,
+    /// S2 kubelet counts.
+    pub fleet_kubelets: Vec<usize>,
+    /// S2 writes per second.
+    pub fleet_rate: f64,
+    /// S2's measured window, seconds (longer than the others: its CPU figures are small).
+    pub fleet_window_secs: f64,
+    /// Pods listed in S3.
+    pub list_pods: usize,
+    /// S3 concurrent clients.
+    pub list_clients: Vec<usize>,
+    /// S4 clients.
+    pub herd_clients: usize,
+    /// S4: clients not served after this many seconds are given up on.
+    pub herd_deadline_secs: f64,
+    /// S5 watchers.
+    pub idle_watchers: usize,
+    /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
+    /// scaled to it (at most one or two seconds each).
+    pub window_secs: f64,
+    /// Repeats of each case (medians are reported).
+    pub repeats: usize,
+}
+
+impl Sizes {
+    /// A pause of `secs`, shortened to the window for quick (smoke) runs.
+    pub fn pause(&self, secs: f64) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(secs.min(self.window_secs))
+    }
+
+    /// The full suite: the sizes, fitted to 2 cores and 24 GiB.
+    pub fn full() -> Sizes {
+        Sizes {
+            broadcast_watchers: vec![100, 1000, 10_000],
+            broadcast_rate: 50.0,
+            broadcast_pods: 1000,
+            fleet_nodes: 5000,
+            fleet_pods: 150_000,
+            fleet_kubelets: vec![500, 5000],
+            fleet_rate: 200.0,
+            fleet_window_secs: 8.0,
+            list_pods: 100_000,
+            list_clients: vec![1, 10],
+            herd_clients: 5000,
+            herd_deadline_secs: 20.0,
+            idle_watchers: 10_000,
+            window_secs: 5.0,
+            repeats: 3,
+        }
+    }
+
+    /// Tiny sizes that exercise every code path in seconds (the test suite runs this).
+    pub fn smoke() -> Sizes {
+        Sizes {
+            broadcast_watchers: vec![10],
+            broadcast_rate: 20.0,
+            broadcast_pods: 30,
+            fleet_nodes: 20,
+            fleet_pods: 200,
+            fleet_kubelets: vec![10],
+            fleet_rate: 40.0,
+            fleet_window_secs: 0.5,
+            list_pods: 300,
+            list_clients: vec![2],
+            herd_clients: 20,
+            herd_deadline_secs: 30.0,
+            idle_watchers: 50,
+            window_secs: 0.5,
+            repeats: 2,
+        }
+    }
+}
+
+/// What to run and where to write.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// The watchmux binary (also the simulator and the limit program).
+    pub exe: PathBuf,
+    /// Results directory (created): `results.md`, `samples.csv`, `summary.csv`, `fanout.png`.
+    pub out: PathBuf,
+    /// Scenarios to run, in order.
+    pub scenarios: Vec<Scenario>,
+    /// Targets to measure.
+    pub targets: Vec<TargetKind>,
+    /// Sizes.
+    pub sizes: Sizes,
+    /// The command line, for the report.
+    pub command: String,
+}
+
+/// Everything a bench run produced.
+#[derive(Debug)]
+pub struct BenchReport {
+    /// Every sample.
+    pub samples: Vec<Sample>,
+    /// The scenarios that ran.
+    pub specs: Vec<ScenarioSpec>,
+    /// The Markdown report.
+    pub markdown: String,
+}
+
+/// Raises this process's soft open-file limit to its hard limit (children inherit it):
+/// ten thousand watchers need ten thousand sockets on each side.
+pub fn raise_nofile_limit() -> u64 {
+    rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0)
+}
+
+/// Runs the scenarios and writes the results.
+pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
+    let nofile = raise_nofile_limit();
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| BenchError::io(format!("creating {}", opts.out.display()), e))?;
+    let work = tempfile::Builder::new()
+        .prefix("watchmux-bench-")
+        .tempdir()
+        .map_err(|e| BenchError::io("creating a scratch directory", e))?;
+    let env = Env {
+        exe: opts.exe.clone(),
+        workdir: work.path().to_path_buf(),
+        nginx: targets::find_nginx(),
+    };
+    let s = &opts.sizes;
+    let kinds = &opts.targets;
+    let started = Instant::now();
+    let mut samples = Vec::new();
+    let mut specs = Vec::new();
+    // S2, S4 and S6 share one large simulator: loading it is the slowest step of the suite.
+    let mut big: Option<procs::Proc> = None;
+    for sc in &opts.scenarios {
+        let t0 = Instant::now();
+        let spec = match sc {
+            Scenario::Broadcast => scenarios::broadcast_spec(s),
+            Scenario::Fleet => scenarios::fleet_spec(s),
+            Scenario::List => scenarios::list_spec(s),
+            Scenario::Herd => scenarios::herd_spec(s),
+            Scenario::Idle => scenarios::idle_spec(s),
+            Scenario::Sync => scenarios::sync_spec(s),
+        };
+        eprintln!("{} {} …", spec.id, spec.name);
+        if matches!(sc, Scenario::Fleet | Scenario::Herd | Scenario::Sync) && big.is_none() {
+            big = Some(targets::start_sim(&env, s.fleet_nodes, s.fleet_pods).await?);
+        }
+        match sc {
+            Scenario::Broadcast => scenarios::broadcast(&env, s, kinds, &mut samples).await?,
+            Scenario::Idle => scenarios::idle(&env, s, kinds, &mut samples).await?,
+            Scenario::List => scenarios::list(&env, s, kinds, &mut samples).await?,
+            Scenario::Fleet => {
+                let sim = big.as_ref().expect("started above");
+                scenarios::fleet(&env, s, kinds, sim, &mut samples).await?
+            }
+            Scenario::Herd => {
+                let sim = big.as_ref().expect("started above");
+                scenarios::herd(&env, s, kinds, sim, &mut samples).await?
+            }
+            Scenario::Sync => {
+                let sim = big.as_ref().expect("started above");
+                scenarios::sync(&env, s, kinds, sim, &mut samples).await?
+            }
+        }
+        eprintln!("{} done in {:.0} s", spec.id, t0.elapsed().as_secs_f64());
+        specs.push(spec);
+    }
+    if let Some(b) = big {
+        b.stop().await;
+    }
+    let total = started.elapsed();
+    let png = opts.out.join("fanout.png");
+    let plotted = plot_fanout(&png, &samples)?;
+    let mut md = String::new();
+    let _ = writeln!(md, "# watchmux benchmark results\n");
+    let _ = writeln!(
+        md,
+        "Command: `{}` (open-file limit {nofile}); all scenarios took {:.1} min.\n",
+        opts.command,
+        total.as_secs_f64() / 60.0
+    );
+    let _ = writeln!(md, "Machine: {}\n", machine());
+    let _ = writeln!(
+        md,
+        "Targets: `watchmux` (this build, release), `direct` (the clients talk to the simulator itself), `nginx` ({}; `proxy_buffering off`, long timeouts), `limit` (a minimal program that writes the upstream's bytes to the same sockets: one upstream watch per resource, each frame encoded once; for lists one pre-built body). The simulator, each target and the clients are separate processes on the same 2 cores; CPU and RSS are read from `/proc` for the target's processes only.\n",
+        nginx_version(env.nginx.as_deref())
+    );
+    if plotted {
+        let _ = writeln!(md, "![fan-out latency and CPU](fanout.png)\n");
+    }
+    for spec in &specs {
+        let mine: Vec<&Sample> = samples.iter().filter(|x| x.scenario == spec.id).collect();
+        md.push_str(&report::markdown(spec, &mine, s.repeats));
+        md.push('\n');
+    }
+    let write = |name: &str, body: &str| {
+        let p = opts.out.join(name);
+        std::fs::write(&p, body).map_err(|e| BenchError::io(format!("writing {}", p.display()), e))
+    };
+    write("results.md", &md)?;
+    write("samples.csv", &report::samples_csv(&samples))?;
+    write("summary.csv", &report::summary_csv(&specs, &samples))?;
+    Ok(BenchReport {
+        samples,
+        specs,
+        markdown: md,
+    })
+}
+
+/// Plots S1's medians (latency and CPU per delivery against watchers); false when S1 did not run.
+fn plot_fanout(path: &Path, samples: &[Sample]) -> Result<bool, BenchError> {
+    let s1: Vec<&Sample> = samples.iter().filter(|x| x.scenario == "S1").collect();
+    if s1.is_empty() {
+        return Ok(false);
+    }
+    let sum = report::Summary::of(&s1);
+    let mut points = Vec::new();
+    for case in &sum.cases {
+        for &t in &sum.targets {
+            let get = |k| sum.get(case, t, k).unwrap_or(f64::NAN);
+            points.push(plot::FanoutPoint {
+                target: t.name().to_string(),
+                watchers: case.parse().unwrap_or(0),
+                p50_ms: get("p50_ms"),
+                p99_ms: get("p99_ms"),
+                cpu_s_per_million: get("cpu_s_per_million"),
+            });
+        }
+    }
+    plot::fanout_png(
+        path,
+        "S1 broadcast: delivery latency and CPU per delivery",
+        &points,
+    )?;
+    Ok(true)
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0 / 1024.0)
+        .unwrap_or(0.0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    format!("{cpu}, {cores} cores, {mem_gib:.0} GiB, Linux {kernel}")
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "`nginx -v` runs once per report, before or after the measured windows"
+)]
+fn nginx_version(bin: Option<&Path>) -> String {
+    let Some(bin) = bin else {
+        return "not installed: left out".into();
+    };
+    std::process::Command::new(bin)
+        .arg("-v")
+        .output()
+        .ok()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stderr)
+                .trim()
+                .replace("nginx version: ", "")
+        })
+        .unwrap_or_else(|| "unknown version".into())
+}

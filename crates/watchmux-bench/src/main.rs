@@ -1,0 +1,186 @@
+//! `watchmux-bench`: runs the benchmark scenarios, and is also each server process a scenario
+//! starts (the simulator, watchmux, the limit program), so one binary measures them all:
+//! `cargo run --release -p watchmux-bench -- run all`.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use watchmux_bench::targets::TargetKind;
+use watchmux_bench::{BenchOptions, Scenario, Sizes};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "watchmux-bench",
+    version,
+    about = "watchmux benchmarks: watchmux, the simulator directly, nginx and the limit program side by side"
+)]
+struct Cli {
+    /// Log filter (tracing EnvFilter syntax).
+    #[arg(long, env = "WATCHMUX_LOG", global = true, default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run scenarios (see README "Performance").
+    Run(RunArgs),
+    /// The simulator as a target process (started by `run`).
+    #[command(hide = true)]
+    Sim(kube_sim::cli::SimArgs),
+    /// watchmux as a target process (started by `run`).
+    #[command(hide = true)]
+    Serve {
+        /// Configuration file.
+        #[arg(long)]
+        config: std::path::PathBuf,
+    },
+    /// The limit program as a target process (started by `run`).
+    #[command(hide = true)]
+    Limit {
+        /// Address to listen on.
+        #[arg(long)]
+        listen: SocketAddr,
+        /// The simulator's URL.
+        #[arg(long)]
+        upstream: String,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync, or `all`.
+    #[arg(default_value = "all")]
+    scenarios: Vec<String>,
+    /// Tiny sizes that run in seconds (what the test suite runs).
+    #[arg(long)]
+    smoke: bool,
+    /// Results directory.
+    #[arg(long, default_value = "results")]
+    out: std::path::PathBuf,
+    /// Targets, comma separated: watchmux,direct,nginx,limit.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "watchmux,direct,nginx,limit"
+    )]
+    targets: Vec<TargetKind>,
+    /// Repeats of each case (medians are reported).
+    #[arg(long)]
+    repeats: Option<usize>,
+    /// Seconds in each measured window.
+    #[arg(long)]
+    window_secs: Option<f64>,
+    /// S1 watcher counts, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    broadcast_watchers: Option<Vec<usize>>,
+    /// S1 writes per second.
+    #[arg(long)]
+    broadcast_rate: Option<f64>,
+    /// S2 kubelet counts, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    fleet_kubelets: Option<Vec<usize>>,
+    /// Pods of the S2/S4/S6 fleet.
+    #[arg(long)]
+    fleet_pods: Option<usize>,
+    /// Nodes of the S2/S4/S6 fleet.
+    #[arg(long)]
+    fleet_nodes: Option<usize>,
+    /// S2 writes per second.
+    #[arg(long)]
+    fleet_rate: Option<f64>,
+    /// Pods listed in S3.
+    #[arg(long)]
+    list_pods: Option<usize>,
+    /// S3 concurrent clients, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    list_clients: Option<Vec<usize>>,
+    /// S4 clients.
+    #[arg(long)]
+    herd_clients: Option<usize>,
+    /// S5 watchers.
+    #[arg(long)]
+    idle_watchers: Option<usize>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let log = |level: &str| {
+        let filter = tracing_subscriber::EnvFilter::try_new(level)
+            .with_context(|| format!("invalid log filter {level:?}"))?;
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+        anyhow::Ok(())
+    };
+    match cli.command {
+        Command::Run(a) => {
+            log(&cli.log)?;
+            run(a).await
+        }
+        Command::Sim(a) => {
+            log(&cli.log)?;
+            kube_sim::cli::run(&a).await.context("simulator")
+        }
+        Command::Serve { config } => {
+            let config = watchmux::config::Config::from_file(&config)?;
+            config.validate()?;
+            watchmux::serve::init_logging(Some(&cli.log), None, &config.log)?;
+            Ok(watchmux::serve::run(config).await?)
+        }
+        Command::Limit { listen, upstream } => {
+            watchmux_bench::raise_nofile_limit();
+            watchmux_bench::limit::serve(watchmux_bench::limit::LimitArgs { listen, upstream })
+                .await
+                .context("limit program")
+        }
+    }
+}
+
+async fn run(a: RunArgs) -> anyhow::Result<()> {
+    let mut sizes = if a.smoke {
+        Sizes::smoke()
+    } else {
+        Sizes::full()
+    };
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = a.$f.clone() { sizes.$f = v; } )* };
+    }
+    set!(
+        repeats,
+        window_secs,
+        broadcast_watchers,
+        broadcast_rate,
+        fleet_kubelets,
+        fleet_pods,
+        fleet_nodes,
+        fleet_rate,
+        list_pods,
+        list_clients,
+        herd_clients,
+        idle_watchers
+    );
+    let scenarios: Vec<Scenario> = if a.scenarios.iter().any(|s| s == "all") {
+        Scenario::ALL.to_vec()
+    } else {
+        a.scenarios
+            .iter()
+            .map(|s| s.parse().map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let opts = BenchOptions {
+        exe: std::env::current_exe().context("locating the watchmux-bench binary")?,
+        out: a.out,
+        scenarios,
+        targets: a.targets,
+        sizes,
+        command: std::env::args()
+            .skip(1)
+            .fold("watchmux-bench".to_string(), |acc, x| acc + " " + &x),
+    };
+    let report = watchmux_bench::run(&opts).await?;
+    println!("{}", report.markdown);
+    eprintln!("results written to {}", opts.out.display());
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! Child processes under test and what they cost: CPU time and resident memory read from
+//! `/proc`, so each process is measured on its own while the clients run elsewhere.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use super::BenchError;
+
+/// A free port on 127.0.0.1 (bound and released; the child binds it a moment later).
+#[allow(
+    clippy::disallowed_types,
+    reason = "bind and local_addr never block; the port is released at once"
+)]
+pub fn free_addr() -> Result<SocketAddr, BenchError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| BenchError::io("binding a probe port", e))?;
+    l.local_addr()
+        .map_err(|e| BenchError::io("reading a probe port", e))
+}
+
+/// Waits until `addr` accepts TCP connections, `child` exits, or `timeout` passes.
+pub async fn wait_listening(
+    what: &str,
+    addr: SocketAddr,
+    child: Option<&mut Child>,
+    timeout: Duration,
+) -> Result<(), BenchError> {
+    let deadline = Instant::now() + timeout;
+    let mut child = child;
+    loop {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(());
+        }
+        if let Some(c) = child.as_deref_mut()
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            return Err(BenchError::Setup(format!("{what} exited early: {status}")));
+        }
+        if Instant::now() > deadline {
+            return Err(BenchError::Setup(format!(
+                "{what} does not listen on {addr} after {timeout:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A child process that is killed when dropped: the bench never leaves a server behind.
+pub struct Proc {
+    /// What it is ("simulator", "watchmux", …).
+    pub name: String,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl Proc {
+    /// Starts `exe args…` with stdout discarded and stderr appended to `log`, and waits until it
+    /// listens on `addr`.
+    pub async fn spawn(
+        name: &str,
+        exe: &Path,
+        args: &[String],
+        addr: SocketAddr,
+        log: &Path,
+        ready_timeout: Duration,
+    ) -> Result<Proc, BenchError> {
+        let err = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| BenchError::io(format!("opening {}", log.display()), e))?;
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| BenchError::io(format!("starting {}", exe.display()), e))?;
+        wait_listening(name, addr, Some(&mut child), ready_timeout)
+            .await
+            .map_err(|e| BenchError::Setup(format!("{e} (log: {})", log.display())))?;
+        Ok(Proc {
+            name: name.to_string(),
+            addr,
+            child,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
+    /// Kills the process and waits for it.
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+/// CPU time and memory of a set of processes at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// User + system CPU seconds since each process started.
+    pub cpu_secs: f64,
+    /// Resident set size, bytes (sum over the processes).
+    pub rss_bytes: u64,
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "getconf runs once per process and returns at once"
+)]
+fn clock_ticks() -> f64 {
+    static TICKS: OnceLock<f64> = OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// Reads `/proc/PID/stat` and `/proc/PID/status` of each process (0 = this process). A
+/// process that has gone counts as zero.
+pub fn usage(pids: &[u32]) -> Usage {
+    let mut u = Usage::default();
+    for &pid in pids {
+        let dir = if pid == 0 {
+            "/proc/self".to_string()
+        } else {
+            format!("/proc/{pid}")
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("{dir}/stat")) {
+            // The command name (field 2) may contain spaces; fields after its ')' are fixed.
+            if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                // After ')': state is index 0, so utime (field 14) is index 11, stime index 12.
+                let ticks: f64 = f
+                    .get(11..13)
+                    .map(|t| t.iter().filter_map(|x| x.parse::<f64>().ok()).sum())
+                    .unwrap_or(0.0);
+                u.cpu_secs += ticks / clock_ticks();
+            }
+        }
+        if let Ok(status) = std::fs::read_to_string(format!("{dir}/status"))
+            && let Some(line) = status.lines().find(|l| l.starts_with("VmRSS:"))
+        {
+            let kb: u64 = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0);
+            u.rss_bytes += kb * 1024;
+        }
+    }
+    u
+}
+
+/// Waits (at most `max`) until `pids` use less than a tenth of a core over a quarter second:
+/// a server still working off a previous run's requests would disturb the next run.
+pub async fn wait_quiet(pids: &[u32], max: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < max {
+        let a = usage(pids).cpu_secs;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if usage(pids).cpu_secs - a < 0.025 {
+            return;
+        }
+    }
+}
+
+/// Samples the RSS of `pids` every 20 ms until stopped, keeping the peak: list benchmarks
+/// report how far memory rises while bodies are in flight, not where it settles.
+pub struct PeakRss {
+    peak: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl PeakRss {
+    /// Starts sampling.
+    pub fn start(pids: Vec<u32>) -> PeakRss {
+        let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(usage(&pids).rss_bytes));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (p, s) = (peak.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            loop {
+                tokio::select! {
+                    _ = s.cancelled() => return,
+                    _ = tick.tick() => {
+                        p.fetch_max(usage(&pids).rss_bytes, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        PeakRss { peak, stop }
+    }
+
+    /// Stops sampling and returns the peak (bytes).
+    pub fn finish(self) -> u64 {
+        self.stop.cancel();
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_of_this_process_is_plausible() {
+        let a = usage(&[0]);
+        // Burn a little CPU so the counter moves.
+        let t = Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < Duration::from_millis(120) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let b = usage(&[0]);
+        assert!(a.rss_bytes > 1 << 20, "rss {}", a.rss_bytes);
+        assert!(b.cpu_secs > a.cpu_secs, "{a:?} {b:?}");
+        assert_eq!(usage(&[u32::MAX]), Usage::default());
+    }
+}

@@ -1,0 +1,107 @@
+//! The benchmark suite at tiny sizes, so it never rots: every scenario runs end to end against
+//! every target (nginx when installed), writes its reports, and the figures that do not depend
+//! on timing hold.
+
+use watchmux_bench::targets::TargetKind;
+use watchmux_bench::{BenchOptions, Scenario, Sizes, report::Sample};
+
+fn values(samples: &[Sample], scenario: &str, target: TargetKind, key: &str) -> Vec<f64> {
+    samples
+        .iter()
+        .filter(|s| s.scenario == scenario && s.target == target)
+        .flat_map(|s| s.values.iter().filter(|(k, _)| *k == key).map(|(_, v)| *v))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_bench_runs_every_scenario_against_every_target() {
+    let out = tempfile::tempdir().unwrap();
+    let nginx = watchmux_bench::targets::find_nginx().is_some();
+    let opts = BenchOptions {
+        exe: env!("CARGO_BIN_EXE_watchmux-bench").into(),
+        out: out.path().to_path_buf(),
+        scenarios: Scenario::ALL.to_vec(),
+        targets: TargetKind::ALL.to_vec(),
+        sizes: Sizes::smoke(),
+        command: "watchmux-bench run --smoke".into(),
+    };
+    let report = watchmux_bench::run(&opts).await.expect("bench runs");
+    let s = &report.samples;
+    let ids: Vec<&str> = report.specs.iter().map(|x| x.id).collect();
+    assert_eq!(ids, ["S1", "S5", "S3", "S6", "S2", "S4"]);
+
+    // Every streaming and list scenario measured every target, each case twice.
+    let mut expected = vec![TargetKind::Watchmux, TargetKind::Direct, TargetKind::Limit];
+    if nginx {
+        expected.push(TargetKind::Nginx);
+    } else {
+        eprintln!("nginx not installed: its baseline is not exercised");
+    }
+    for sc in ["S1", "S2", "S3", "S5"] {
+        for &t in &expected {
+            let n = s
+                .iter()
+                .filter(|x| x.scenario == sc && x.target == t)
+                .count();
+            assert_eq!(n, 2, "{sc} {t}: {n} samples");
+        }
+    }
+
+    // S1: at this load every watcher receives every write of the window, through every target.
+    for &t in &expected {
+        let d = values(s, "S1", t, "delivered_pct");
+        assert!(
+            d.iter().all(|p| (*p - 100.0).abs() < 1e-9),
+            "S1 {t} delivered {d:?}"
+        );
+        let p50 = values(s, "S1", t, "p50_ms");
+        assert!(p50.iter().all(|p| *p > 0.0), "S1 {t} p50 {p50:?}");
+    }
+    // S2: kubelets receive their pods' changes through watchmux.
+    let d = values(s, "S2", TargetKind::Watchmux, "deliveries_per_s");
+    assert!(d.iter().all(|x| *x > 0.0), "S2 deliveries {d:?}");
+
+    // S3: every target hands out a body of the same size (the same pods).
+    let direct = values(s, "S3", TargetKind::Direct, "body_mb")[0];
+    for &t in &expected {
+        for b in values(s, "S3", t, "body_mb") {
+            assert!(
+                (b - direct).abs() / direct < 0.01,
+                "S3 {t} body {b} vs {direct}"
+            );
+        }
+    }
+
+    // S4: without a cache every client's LIST and WATCH reaches the upstream; watchmux needs
+    // only its own sync (a list and a watch, however many clients).
+    let clients = Sizes::smoke().herd_clients as f64;
+    for r in values(s, "S4", TargetKind::Direct, "upstream_requests") {
+        assert_eq!(r, 2.0 * clients);
+    }
+    for r in values(s, "S4", TargetKind::Watchmux, "upstream_requests") {
+        assert!(r <= 4.0, "watchmux herd cost {r} upstream requests");
+    }
+
+    // S6: watchmux synced the fleet's pods.
+    let json = values(s, "S6", TargetKind::Watchmux, "json_mb");
+    assert!(json.len() == 2 && json.iter().all(|j| *j > 0.0), "{json:?}");
+
+    // The reports: Markdown with every scenario, CSVs with every sample, a PNG.
+    let md = std::fs::read_to_string(out.path().join("results.md")).unwrap();
+    for id in ids {
+        assert!(
+            md.contains(&format!("### {id} ")),
+            "{id} missing from results.md"
+        );
+    }
+    let csv = std::fs::read_to_string(out.path().join("samples.csv")).unwrap();
+    let rows = csv.lines().count() - 1;
+    assert_eq!(rows, s.iter().map(|x| x.values.len()).sum::<usize>());
+    let summary = std::fs::read_to_string(out.path().join("summary.csv")).unwrap();
+    assert!(summary.starts_with("scenario,case,target,metric,median"));
+    let png = std::fs::read(out.path().join("fanout.png")).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "fanout.png is not a PNG"
+    );
+}

@@ -1,0 +1,123 @@
+//! watchmux as a process: logging set up from the config and the command line, the upstream
+//! client, the listener, and the graceful shutdown on SIGTERM/SIGINT. The `watchmux` binary, the
+//! demo and the bench's target process all run the proxy through [`run`], so they stop alike.
+//!
+//! Owns nothing of the request path: it builds the [`Proxy`] and hands it the listener.
+
+use std::net::SocketAddr;
+
+use crate::config::{Config, LogConfig, LogFormat};
+use crate::server::{self, Proxy};
+use crate::upstream::{Upstream, UpstreamError};
+
+/// Why watchmux could not start or keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The log filter does not parse.
+    #[error("invalid log filter {filter:?}: {source}")]
+    LogFilter {
+        /// The filter as given.
+        filter: String,
+        /// Why it does not parse.
+        #[source]
+        source: tracing_subscriber::filter::ParseError,
+    },
+    /// The upstream client could not be built from `[upstream]`.
+    #[error("upstream client: {0}")]
+    Upstream(#[from] UpstreamError),
+    /// The downstream TLS files could not be loaded.
+    #[error(transparent)]
+    DownstreamTls(#[from] crate::tls::TlsFileError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// `server.listen`.
+        addr: SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A signal handler could not be installed.
+    #[error("installing a signal handler: {0}")]
+    Signal(#[source] std::io::Error),
+}
+
+/// Installs the global log subscriber: `filter` and `format` (command line or environment) over
+/// the config's `[log]`.
+pub fn init_logging(
+    filter: Option<&str>,
+    format: Option<&str>,
+    config: &LogConfig,
+) -> Result<(), ServeError> {
+    let filter = filter.unwrap_or(&config.level);
+    let env_filter =
+        tracing_subscriber::EnvFilter::try_new(filter).map_err(|source| ServeError::LogFilter {
+            filter: filter.to_string(),
+            source,
+        })?;
+    let json = match format {
+        Some(f) => f == "json",
+        None => config.format == LogFormat::Json,
+    };
+    let b = tracing_subscriber::fmt().with_env_filter(env_filter);
+    if json {
+        b.json().flatten_event(true).init();
+    } else {
+        b.init();
+    }
+    Ok(())
+}
+
+/// The first SIGTERM or SIGINT (Ctrl-C).
+pub async fn terminated() -> Result<&'static str, ServeError> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signal)?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.map(|_| "SIGINT").map_err(ServeError::Signal),
+            _ = term.recv() => Ok("SIGTERM"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.map_err(ServeError::Signal)?;
+        Ok("Ctrl-C")
+    }
+}
+
+/// Serves `config` (already validated) until SIGTERM/SIGINT, then shuts down gracefully within
+/// `server.shutdown_delay` + `server.shutdown_timeout`; a second signal exits at once.
+pub async fn run(config: Config) -> Result<(), ServeError> {
+    let upstream = Upstream::new(&config.upstream)?;
+    let downstream = server::Downstream::from_config(&config.server)?;
+    let proxy = Proxy::start(&config, upstream);
+    let addr = server::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.server.listen,
+            source,
+        })?;
+    tracing::info!(listen = %addr, upstream = %proxy.upstream.url(), resources = config.cache.resources.len(), authz = %config.server.authz_mode(), "watchmux serving");
+    let signal = terminated().await?;
+    let s = &config.server;
+    tracing::info!(
+        signal,
+        delay = ?s.shutdown_delay,
+        timeout = ?s.shutdown_timeout,
+        "shutting down: /readyz fails, then watches end and connections drain"
+    );
+    tokio::select! {
+        clean = proxy.shutdown_within(s.shutdown_delay, s.shutdown_timeout) => {
+            if clean {
+                tracing::info!("shut down cleanly");
+            } else {
+                tracing::warn!("shutdown bound reached; remaining connections dropped");
+            }
+        }
+        r = terminated() => {
+            tracing::warn!(signal = ?r.ok(), "second signal: exiting now");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! Shared test harness: watchmux in front of a simulator, plus the simulator's test kit (a
+//! simulator per test, a raw HTTP client that reads watch streams line by line, kubectl).
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use kube_sim::Simulator;
+pub use kube_sim::testkit::*;
+
+/// A watchmux proxy in front of a simulator, on 127.0.0.1; stops when dropped.
+pub struct TestProxy {
+    pub proxy: std::sync::Arc<watchmux::server::Proxy>,
+    pub url: String,
+}
+
+impl Drop for TestProxy {
+    fn drop(&mut self) {
+        self.proxy.cancel.cancel();
+    }
+}
+
+/// The resources tests cache: pods, nodes, namespaces, configmaps.
+pub const TEST_CACHE: &str = r#"
+[cache]
+bookmark_interval_secs = 1
+[[cache.resources]]
+version = "v1"
+resource = "pods"
+[[cache.resources]]
+version = "v1"
+resource = "nodes"
+[[cache.resources]]
+version = "v1"
+resource = "namespaces"
+[[cache.resources]]
+version = "v1"
+resource = "configmaps"
+"#;
+
+/// Starts watchmux in front of `sim` with [`TEST_CACHE`] adjusted by `f`, and waits until every
+/// cached resource has synced.
+pub async fn proxy_for(
+    sim: &Simulator,
+    f: impl FnOnce(&mut watchmux::config::Config),
+) -> TestProxy {
+    let mut config = watchmux::config::Config::from_toml_str(TEST_CACHE, "test config")
+        .expect("test config parses");
+    config.upstream.url = Some(sim.url().parse().unwrap());
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    // Tests simulate whole fleets of clients, all from 127.0.0.1 (one client for
+    // `server.max_watches_per_client`): lift the per-client and LIST limits unless `f` sets them
+    // (tests/limits.rs does).
+    config.server.max_watches_per_client = 100_000;
+    config.server.max_concurrent_lists = 100_000;
+    f(&mut config);
+    config.validate().expect("valid test config");
+    let upstream = watchmux::upstream::Upstream::new(&config.upstream).expect("upstream client");
+    let proxy = watchmux::server::Proxy::start(&config, upstream);
+    let addr = watchmux::server::bind_and_serve(proxy.clone(), config.server.listen)
+        .await
+        .expect("bind");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !proxy.ready() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "watchmux did not sync within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    TestProxy {
+        proxy,
+        url: format!("http://{addr}"),
+    }
+}

@@ -1,0 +1,537 @@
+//! kube-rs reflectors (kube-runtime `watcher` + `reflector`) through watchmux, in front of the
+//! simulator under pod churn: in every initial-list mode, for 1 client and for 200 concurrent
+//! clients, each client's store converges to exactly the simulator's pods (names and
+//! resourceVersions); watchmux holds exactly one upstream watch per cached resource and makes
+//! one upstream LIST per (re)sync however many clients there are; and an upstream relist (410
+//! after compaction during an outage) is bridged: no client relists, sees an error or loses a
+//! change.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ResourceExt};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Config};
+use kube_sim::fleet::{self, FleetSpec};
+use kube_sim::semantics::DeleteOptions;
+use kube_sim::{SimState, Simulator};
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The resources the test proxy caches.
+const CACHED: [&str; 4] = ["pods", "nodes", "namespaces", "configmaps"];
+
+/// The fleet the simulator starts with.
+fn fleet() -> FleetSpec {
+    FleetSpec {
+        nodes: 4,
+        pods: 40,
+        namespaces: 3,
+        seed: 11,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Simulator side: state, counters, churn
+// ---------------------------------------------------------------------------------------------
+
+/// The simulator's pods now: `ns/name` → resourceVersion.
+fn sim_pods(sim: &Simulator) -> BTreeMap<String, String> {
+    let rt = sim.resource("", "v1", "pods").expect("pods served");
+    sim.store()
+        .list(&rt, None, None, None, 0, &|_| true, false)
+        .expect("list now")
+        .items
+        .iter()
+        .map(|o| (format!("{}/{}", o.namespace, o.name), o.rv.to_string()))
+        .collect()
+}
+
+fn stat(sim: &Simulator, resource: &str, key: &str) -> i64 {
+    sim.stats()["resources"][resource][key]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no stat {resource}.{key}"))
+}
+
+/// A pod writer running at a fixed rate until stopped: status updates, relabels (selector
+/// moves), node reassignments, creates and immediate deletes, through the simulator's write
+/// verbs (so the test can stop it and compare at a quiet moment).
+struct Churn {
+    stop: CancellationToken,
+    writes: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Churn {
+    fn start(sim: &Simulator, per_second: f64, seed: u64) -> Churn {
+        let state: Arc<SimState> = sim.state().clone();
+        let stop = CancellationToken::new();
+        let writes = Arc::new(AtomicU64::new(0));
+        let (s, w) = (stop.clone(), writes.clone());
+        let task = tokio::spawn(async move { churn(state, per_second, seed, s, w).await });
+        Churn { stop, writes, task }
+    }
+
+    fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` more writes happened (with a deadline).
+    async fn wait_writes(&self, n: u64) {
+        let target = self.writes() + n;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.writes() < target {
+            assert!(Instant::now() < deadline, "churn made no progress");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the writer; returns how many writes it made. Panics if a write failed.
+    async fn stop(self) -> u64 {
+        self.stop.cancel();
+        self.task.await.expect("churn task");
+        self.writes.load(Ordering::SeqCst)
+    }
+}
+
+/// Makes pod writes one at a time: status updates, relabels (selector moves), node
+/// reassignments, creates and immediate deletes.
+struct PodWriter {
+    state: Arc<SimState>,
+    rng: StdRng,
+    seed: u64,
+    nodes: Vec<String>,
+    namespaces: Vec<String>,
+    live: Vec<(String, String)>,
+    created: usize,
+}
+
+impl PodWriter {
+    fn new(state: Arc<SimState>, seed: u64) -> PodWriter {
+        let pods = state.registry.core("pods").clone();
+        let live = state
+            .store
+            .list(&pods, None, None, None, 0, &|_| true, false)
+            .expect("list")
+            .items
+            .iter()
+            .map(|o| (o.namespace.clone(), o.name.clone()))
+            .collect();
+        PodWriter {
+            state,
+            rng: StdRng::seed_from_u64(seed),
+            seed,
+            nodes: (0..fleet().nodes).map(fleet::node_name).collect(),
+            namespaces: fleet::namespace_names(&fleet()),
+            live,
+            created: 0,
+        }
+    }
+
+    /// One write; panics if the simulator refuses it (nobody else writes pods).
+    fn write_one(&mut self) {
+        let pods = self.state.registry.core("pods").clone();
+        let ops = &self.state.ops;
+        let rng = &mut self.rng;
+        let roll = rng.random_range(0..100);
+        if self.live.len() < 10 || (75..88).contains(&roll) {
+            let ns = self.namespaces[rng.random_range(0..self.namespaces.len())].clone();
+            let node = self.nodes[rng.random_range(0..self.nodes.len())].clone();
+            self.created += 1;
+            let mut p = fleet::pod(2_000_000 + self.created, &ns, &node, rng);
+            let name = format!("kchurn-{}-{}", self.seed, self.created);
+            p["metadata"]["name"] = Value::String(name.clone());
+            ops.create(&pods, Some(&ns), p, true).expect("churn create");
+            self.live.push((ns, name));
+        } else if roll >= 88 {
+            let (ns, name) = self.live.swap_remove(rng.random_range(0..self.live.len()));
+            let now = DeleteOptions {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            };
+            ops.delete(&pods, Some(&ns), &name, &now)
+                .expect("churn delete");
+        } else {
+            let (ns, name) = self.live[rng.random_range(0..self.live.len())].clone();
+            let node = self.nodes[rng.random_range(0..self.nodes.len())].clone();
+            let s: u64 = rng.random();
+            ops.modify(&pods, Some(&ns), &name, |v| {
+                let mut r = StdRng::seed_from_u64(s);
+                match roll {
+                    0..55 => fleet::touch_status(v, &mut r),
+                    55..65 => fleet::relabel(v, &mut r),
+                    _ => fleet::reassign(v, &node),
+                }
+            })
+            .expect("churn modify");
+        }
+    }
+}
+
+async fn churn(
+    state: Arc<SimState>,
+    per_second: f64,
+    seed: u64,
+    stop: CancellationToken,
+    writes: Arc<AtomicU64>,
+) {
+    let mut w = PodWriter::new(state, seed);
+    let tick = Duration::from_millis(20);
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut budget = 0.0;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        budget += per_second * tick.as_secs_f64();
+        while budget >= 1.0 {
+            budget -= 1.0;
+            w.write_one();
+            writes.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// While connections are refused, changes the pods and compacts, so the proxy's re-watch gets
+/// 410 and it must relist; waits until the pods relist was bridged.
+async fn force_upstream_relist(sim: &Simulator, proxy: &crate::common::TestProxy) {
+    let cache = proxy.proxy.cache("", "v1", "pods").expect("pods cache");
+    let bridged = cache.counters.relists_bridged.load(Ordering::SeqCst);
+    sim.faults()
+        .refuse_connections_for(Duration::from_millis(1500));
+    // Changes the proxy can only learn by relisting: a burst of writes, then compaction.
+    let mut w = PodWriter::new(sim.state().clone(), 99);
+    for _ in 0..60 {
+        w.write_one();
+    }
+    sim.store().compact_now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cache.counters.relists_bridged.load(Ordering::SeqCst) == bridged {
+        assert!(
+            Instant::now() < deadline,
+            "the proxy did not relist (and bridge) pods within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        cache.counters.relists_reset.load(Ordering::SeqCst),
+        0,
+        "the relist was bridged, not reset"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// kube-rs side
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// kube-rs's default: a consistent (`resourceVersion` unset) LIST with `limit=500`, then WATCH.
+    ListWatch,
+    /// The default ListWatch strategy with `any_semantic()` and no page size: LIST
+    /// `resourceVersion=0&resourceVersionMatch=NotOlderThan` (what client-go informers send).
+    ListWatchAny,
+    /// `streaming_lists()`: WATCH `sendInitialEvents=true`.
+    Streaming,
+}
+
+impl Mode {
+    fn config(self) -> watcher::Config {
+        match self {
+            Mode::ListWatch => watcher::Config::default(),
+            Mode::ListWatchAny => {
+                let mut c = watcher::Config::default().any_semantic();
+                c.page_size = None;
+                c
+            }
+            Mode::Streaming => watcher::Config::default().streaming_lists(),
+        }
+    }
+
+    /// Upstream LISTs each client's initial sync causes. kube-rs's default initial LIST is a
+    /// consistent read (`resourceVersion` unset, `limit=500`); watchmux cannot prove its cache
+    /// is fresh enough for that (spec §1.5 L1/L2, §3.5), so it forwards it upstream. Everything
+    /// else is served from the cache.
+    fn upstream_lists_per_client(self) -> i64 {
+        match self {
+            Mode::ListWatch => 1,
+            Mode::ListWatchAny | Mode::Streaming => 0,
+        }
+    }
+}
+
+/// One kube-rs reflector through the proxy.
+struct KubeClient {
+    store: Store<Pod>,
+    /// Initial lists started (`Event::Init`): 1 means the client never relisted.
+    inits: Arc<AtomicUsize>,
+    errors: Arc<Mutex<Vec<String>>>,
+    task: JoinHandle<()>,
+}
+
+impl KubeClient {
+    fn start(url: &str, mode: Mode) -> KubeClient {
+        let client =
+            Client::try_from(Config::new(url.parse().expect("proxy url"))).expect("client");
+        let api: Api<Pod> = Api::all(client);
+        let (store, writer) = reflector::store();
+        let inits = Arc::new(AtomicUsize::new(0));
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let (i, e) = (inits.clone(), errors.clone());
+        let stream = watcher::watcher(api, mode.config()).reflect(writer);
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(Event::Init) => {
+                        i.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(_) => {}
+                    Err(err) => {
+                        e.lock().push(err.to_string());
+                        // kube-rs retries immediately; do not spin on a persistent error.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+        KubeClient {
+            store,
+            inits,
+            errors,
+            task,
+        }
+    }
+
+    fn pods(&self) -> BTreeMap<String, String> {
+        self.store
+            .state()
+            .iter()
+            .map(|p| {
+                (
+                    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
+                    p.resource_version().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for KubeClient {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn wait_ready(clients: &[KubeClient]) {
+    let all = futures_util::future::join_all(clients.iter().map(|c| c.store.wait_until_ready()));
+    tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .expect("every client finished its initial list within 60 s")
+        .into_iter()
+        .for_each(|r| r.expect("reflector alive"));
+}
+
+/// Waits until every client's store holds exactly the simulator's pods (names and
+/// resourceVersions); the simulator is quiet, so its state is final.
+async fn converge(sim: &Simulator, clients: &[KubeClient], what: &str) -> usize {
+    let want = sim_pods(sim);
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let behind: Vec<usize> = (0..clients.len())
+            .filter(|&i| clients[i].pods() != want)
+            .collect();
+        if behind.is_empty() {
+            return want.len();
+        }
+        if Instant::now() >= deadline {
+            let got = clients[behind[0]].pods();
+            let missing: Vec<_> = want
+                .iter()
+                .filter(|(k, v)| got.get(*k) != Some(v))
+                .collect();
+            let extra: Vec<_> = got
+                .iter()
+                .filter(|(k, v)| want.get(*k) != Some(v))
+                .collect();
+            panic!(
+                "{what}: {} of {} clients did not converge within 45 s; client {}: \
+                 missing/different {missing:?}, extra/stale {extra:?}; errors {:?}",
+                behind.len(),
+                clients.len(),
+                behind[0],
+                clients[behind[0]].errors.lock()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the simulator shows exactly one open watch per cached resource (after an
+/// outage the proxy's reflectors reconnect with backoff).
+async fn one_watch_per_resource(sim: &Simulator) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let open: Vec<i64> = CACHED.iter().map(|r| stat(sim, r, "openWatches")).collect();
+        if open.iter().all(|&n| n == 1) {
+            return;
+        }
+        assert!(
+            open.iter().all(|&n| n <= 1),
+            "more than one upstream watch for a resource: {CACHED:?} = {open:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "upstream watches {CACHED:?} = {open:?}, want one each"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scenario
+// ---------------------------------------------------------------------------------------------
+
+async fn scenario(mode: Mode, n: usize) {
+    let sim = crate::common::sim_with(|c| c.fleet = Some(fleet())).await;
+    let proxy = crate::common::proxy_for(&sim, |_| {}).await;
+
+    // The proxy's own sync: one LIST (the fleet fits a page) and one watch per resource (the
+    // proxy is ready once listed; its watches follow).
+    one_watch_per_resource(&sim).await;
+    for r in CACHED {
+        assert_eq!(
+            stat(&sim, r, "listRequests"),
+            1,
+            "{r}: one LIST for the sync"
+        );
+        assert_eq!(stat(&sim, r, "watchRequests"), 1, "{r}: one upstream watch");
+        assert_eq!(
+            stat(&sim, r, "openWatches"),
+            1,
+            "{r}: one open upstream watch"
+        );
+    }
+
+    // Clients start (and list) while the cluster churns.
+    let churn = Churn::start(&sim, 50.0, 7);
+    churn.wait_writes(10).await;
+    let clients: Vec<KubeClient> = (0..n)
+        .map(|_| KubeClient::start(&proxy.url, mode))
+        .collect();
+    wait_ready(&clients).await;
+    // Everyone watches through more churn, then the cluster goes quiet.
+    churn.wait_writes(75).await;
+    let writes = churn.stop().await;
+    let pods = converge(&sim, &clients, "under churn").await;
+
+    let mut lists: Vec<i64> = CACHED
+        .iter()
+        .map(|r| stat(&sim, r, "listRequests"))
+        .collect();
+    let pod_lists = 1 + mode.upstream_lists_per_client() * n as i64;
+    assert_eq!(
+        lists,
+        [pod_lists, 1, 1, 1],
+        "upstream LISTs of {CACHED:?} after {n} {mode:?} clients synced"
+    );
+    for r in CACHED {
+        assert_eq!(
+            stat(&sim, r, "watchRequests"),
+            1,
+            "{r}: no upstream re-watch"
+        );
+        assert_eq!(
+            stat(&sim, r, "openWatches"),
+            1,
+            "{r}: one open upstream watch"
+        );
+    }
+
+    // The upstream relists (410 after compaction during an outage): the proxy lists once per
+    // resource, bridges the difference, and every client converges without relisting.
+    force_upstream_relist(&sim, &proxy).await;
+    let relisted = converge(&sim, &clients, "after the upstream relist").await;
+    one_watch_per_resource(&sim).await;
+    for l in &mut lists {
+        *l += 1;
+    }
+    let now: Vec<i64> = CACHED
+        .iter()
+        .map(|r| stat(&sim, r, "listRequests"))
+        .collect();
+    assert_eq!(
+        now, lists,
+        "one upstream LIST per resource for the relist, whatever {n} clients do"
+    );
+    // Refused attempts never reach the simulator's counters: the first watch, the re-watch
+    // answered with 410, and the watch from the relist's resourceVersion.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stat(&sim, "pods", "watchRequests") < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "no upstream watch after the relist"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(stat(&sim, "pods", "watchRequests"), 3);
+    one_watch_per_resource(&sim).await;
+
+    for (i, c) in clients.iter().enumerate() {
+        let errors = c.errors.lock();
+        assert!(errors.is_empty(), "client {i} saw errors: {errors:?}");
+        assert_eq!(
+            c.inits.load(Ordering::SeqCst),
+            1,
+            "client {i} relisted (its watch broke or it got a 410)"
+        );
+    }
+    eprintln!(
+        "{mode:?} × {n}: {writes} churn writes, {pods} pods converged; after the bridged relist \
+         {relisted} pods converged; upstream {}",
+        sim.stats()["resources"]["pods"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_list_watch_client_converges() {
+    scenario(Mode::ListWatch, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_list_watch_rv0_client_converges() {
+    scenario(Mode::ListWatchAny, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_streaming_list_client_converges() {
+    scenario(Mode::Streaming, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_list_watch_clients_converge() {
+    scenario(Mode::ListWatch, 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_list_watch_rv0_clients_converge() {
+    scenario(Mode::ListWatchAny, 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_streaming_list_clients_converge() {
+    scenario(Mode::Streaming, 200).await;
+}

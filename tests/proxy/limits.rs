@@ -1,0 +1,292 @@
+//! Resource limits (issue 8), through a real watchmux in front of the simulator: concurrent
+//! watches per client, concurrent cached LISTs, URL and header sizes, slow headers.
+
+use std::time::{Duration, Instant};
+
+use http::{Method, StatusCode};
+use kube_sim::fleet::FleetSpec;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::common::{proxy_for, request, sim, sim_with, watch};
+
+fn addr_of(url: &str) -> std::net::SocketAddr {
+    url.trim_start_matches("http://").parse().unwrap()
+}
+
+/// Asserts a kube 429 TooManyRequests with `Retry-After: 1`.
+fn assert_too_many(status: StatusCode, headers: &http::HeaderMap, body: &[u8]) {
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        String::from_utf8_lossy(body)
+    );
+    assert_eq!(headers["retry-after"], "1");
+    let v: Value = serde_json::from_slice(body).expect("Status JSON");
+    assert_eq!(v["kind"], "Status");
+    assert_eq!(v["reason"], "TooManyRequests");
+    assert_eq!(v["code"], 429);
+    assert_eq!(v["details"]["retryAfterSeconds"], 1);
+}
+
+/// Retries `f` until it returns true, for up to 10 s.
+async fn eventually(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f().await {
+        assert!(Instant::now() < deadline, "{what}: not within 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn watches_per_client_are_limited_and_freed() {
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| c.server.max_watches_per_client = 2).await;
+    let client = "ip:127.0.0.1";
+    let pods = format!("{}/api/v1/pods?watch=true&allowWatchBookmarks=true", px.url);
+    let w1 = watch(&pods).await;
+    assert_eq!(w1.status, StatusCode::OK);
+    // The limit counts all cached resources of the client together.
+    let w2 = watch(&format!("{}/api/v1/nodes?watch=true", px.url)).await;
+    assert_eq!(w2.status, StatusCode::OK);
+    assert_eq!(px.proxy.limits.watches_of(client), 2);
+
+    let (s, h, b) = request(Method::GET, &pods, &[], "").await;
+    assert_too_many(s, &h, &b);
+    // Cached LISTs and pass-through watches (the upstream limits those) are not counted.
+    let (s, _, _) = request(
+        Method::GET,
+        &format!("{}/api/v1/pods?resourceVersion=0", px.url),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let passed = watch(&format!("{}/api/v1/secrets?watch=true", px.url)).await;
+    assert_eq!(passed.status, StatusCode::OK);
+    drop(passed);
+
+    // A client that goes away frees its slot: a new watch then succeeds.
+    drop(w1);
+    eventually("slot freed after disconnect", async || {
+        px.proxy.limits.watches_of(client) == 1
+    })
+    .await;
+    let w3 = watch(&pods).await;
+    assert_eq!(w3.status, StatusCode::OK);
+    let (s, h, b) = request(Method::GET, &pods, &[], "").await;
+    assert_too_many(s, &h, &b);
+
+    // A watch that ends (timeoutSeconds) frees its slot too.
+    drop(w3);
+    eventually("slot freed", async || {
+        px.proxy.limits.watches_of(client) == 1
+    })
+    .await;
+    let mut short = watch(&format!("{pods}&timeoutSeconds=1")).await;
+    assert_eq!(short.status, StatusCode::OK);
+    loop {
+        match short.next_line(Duration::from_secs(5)).await {
+            crate::common::Next::Line(_) => continue,
+            crate::common::Next::End => break,
+            other => panic!("watch did not end cleanly: {other:?}"),
+        }
+    }
+    eventually("slot freed after timeout", async || {
+        px.proxy.limits.watches_of(client) == 1
+    })
+    .await;
+    drop(w2);
+    eventually("all slots freed", async || {
+        px.proxy.limits.watching_clients() == 0
+    })
+    .await;
+}
+
+/// Starts a cached LIST on a raw connection that stops reading after the status line, so the
+/// list body stays in flight.
+async fn stalled_list(url: &str) -> TcpStream {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut s = sock.connect(addr_of(url)).await.unwrap();
+    s.write_all(b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 12];
+    s.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 200");
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_lists_are_limited_and_freed() {
+    // Enough pods that the list body (~10 MB) cannot fit in the socket buffers.
+    let sim = sim_with(|c| {
+        c.fleet = Some(FleetSpec {
+            nodes: 10,
+            pods: 6000,
+            namespaces: 4,
+            seed: 8,
+        })
+    })
+    .await;
+    let px = proxy_for(&sim, |c| c.server.max_concurrent_lists = 1).await;
+    let list = format!("{}/api/v1/pods?resourceVersion=0", px.url);
+    let stalled = stalled_list(&px.url).await;
+    assert_eq!(px.proxy.limits.lists_in_flight(), 1);
+    let (s, h, b) = request(Method::GET, &list, &[], "").await;
+    assert_too_many(s, &h, &b);
+    // Watches and pass-through LISTs are not counted.
+    let w = watch(&format!("{}/api/v1/pods?watch=true", px.url)).await;
+    assert_eq!(w.status, StatusCode::OK);
+    let (s, _, _) = request(
+        Method::GET,
+        &format!("{}/api/v1/pods?limit=1", px.url),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+
+    // The client disconnects: the slot is freed.
+    drop(stalled);
+    eventually("list slot freed", async || {
+        px.proxy.limits.lists_in_flight() == 0
+    })
+    .await;
+    let (s, _, b) = request(Method::GET, &list, &[], "").await;
+    assert_eq!(s, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(v["items"].as_array().unwrap().len(), 6000);
+    // A list whose body was read to the end has freed its slot as well.
+    assert_eq!(px.proxy.limits.lists_in_flight(), 0);
+    let (s, _, _) = request(Method::GET, &list, &[], "").await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn long_urls_get_414_with_a_status() {
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| c.server.max_url_bytes = 1024).await;
+    let pad = |n: usize| "a".repeat(n);
+    // Within the limit: served (pass-through here).
+    let ok = format!("/version?pad={}", pad(1000));
+    assert!(ok.len() <= 1024);
+    let (s, _, _) = request(Method::GET, &format!("{}{ok}", px.url), &[], "").await;
+    assert_eq!(s, StatusCode::OK);
+    let before = sim.stats()["requests"].as_u64().unwrap();
+    for path in [
+        format!("/version?pad={}", pad(1100)),
+        format!(
+            "/api/v1/pods?resourceVersion=0&labelSelector=a%20notin%20({})",
+            pad(1100)
+        ),
+        format!("/api/v1/namespaces/{}/secrets", pad(1100)),
+    ] {
+        let (s, _, b) = request(Method::GET, &format!("{}{path}", px.url), &[], "").await;
+        assert_eq!(s, StatusCode::URI_TOO_LONG, "{path}");
+        let v: Value = serde_json::from_slice(&b).expect("Status JSON");
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["code"], 414);
+        assert_eq!(v["reason"], "RequestURITooLong");
+    }
+    assert_eq!(
+        sim.stats()["requests"].as_u64().unwrap(),
+        before,
+        "a rejected URL never reaches the upstream"
+    );
+}
+
+/// Sends `req` on a raw connection and reads what comes back until the server closes.
+async fn raw_exchange(url: &str, req: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr_of(url)).await.unwrap();
+    s.write_all(req).await.unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return out,
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("server did not close the connection"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn oversized_headers_get_431() {
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| c.server.max_header_bytes = 16384).await;
+    // Just within: served.
+    let v = "b".repeat(12000);
+    let (s, _, _) = request(
+        Method::GET,
+        &format!("{}/api/v1/pods?resourceVersion=0", px.url),
+        &[("x-big", &v)],
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    // Past it: hyper answers 431 (no body) and closes the connection. The request is a little
+    // larger than the limit and fully sent, so hyper's read consumes it (no reset).
+    let big = "b".repeat(16500);
+    let req =
+        format!("GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\n\r\n");
+    let resp = raw_exchange(&px.url, req.as_bytes()).await;
+    let text = String::from_utf8_lossy(&resp);
+    assert!(
+        text.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_headers_are_disconnected() {
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| {
+        c.server.header_read_timeout = Duration::from_secs(1)
+    })
+    .await;
+    let addr = addr_of(&px.url);
+    // A partial request line, then nothing: closed without a response (no 408), like Go.
+    let started = Instant::now();
+    let resp = raw_exchange(&px.url, b"GET /api/v1/pods?wat").await;
+    let took = started.elapsed();
+    assert!(resp.is_empty(), "{}", String::from_utf8_lossy(&resp));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    // Headers trickling in past the timeout: the same.
+    let started = Instant::now();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /api/v1/pods HTTP/1.1\r\n").await.unwrap();
+    let mut buf = [0u8; 64];
+    let mut closed = false;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if s.write_all(b"x-a: b\r\n").await.is_err() {
+            closed = true;
+            break;
+        }
+        if let Ok(r) = tokio::time::timeout(Duration::from_millis(1), s.read(&mut buf)).await {
+            assert!(matches!(r, Ok(0) | Err(_)), "got a response");
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "still open after {:?}", started.elapsed());
+    // A connection that sends nothing at all is closed too.
+    let started = Instant::now();
+    let resp = raw_exchange(&px.url, b"").await;
+    assert!(resp.is_empty());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // A prompt request on the same server is still served.
+    let resp = raw_exchange(
+        &px.url,
+        b"GET /api/v1/pods?resourceVersion=0 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(resp.starts_with(b"HTTP/1.1 200 OK\r\n"));
+}

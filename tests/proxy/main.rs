@@ -1,0 +1,22 @@
+//! watchmux's integration tests, one test binary (linking is the expensive part of a test
+//! build): watchmux in front of the simulator, driven over HTTP, by kube-rs, kubectl and
+//! websocket clients. Each module is one area; `cargo test --test proxy <module>::` runs one.
+
+mod common;
+mod pki;
+
+mod authz;
+mod cache_props;
+mod conformance;
+mod kube;
+mod kubectl;
+mod limits;
+mod observability;
+mod passthrough;
+mod path_props;
+mod resilience;
+mod selectors;
+mod tls_downstream;
+mod tls_upstream;
+mod upgrade;
+mod websocket;
