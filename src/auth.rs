@@ -20,7 +20,6 @@
 //! A verified certificate wins over an `Authorization` header, as in kube-apiserver, whose x509
 //! authenticator runs before the token authenticators.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -29,12 +28,9 @@ use base64::Engine;
 use http::header::{AUTHORIZATION, HeaderName};
 use http::{HeaderMap, HeaderValue};
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 pub use crate::config::AuthMode;
-use crate::config::ServerConfig;
-use crate::tls::{ClientIdentity, ServerTls, TlsFileError};
+use crate::tls::ClientIdentity;
 use kube_wire::status::Status;
 
 /// A token file is checked for changes at most this often.
@@ -233,63 +229,6 @@ pub fn prepare_pass_through(
     }
     strip_impersonation(headers);
     Ok(())
-}
-
-/// A downstream connection's byte stream: plain TCP or TLS.
-pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
-
-/// How downstream connections are accepted: TLS or not, and the `server.auth` mode.
-#[derive(Debug, Clone, Default)]
-pub struct Downstream {
-    /// Serving TLS (`server.tls_cert_file`); `None` serves plain HTTP.
-    pub tls: Option<Arc<ServerTls>>,
-    /// `server.auth`, attached to every request as [`PeerAuth`].
-    pub mode: AuthMode,
-}
-
-impl Downstream {
-    /// From `[server]`: loads the TLS files (an error names the key at fault).
-    pub fn from_config(server: &ServerConfig) -> Result<Downstream, TlsFileError> {
-        let tls = match (&server.tls_cert_file, &server.tls_key_file) {
-            (Some(cert), Some(key)) => Some(Arc::new(ServerTls::load(
-                cert,
-                key,
-                server.client_ca_file.as_deref(),
-            )?)),
-            _ => None,
-        };
-        Ok(Downstream {
-            tls,
-            mode: server.auth_mode(),
-        })
-    }
-
-    /// `https` when serving TLS, else `http`.
-    pub fn scheme(&self) -> &'static str {
-        if self.tls.is_some() { "https" } else { "http" }
-    }
-
-    /// The TLS handshake if serving TLS, and what the requests of this connection carry.
-    pub async fn accept(&self, tcp: TcpStream) -> io::Result<(Box<dyn Io>, PeerAuth)> {
-        let Some(tls) = &self.tls else {
-            return Ok((
-                Box::new(tcp),
-                PeerAuth {
-                    mode: self.mode,
-                    identity: None,
-                },
-            ));
-        };
-        let (stream, identity) = tls.accept(tcp).await?;
-        Ok((
-            Box::new(stream),
-            PeerAuth {
-                mode: self.mode,
-                identity: identity.map(Arc::new),
-            },
-        ))
-    }
 }
 
 #[cfg(test)]

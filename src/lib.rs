@@ -1,18 +1,33 @@
 //! watchmux: a Kubernetes list/watch multiplexing reverse proxy.
 //!
-//! The wire vocabulary it shares with its simulator lives in the `kube-wire` crate; the simulator
-//! (`kube-sim`) and the bench (`watchmux-bench`) are crates of their own that depend on this one,
-//! never the other way round. See `ARCHITECTURE.md` for the path of one watch event.
+//! The path of one watch event, module by module (see `ARCHITECTURE.md`):
+//!
+//! ```text
+//! upstream ──▶ reflector ──▶ cache (store, event log) ──▶ hub (watchers, dispatch index) ──▶ downstream (watch, websocket)
+//! ```
+//!
+//! * [`upstream`]: the HTTP client to kube-apiserver (kubeconfig, TLS, credentials).
+//! * [`reflector`]: one per cached resource: discover, list, watch, relist.
+//! * [`cache`]: a resource's objects and its window of recent events; one writer (the
+//!   reflector), many readers.
+//! * [`hub`]: the registered watchers and the index that picks the ones an event concerns.
+//! * [`downstream`]: the HTTP server: routing, cached LIST and WATCH answers, websocket, health.
+//! * [`passthrough`]: everything the cache does not answer, forwarded unchanged.
+//! * [`app`]: what one running watchmux is and its life cycle; [`serve`]: running it as a process.
+//! * [`auth`], [`tls`], [`config`], [`metrics`]: identities, TLS, configuration, Prometheus.
+//!
+//! The wire vocabulary shared with the simulator is the `kube-wire` crate; the simulator
+//! (`kube-sim`) and the bench (`watchmux-bench`) are crates of their own that depend on this
+//! one, never the other way round.
 
+pub mod app;
 pub mod auth;
-pub mod authz;
 pub mod cache;
 pub mod config;
-pub mod kubeconfig;
+pub mod downstream;
 pub mod metrics;
-pub mod proxy;
+pub mod passthrough;
 pub mod reflector;
 pub mod serve;
-pub mod server;
 pub mod tls;
 pub mod upstream;

@@ -657,7 +657,7 @@ impl Metrics {
     }
 
     /// The metrics of the resource a cache holds (a detached set if it is not configured,
-    /// which [`crate::server::Proxy`] never does).
+    /// which [`crate::downstream::Proxy`] never does).
     pub fn for_info(&self, info: &ResourceInfo) -> Arc<ResourceMetrics> {
         match self.resource(&info.group, &info.version, &info.resource) {
             Some(r) => r.clone(),

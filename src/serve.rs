@@ -2,12 +2,13 @@
 //! client, the listener, and the graceful shutdown on SIGTERM/SIGINT. The `watchmux` binary, the
 //! demo and the bench's target process all run the proxy through [`run`], so they stop alike.
 //!
-//! Owns nothing of the request path: it builds the [`Proxy`] and hands it the listener.
+//! Owns nothing of the request path: it builds the [`App`] and hands it the listener.
 
 use std::net::SocketAddr;
 
+use crate::app::App;
 use crate::config::{Config, LogConfig, LogFormat};
-use crate::server::{self, Proxy};
+use crate::downstream;
 use crate::upstream::{Upstream, UpstreamError};
 
 /// Why watchmux could not start or keep running.
@@ -90,9 +91,9 @@ pub async fn terminated() -> Result<&'static str, ServeError> {
 /// `server.shutdown_delay` + `server.shutdown_timeout`; a second signal exits at once.
 pub async fn run(config: Config) -> Result<(), ServeError> {
     let upstream = Upstream::new(&config.upstream)?;
-    let downstream = server::Downstream::from_config(&config.server)?;
-    let proxy = Proxy::start(&config, upstream);
-    let addr = server::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
+    let downstream = downstream::Acceptor::from_config(&config.server)?;
+    let proxy = App::start(&config, upstream);
+    let addr = downstream::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
         .await
         .map_err(|source| ServeError::Listen {
             addr: config.server.listen,

@@ -413,10 +413,10 @@ async fn client_certificates_are_identities() {
         .cache;
     config.validate().unwrap();
     let up = watchmux::upstream::Upstream::new(&config.upstream).unwrap();
-    let downstream = watchmux::server::Downstream::from_config(&config.server).unwrap();
-    let proxy = watchmux::server::Proxy::start(&config, up);
+    let downstream = watchmux::downstream::Acceptor::from_config(&config.server).unwrap();
+    let proxy = watchmux::app::App::start(&config, up);
     let addr =
-        watchmux::server::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
+        watchmux::downstream::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
             .await
             .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use watchmux::app::App;
 use watchmux::config::Config;
-use watchmux::server::Proxy;
 
 use crate::common::{Next, TestProxy, WatchStream, dead_port};
 
@@ -256,8 +256,8 @@ async fn start(upstream: &str, f: impl FnOnce(&mut Config)) -> TestProxy {
     f(&mut config);
     config.validate().expect("valid test config");
     let upstream = watchmux::upstream::Upstream::new(&config.upstream).unwrap();
-    let proxy = Proxy::start(&config, upstream);
-    let addr = watchmux::server::bind_and_serve(proxy.clone(), config.server.listen)
+    let proxy = App::start(&config, upstream);
+    let addr = watchmux::downstream::bind_and_serve(proxy.clone(), config.server.listen)
         .await
         .unwrap();
     TestProxy {
@@ -1104,7 +1104,7 @@ async fn shutdown_fails_readyz_ends_watches_cleanly_and_stops_accepting() {
     let p = crate::common::proxy_for(&sim, |_| {}).await;
     let mut w = crate::common::watch(&format!("{}/api/v1/pods?watch=1", p.url)).await;
     assert_eq!(w.status, 200);
-    let proxy: Arc<Proxy> = p.proxy.clone();
+    let proxy: Arc<watchmux::app::App> = p.proxy.clone();
     let started = std::time::Instant::now();
     let done = tokio::spawn(async move {
         proxy

@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use watchmux::config::UpstreamConfig;
-use watchmux::proxy::pass_through;
+use watchmux::passthrough::pass_through;
 use watchmux::upstream::Upstream;
 
 const T: Duration = Duration::from_secs(5);

@@ -23,8 +23,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use serde_json::{Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
+use watchmux::app::App;
 use watchmux::config::{AuthMode, Config};
-use watchmux::server::{self, Downstream, Proxy};
+use watchmux::downstream::{self, Acceptor};
 use watchmux::tls::{Identity, ServerTrust, certs_from_pem, key_from_pem};
 use watchmux::upstream::Upstream;
 
@@ -134,10 +135,10 @@ async fn watchmux_tls(
     f(&mut config);
     config.validate().expect("valid config");
     let up = Upstream::new(&config.upstream).expect("upstream");
-    let downstream = Downstream::from_config(&config.server).expect("serving files load");
+    let downstream = Acceptor::from_config(&config.server).expect("serving files load");
     assert_eq!(downstream.scheme(), "https");
-    let proxy = Proxy::start(&config, up);
-    let addr = server::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
+    let proxy = App::start(&config, up);
+    let addr = downstream::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
         .await
         .unwrap();
     TestProxy {
@@ -369,17 +370,17 @@ async fn serving_files_that_cannot_be_used_name_their_key() {
     let mut config = Config::default();
     config.server.tls_cert_file = Some(files.cert.clone());
     config.server.tls_key_file = Some(files.dir.path().join("missing.key"));
-    let e = Downstream::from_config(&config.server).unwrap_err();
+    let e = Acceptor::from_config(&config.server).unwrap_err();
     assert!(e.to_string().starts_with("server.tls_key_file ("), "{e}");
     assert!(e.to_string().contains("cannot read"), "{e}");
     config.server.tls_key_file = Some(files.key.clone());
     config.server.client_ca_file = Some(files.cert.clone());
     std::fs::write(&files.cert, "garbage").unwrap();
-    let e = Downstream::from_config(&config.server).unwrap_err();
+    let e = Acceptor::from_config(&config.server).unwrap_err();
     assert!(e.to_string().starts_with("server.tls_cert_file ("), "{e}");
     // A key that does not belong to the certificate.
     std::fs::write(&files.cert, ca.server().cert_pem).unwrap();
-    let e = Downstream::from_config(&config.server).unwrap_err();
+    let e = Acceptor::from_config(&config.server).unwrap_err();
     assert!(e.to_string().starts_with("server.tls_key_file ("), "{e}");
 }
 

@@ -16,8 +16,9 @@ use kube_sim::Simulator;
 use kube_sim::tls::SimTls;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
+use watchmux::app::App;
 use watchmux::config::Config;
-use watchmux::server::{self, Proxy};
+use watchmux::downstream;
 use watchmux::upstream::Upstream;
 
 /// A TLS simulator serving `server`, requiring a client certificate from `client_ca` and/or
@@ -41,8 +42,8 @@ async fn proxy_with(f: impl FnOnce(&mut Config)) -> TestProxy {
     f(&mut config);
     config.validate().expect("valid test config");
     let upstream = Upstream::new(&config.upstream).expect("upstream client");
-    let proxy = Proxy::start(&config, upstream);
-    let addr = server::bind_and_serve(proxy.clone(), config.server.listen)
+    let proxy = App::start(&config, upstream);
+    let addr = downstream::bind_and_serve(proxy.clone(), config.server.listen)
         .await
         .expect("bind");
     TestProxy {

@@ -11,8 +11,9 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use kube_sim::{SimConfig, Simulator, churn::ChurnSpec, fleet::FleetSpec};
+use watchmux::app::App;
 use watchmux::config::Config;
-use watchmux::server::{self, Proxy};
+use watchmux::downstream;
 use watchmux::upstream::Upstream;
 
 fn rss_kib() -> u64 {
@@ -53,8 +54,8 @@ async fn main() -> anyhow::Result<()> {
     let mut config = Config::from_toml_str(include_str!("../../../config.toml"), "config.toml")?;
     config.upstream.url = Some(sim.url().parse()?);
     config.server.listen = "127.0.0.1:0".parse()?;
-    let proxy = Proxy::start(&config, Upstream::new(&config.upstream)?);
-    let addr = server::bind_and_serve(proxy.clone(), config.server.listen).await?;
+    let proxy = App::start(&config, Upstream::new(&config.upstream)?);
+    let addr = downstream::bind_and_serve(proxy.clone(), config.server.listen).await?;
     while !proxy.ready() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

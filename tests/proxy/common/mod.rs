@@ -9,7 +9,7 @@ pub use kube_sim::testkit::*;
 
 /// A watchmux proxy in front of a simulator, on 127.0.0.1; stops when dropped.
 pub struct TestProxy {
-    pub proxy: std::sync::Arc<watchmux::server::Proxy>,
+    pub proxy: std::sync::Arc<watchmux::app::App>,
     pub url: String,
 }
 
@@ -55,8 +55,8 @@ pub async fn proxy_for(
     f(&mut config);
     config.validate().expect("valid test config");
     let upstream = watchmux::upstream::Upstream::new(&config.upstream).expect("upstream client");
-    let proxy = watchmux::server::Proxy::start(&config, upstream);
-    let addr = watchmux::server::bind_and_serve(proxy.clone(), config.server.listen)
+    let proxy = watchmux::app::App::start(&config, upstream);
+    let addr = watchmux::downstream::bind_and_serve(proxy.clone(), config.server.listen)
         .await
         .expect("bind");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);

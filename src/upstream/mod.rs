@@ -11,7 +11,7 @@
 //! HTTP/2; HTTP/2 PINGs notice a dead connection under a quiet watch). The pass-through pool speaks
 //! HTTP/1.1 only, because exec/attach/port-forward upgrades need it.
 //!
-//! Where the upstream is and who watchmux is there come from `crate::kubeconfig` (a kubeconfig,
+//! Where the upstream is and who watchmux is there come from [`kubeconfig`] (a kubeconfig,
 //! the in-cluster service account, or a bare `upstream.url`); TLS is rustls with the ring
 //! provider (`crate::tls`). watchmux's token (if any) goes on every reflector request
 //! ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their own
@@ -37,8 +37,10 @@ use rustls::pki_types::ServerName;
 
 use crate::auth::Credentials;
 use crate::config::UpstreamConfig;
-use crate::kubeconfig::{self, ResolveError};
+pub mod kubeconfig;
+
 use crate::tls::ServerTrust;
+use kubeconfig::ResolveError;
 
 /// A pooled client over plain TCP or rustls.
 type Pool = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
@@ -211,7 +213,7 @@ impl UpstreamError {
 
 impl Upstream {
     /// A client for the configured upstream (its URL, kubeconfig, or in-cluster service account;
-    /// see `crate::kubeconfig`), with its own connection pools. Reads the kubeconfig and the files
+    /// see [`kubeconfig`]), with its own connection pools. Reads the kubeconfig and the files
     /// it names; does not connect.
     pub fn new(config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
         let resolved = kubeconfig::resolve(config).map_err(|e| match e {

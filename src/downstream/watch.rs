@@ -19,8 +19,8 @@ use rand::Rng;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
-use super::Proxy;
 use super::list::BLOCK_TIMEOUT;
+use crate::app::App;
 use crate::cache::{Registration, ResourceCache};
 use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
 use kube_wire::event::{EventType, FRAME_TAIL, bookmark_frame, error_frame};
@@ -56,7 +56,7 @@ type Tx = mpsc::Sender<Out>;
 /// Starts a watch on `cache` and returns the stream of its events. Validation already
 /// happened in the router.
 pub fn start(
-    proxy: &Proxy,
+    proxy: &App,
     cache: Arc<ResourceCache>,
     opts: ListOptions,
     filter: Filter,

@@ -15,13 +15,13 @@
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
-use super::Proxy;
+use crate::app::App;
 use crate::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, Check};
 use kube_wire::response::{Body, full};
 
 /// The answer for `/metrics`, `/livez`, `/readyz`, `/healthz` (and their `/<check>` forms), or
 /// `None` for every other path.
-pub fn answer<B>(proxy: &Proxy, req: &Request<B>) -> Option<Response<Body>> {
+pub fn answer<B>(proxy: &App, req: &Request<B>) -> Option<Response<Body>> {
     let rest = req.uri().path().strip_prefix('/')?;
     let (endpoint, single) = match rest.split_once('/') {
         Some((e, check)) => (e, Some(check).filter(|c| !c.is_empty())),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::{CacheSlot, Proxy};
+use crate::app::{App, CacheSlot};
 use kube_wire::continue_token::ContinueToken;
 use kube_wire::options::{ListOptions, RvMatch};
 use kube_wire::response::{Body, list_head, status_response, stream_list_encoded};
@@ -18,7 +18,7 @@ pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Serves a LIST the router decided the cache answers.
 pub async fn serve(
-    proxy: &Proxy,
+    proxy: &App,
     slot: &CacheSlot,
     ns: Option<&str>,
     opts: &ListOptions,
@@ -32,7 +32,7 @@ pub async fn serve(
 }
 
 async fn build(
-    proxy: &Proxy,
+    proxy: &App,
     slot: &CacheSlot,
     ns: Option<&str>,
     opts: &ListOptions,
