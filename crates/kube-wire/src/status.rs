@@ -5,10 +5,11 @@
 //! kube-apiserver exactly: `kind, apiVersion, metadata, status, message, reason, details, code`.
 //! `Retry-After` is derived from `details.retryAfterSeconds` by the HTTP layer.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One cause inside `details.causes`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct StatusCause {
     /// Machine-readable cause type, e.g. `FieldValueForbidden`.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -22,8 +23,8 @@ pub struct StatusCause {
 }
 
 /// `details` of a Status.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct StatusDetails {
     /// Name of the object concerned.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -86,7 +87,71 @@ struct WireMeta<'a> {
     continue_token: Option<&'a str>,
 }
 
+impl std::fmt::Display for Status {
+    /// `<code> <reason>: <message>` (the reason left out when empty).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.reason.is_empty(), self.message.is_empty()) {
+            (true, _) => write!(f, "{}: {}", self.code, self.message),
+            (false, true) => write!(f, "{} {}", self.code, self.reason),
+            (false, false) => write!(f, "{} {}: {}", self.code, self.reason, self.message),
+        }
+    }
+}
+
+impl std::error::Error for Status {}
+
+/// Why a body is not a `metav1.Status`.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseStatusError {
+    /// Not JSON, or a field of the wrong type.
+    #[error("not a Status body: {0}")]
+    Json(#[from] serde_json::Error),
+    /// JSON, but `kind` is not `Status`.
+    #[error("not a Status body: kind is {0:?}")]
+    NotStatus(String),
+}
+
+/// What a `metav1.Status` body carries, as read from an upstream (every field optional).
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct WireIn {
+    kind: String,
+    metadata: WireMetaIn,
+    message: String,
+    reason: String,
+    details: Option<StatusDetails>,
+    code: u16,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WireMetaIn {
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+}
+
 impl Status {
+    /// Parses a `metav1.Status` body (an upstream's error answer, or the object of a watch
+    /// `ERROR` event). `code` 0 in the body becomes `http_code` (an ERROR event may omit it).
+    pub fn parse(body: &[u8], http_code: u16) -> Result<Status, ParseStatusError> {
+        let w: WireIn = serde_json::from_slice(body)?;
+        if w.kind != "Status" {
+            return Err(ParseStatusError::NotStatus(w.kind));
+        }
+        Ok(Status {
+            code: if w.code == 0 { http_code } else { w.code },
+            reason: w.reason,
+            message: w.message,
+            details: w.details.map(Box::new),
+            continue_token: w.metadata.continue_token.filter(|c| !c.is_empty()),
+        })
+    }
+
+    /// Whether this is kube's "resourceVersion too old" answer (410, reason `Expired` or `Gone`).
+    pub fn is_expired(&self) -> bool {
+        self.code == 410 || self.reason == "Expired" || self.reason == "Gone"
+    }
+
     /// A Status with no details.
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
         Status {
@@ -356,6 +421,26 @@ pub fn group_resource(group: &str, resource: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_what_it_writes_and_what_kube_sends() {
+        let s = Status::too_many_requests("slow down", 3);
+        let back = Status::parse(&s.to_json(), 500).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.to_string(), "429 TooManyRequests: slow down");
+        let gone = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}"#;
+        let g = Status::parse(gone, 200).unwrap();
+        assert!(g.is_expired());
+        assert_eq!(g.message, "too old resource version: 1 (5)");
+        assert!(Status::parse(br#"{"kind":"Pod"}"#, 500).is_err());
+        assert!(Status::parse(b"<html>", 502).is_err());
+        assert_eq!(
+            Status::parse(br#"{"kind":"Status"}"#, 503).unwrap().code,
+            503
+        );
+        let e: Box<dyn std::error::Error> = Box::new(Status::internal("x"));
+        assert!(e.to_string().contains("500"));
+    }
 
     #[test]
     fn too_large_matches_kube_bytes() {
