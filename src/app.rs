@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, Config, ResourceSpec};
 use crate::downstream::limits;
-use crate::reflector::{self, Backoff};
+use crate::reflector::Reflector;
 use crate::upstream::Upstream;
 
 /// Where a resource's cache will be once upstream discovery has answered.
@@ -139,8 +139,6 @@ impl App {
             let spec = spec.clone();
             proxy.tasks.spawn(async move { p.run_resource(spec).await });
         }
-        let p = proxy.clone();
-        proxy.tasks.spawn(async move { p.reap_loop().await });
         proxy
     }
 
@@ -154,69 +152,28 @@ impl App {
         }
     }
 
-    /// Discovery (retried with backoff), then the reflector.
+    /// The reflector of `spec`: discovery, then list and watch, until `cancel`. Once discovery
+    /// answered, it hands the new cache to [`App::publish`].
     async fn run_resource(self: Arc<Self>, spec: ResourceSpec) {
-        let up = self.upstream.watch_client();
-        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
-        let info = loop {
-            let r = tokio::select! {
-                _ = self.cancel.cancelled() => return,
-                r = reflector::discover(&up, &spec) => r,
-            };
-            match r {
-                Ok(info) => break info,
-                Err(e) => {
-                    if let Some(m) =
-                        self.metrics
-                            .resource(&spec.group, &spec.version, &spec.resource)
-                    {
-                        m.upstream_failed(&e);
-                    }
-                    let d = backoff.next_delay();
-                    tracing::warn!(resource = %spec, error = %e, retry_in = ?d, "discovery failed");
-                    tokio::select! {
-                        _ = self.cancel.cancelled() => return,
-                        _ = tokio::time::sleep(d) => {}
-                    }
-                }
-            }
-        };
-        let mut info = info;
-        info.index_fields = spec.effective_index_fields();
-        let cache = ResourceCache::new(info, self.settings());
+        let app = self.clone();
+        let published = spec.clone();
+        let reflector = Reflector::new(
+            self.upstream.watch_client(),
+            spec.clone(),
+            self.settings(),
+            self.cache_config.list_page_size,
+            self.metrics.for_spec(&spec),
+            move |cache| app.publish(&published, cache),
+        );
+        reflector.run(self.cancel.clone()).await;
+    }
+
+    /// Makes a resource's new cache reachable: requests route to its slot, the scrape reads it.
+    fn publish(&self, spec: &ResourceSpec, cache: Arc<ResourceCache>) {
         if let Some(slot) = self.slot(&spec.group, &spec.version, &spec.resource) {
             slot.tx.send_replace(Some(cache.clone()));
         }
-        self.metrics.attach_cache(&spec, cache.clone());
-        let m = self.metrics.for_info(&cache.info);
-        reflector::run(
-            up,
-            spec,
-            cache,
-            self.cache_config.list_page_size,
-            self.cancel.clone(),
-            m,
-        )
-        .await;
-    }
-
-    /// Once a second: evict old events, close watchers that fell behind.
-    async fn reap_loop(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                _ = self.cancel.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            for slot in self.slots.values() {
-                if let Some(c) = slot.get() {
-                    let n = c.reap();
-                    if n > 0 {
-                        tracing::info!(resource = %c.info.group_resource(), closed = n, "closed slow watchers");
-                    }
-                }
-            }
-        }
+        self.metrics.attach_cache(spec, cache);
     }
 
     /// The slot of a cached resource.

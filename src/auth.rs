@@ -19,6 +19,10 @@
 //! are removed first (they would otherwise be honoured with watchmux's `impersonate` permission).
 //! A verified certificate wins over an `Authorization` header, as in kube-apiserver, whose x509
 //! authenticator runs before the token authenticators.
+//!
+//! Owns the credential values and the header policy; it must not send anything (the upstream
+//! client does) nor build HTTP answers (a refusal is a [`PassThroughAuthError`], which
+//! `crate::error` turns into kube's 401).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +35,6 @@ use parking_lot::Mutex;
 
 pub use crate::config::AuthMode;
 use crate::tls::ClientIdentity;
-use kube_wire::status::Status;
 
 /// A token file is checked for changes at most this often.
 pub const TOKEN_RECHECK: Duration = Duration::from_secs(2);
@@ -45,6 +48,46 @@ pub const IMPERSONATE_GROUP: HeaderName = HeaderName::from_static("impersonate-g
 #[derive(Debug)]
 pub struct Credentials {
     kind: Kind,
+}
+
+/// Why a credential cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// A token that cannot be sent.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// The token file cannot be read.
+    #[error("cannot read the token file {}: {source}", path.display())]
+    ReadTokenFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The token file holds a token that cannot be sent.
+    #[error("token file {}: {source}", path.display())]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its token.
+        #[source]
+        source: TokenError,
+    },
+    /// The user name and password do not fit in a header.
+    #[error("invalid basic-auth credentials")]
+    Basic(#[source] http::header::InvalidHeaderValue),
+}
+
+/// Why a bearer token cannot be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// Nothing but whitespace.
+    #[error("the token is empty")]
+    Empty,
+    /// Characters a header value cannot carry (a newline, say).
+    #[error("the token contains characters not allowed in a header")]
+    NotAHeaderValue(#[source] http::header::InvalidHeaderValue),
 }
 
 #[derive(Debug)]
@@ -72,33 +115,39 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     Some((m.modified().ok()?, m.len()))
 }
 
-fn bearer(token: &str) -> Result<HeaderValue, String> {
+/// The `Authorization: Bearer` value of `token` (trimmed), marked sensitive.
+fn bearer_header(token: &str) -> Result<HeaderValue, TokenError> {
     let token = token.trim();
     if token.is_empty() {
-        return Err("the token is empty".to_string());
+        return Err(TokenError::Empty);
     }
-    let mut v = HeaderValue::from_str(&format!("Bearer {token}"))
-        .map_err(|_| "the token contains characters not allowed in a header".to_string())?;
+    let mut v =
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(TokenError::NotAHeaderValue)?;
     v.set_sensitive(true);
     Ok(v)
 }
 
-fn read_token(path: &Path) -> Result<HeaderValue, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
-    bearer(&text).map_err(|e| format!("token file {}: {e}", path.display()))
+fn read_token(path: &Path) -> Result<HeaderValue, CredentialsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CredentialsError::ReadTokenFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    bearer_header(&text).map_err(|source| CredentialsError::TokenFile {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 impl Credentials {
     /// A fixed bearer token.
-    pub fn token(token: &str) -> Result<Credentials, String> {
+    pub fn token(token: &str) -> Result<Credentials, TokenError> {
         Ok(Credentials {
-            kind: Kind::Bearer(bearer(token)?),
+            kind: Kind::Bearer(bearer_header(token)?),
         })
     }
 
     /// A bearer token read from `path` now and again whenever the file changes.
-    pub fn token_file(path: &Path) -> Result<Credentials, String> {
+    pub fn token_file(path: &Path) -> Result<Credentials, CredentialsError> {
         let value = read_token(path)?;
         Ok(Credentials {
             kind: Kind::BearerFile(TokenFile {
@@ -113,11 +162,11 @@ impl Credentials {
     }
 
     /// HTTP basic authentication.
-    pub fn basic(user: &str, password: &str) -> Result<Credentials, String> {
+    pub fn basic(user: &str, password: &str) -> Result<Credentials, CredentialsError> {
         let encoded =
             base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        let mut v = HeaderValue::from_str(&format!("Basic {encoded}"))
-            .map_err(|_| "invalid basic-auth credentials".to_string())?;
+        let mut v =
+            HeaderValue::from_str(&format!("Basic {encoded}")).map_err(CredentialsError::Basic)?;
         v.set_sensitive(true);
         Ok(Credentials {
             kind: Kind::Basic(v, user.to_string()),
@@ -176,6 +225,26 @@ pub struct PeerAuth {
     pub identity: Option<Arc<ClientIdentity>>,
 }
 
+/// Why a pass-through request cannot be made as the client.
+#[derive(Debug, thiserror::Error)]
+pub enum PassThroughAuthError {
+    /// `server.auth = "client-required"` and the client sent neither a verified certificate nor
+    /// an `Authorization` header.
+    #[error("no client credentials")]
+    NoClientCredentials,
+    /// A subject CN or O of the verified client certificate cannot be a header value.
+    #[error(
+        "the client certificate's subject {subject:?} cannot be sent as an impersonation header"
+    )]
+    SubjectNotAHeaderValue {
+        /// The CN or O value.
+        subject: String,
+        /// Why it is not a header value.
+        #[source]
+        source: http::header::InvalidHeaderValue,
+    },
+}
+
 /// Removes every `Impersonate-*` header.
 fn strip_impersonation(headers: &mut HeaderMap) {
     let names: Vec<HeaderName> = headers
@@ -191,11 +260,11 @@ fn strip_impersonation(headers: &mut HeaderMap) {
 /// Applies `server.auth` to a pass-through request's headers (see the module docs). Without a
 /// [`PeerAuth`] the request is treated as coming in `client` mode without a certificate. An
 /// `Authorization` header left on the request is the client's own; when there is none, the
-/// upstream client adds watchmux's. `Err` is the Status to answer instead.
+/// upstream client adds watchmux's. `Err` says why the request cannot go (kube's 401).
 pub fn prepare_pass_through(
     headers: &mut HeaderMap,
     peer: Option<&PeerAuth>,
-) -> Result<(), Status> {
+) -> Result<(), PassThroughAuthError> {
     let mode = peer.map(|p| p.mode).unwrap_or_default();
     let identity = peer.and_then(|p| p.identity.as_deref());
     if mode == AuthMode::Watchmux {
@@ -207,12 +276,11 @@ pub fn prepare_pass_through(
         headers.remove(AUTHORIZATION);
         strip_impersonation(headers);
         let value = |s: &str| {
-            HeaderValue::from_bytes(s.as_bytes()).map_err(|_| {
-                Status::new(
-                    401,
-                    "Unauthorized",
-                    format!("the client certificate's subject {s:?} cannot be sent as an impersonation header"),
-                )
+            HeaderValue::from_bytes(s.as_bytes()).map_err(|source| {
+                PassThroughAuthError::SubjectNotAHeaderValue {
+                    subject: s.to_string(),
+                    source,
+                }
             })
         };
         headers.insert(IMPERSONATE_USER, value(&id.user)?);
@@ -225,7 +293,7 @@ pub fn prepare_pass_through(
         return Ok(());
     }
     if mode == AuthMode::ClientRequired {
-        return Err(Status::new(401, "Unauthorized", "Unauthorized"));
+        return Err(PassThroughAuthError::NoClientCredentials);
     }
     strip_impersonation(headers);
     Ok(())
@@ -283,8 +351,9 @@ mod tests {
         prepare_pass_through(&mut h, None).unwrap();
         assert!(h.is_empty(), "{h:?}");
         let mut h = HeaderMap::new();
-        let e =
-            prepare_pass_through(&mut h, Some(&peer(AuthMode::ClientRequired, None))).unwrap_err();
+        let e = kube_wire::status::Status::from(
+            prepare_pass_through(&mut h, Some(&peer(AuthMode::ClientRequired, None))).unwrap_err(),
+        );
         assert_eq!(e.code, 401);
     }
 
@@ -342,6 +411,7 @@ mod tests {
         assert!(
             Credentials::token_file(Path::new("/nonexistent/token"))
                 .unwrap_err()
+                .to_string()
                 .contains("/nonexistent/token")
         );
         assert_eq!(

@@ -11,6 +11,9 @@
 //! `resource = ...` lines is wrong. Bad input is always an error, never a panic.
 //!
 //! The commented example `config.toml` at the repository root documents every key.
+//!
+//! Owns the file's shape and its values' rules; it must not load what the values name (the TLS
+//! files are [`crate::tls`]'s, the kubeconfig is [`crate::upstream`]'s) nor start anything.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -354,11 +357,12 @@ pub enum ConfigError {
         /// The file.
         path: String,
         /// Cause.
+        #[source]
         source: std::io::Error,
     },
     /// The text is not valid TOML, or does not have the configuration's shape (unknown key,
     /// wrong type, missing required key).
-    #[error("{}", located(origin, *line, key.as_deref(), message))]
+    #[error("{}", located(origin, *line, key.as_deref(), source.message()))]
     Parse {
         /// The file name (or whatever the caller named the text).
         origin: String,
@@ -366,8 +370,9 @@ pub enum ConfigError {
         line: Option<usize>,
         /// Dotted key path (`cache.resources[2].version`), when known.
         key: Option<String>,
-        /// What is wrong.
-        message: String,
+        /// What is wrong (its message is shown; its span is the `line` and `key` above).
+        #[source]
+        source: Box<toml::de::Error>,
     },
     /// A value has the right type but is not acceptable.
     #[error("{}", located(origin, *line, Some(key), message))]
@@ -455,7 +460,7 @@ impl Config {
             origin: origin.to_string(),
             line: e.span().map(|s| line_of(text, s.start)),
             key: None,
-            message: e.message().to_string(),
+            source: Box::new(e),
         })?;
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let span = e.span();
@@ -463,7 +468,7 @@ impl Config {
                 origin: origin.to_string(),
                 line: span.as_ref().map(|s| line_of(text, s.start)),
                 key: span.and_then(|s| key_path_at(doc.get_ref(), s.start)),
-                message: e.message().to_string(),
+                source: Box::new(e),
             }
         })?;
         let locate = |p: Problem| ConfigError::Invalid {

@@ -15,6 +15,7 @@
 //! * [`passthrough`]: everything the cache does not answer, forwarded unchanged.
 //! * [`app`]: what one running watchmux is and its life cycle; [`serve`]: running it as a process.
 //! * [`auth`], [`tls`], [`config`], [`metrics`]: identities, TLS, configuration, Prometheus.
+//! * [`error`]: the one mapping from the modules' typed errors to kube `Status` answers.
 //!
 //! The wire vocabulary shared with the simulator is the `kube-wire` crate; the simulator
 //! (`kube-sim`) and the bench (`watchmux-bench`) are crates of their own that depend on this
@@ -25,6 +26,8 @@ pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod downstream;
+pub mod error;
+pub mod hub;
 pub mod metrics;
 pub mod passthrough;
 pub mod reflector;

@@ -1,5 +1,8 @@
 //! The `watchmux` command line: `serve` (the proxy) and `probe` (an exec health probe).
 //! The simulated cluster of the demo is `cargo run --release --example demo`.
+//!
+//! Owns the arguments and the exit status (errors are printed with their causes); it must not
+//! hold any of the proxy's logic, which `watchmux::serve::run` starts.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -656,18 +656,24 @@ impl Metrics {
             .get(&(group.to_string(), version.to_string(), resource.to_string()))
     }
 
-    /// The metrics of the resource a cache holds (a detached set if it is not configured,
-    /// which [`crate::downstream::Proxy`] never does).
+    /// The metrics of the resource a cache holds (a detached set if it is not configured, which
+    /// never happens in [`crate::app::App`]: it creates caches for configured resources only).
     pub fn for_info(&self, info: &ResourceInfo) -> Arc<ResourceMetrics> {
-        match self.resource(&info.group, &info.version, &info.resource) {
+        self.for_gvr(&info.group, &info.version, &info.resource)
+    }
+
+    /// The metrics of a configured resource, for its reflector (which has no cache yet while
+    /// it runs discovery); a detached set if it is not configured, as [`Metrics::for_info`].
+    pub fn for_spec(&self, spec: &ResourceSpec) -> Arc<ResourceMetrics> {
+        self.for_gvr(&spec.group, &spec.version, &spec.resource)
+    }
+
+    fn for_gvr(&self, group: &str, version: &str, resource: &str) -> Arc<ResourceMetrics> {
+        match self.resource(group, version, resource) {
             Some(r) => r.clone(),
             None => {
                 let mut c = Config::default();
-                c.cache.resources = vec![ResourceSpec::new(
-                    &info.group,
-                    &info.version,
-                    &info.resource,
-                )];
+                c.cache.resources = vec![ResourceSpec::new(group, version, resource)];
                 Metrics::new(&c).shared.resources[0].clone()
             }
         }

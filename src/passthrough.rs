@@ -16,25 +16,39 @@
 //! An upgrade (`Connection: Upgrade` + `Upgrade: ...`) is forwarded with those two headers kept;
 //! when the upstream answers 101 the client gets the same 101, and the two upgraded connections
 //! are then joined byte for byte until both directions have closed.
+//!
+//! Owns the forwarding only. It must not look into bodies nor answer from the cache; what goes
+//! wrong is a [`PassThroughError`], answered with the `Status` `crate::error` maps it to.
 
 use std::io;
 
-use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_TYPE, HeaderName, UPGRADE};
+use http::header::{CONNECTION, HeaderName, UPGRADE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
 use tracing::debug;
 
+use crate::auth::PassThroughAuthError;
 use crate::upstream::{Upstream, UpstreamError};
+use kube_wire::response::{Body, empty, status_response};
 use kube_wire::status::Status;
 
-/// The body of every pass-through response.
-pub type ProxyBody = BoxBody<Bytes, io::Error>;
+/// Why a request could not be passed through.
+#[derive(Debug, thiserror::Error)]
+pub enum PassThroughError {
+    /// The request cannot be made as the client (`server.auth`).
+    #[error(transparent)]
+    Credentials(#[from] PassThroughAuthError),
+    /// The upstream could not be reached, or the exchange failed.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// The upstream answered 101 to a request that asked for no upgrade.
+    #[error("the upstream switched protocols without an upgrade request")]
+    UnrequestedUpgrade,
+}
 
 /// Headers that describe one connection, never forwarded (besides those `Connection` names).
 /// `Upgrade` and `Connection` are put back for an upgrade request.
@@ -50,7 +64,7 @@ const HOP_BY_HOP: &[&str] = &[
 
 /// Forwards `req` to the upstream and returns the upstream's answer, or a kube `Status` 503 when
 /// the upstream cannot be reached. Never fails and never panics.
-pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response<ProxyBody> {
+pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req
@@ -66,9 +80,13 @@ pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response
     strip_hop_by_hop(&mut parts.headers);
     // Whose credentials go upstream (server.auth, the client's certificate): see `auth`.
     let peer = parts.extensions.get::<crate::auth::PeerAuth>();
-    if let Err(s) = crate::auth::prepare_pass_through(&mut parts.headers, peer) {
-        debug!(%method, path, status = s.code, "pass-through refused: no client credentials");
-        return status_response(&s);
+    if let Err(e) = crate::auth::prepare_pass_through(&mut parts.headers, peer) {
+        let resp = error_response(&e.into());
+        debug!(
+            %method, path, status = resp.status().as_u16(),
+            "pass-through refused: no client credentials"
+        );
+        return resp;
     }
     if let Some(protocol) = &upgrade {
         parts
@@ -82,6 +100,7 @@ pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response
     let mut resp = match result {
         Ok(resp) => resp,
         Err(e) => {
+            let e = PassThroughError::from(e);
             let resp = error_response(&e);
             debug!(
                 %method, path, status = resp.status().as_u16(), error = %e,
@@ -102,12 +121,7 @@ pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response
     if status == StatusCode::SWITCHING_PROTOCOLS {
         let Some(downstream) = downstream else {
             // A 101 nobody asked for cannot be relayed: the client would not switch.
-            let s = Status::new(
-                502,
-                "",
-                "the upstream switched protocols without an upgrade request",
-            );
-            return status_response(&s);
+            return error_response(&PassThroughError::UnrequestedUpgrade);
         };
         let upstream = hyper::upgrade::on(&mut resp);
         let (mut parts, _) = resp.into_parts();
@@ -161,12 +175,12 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in HOP_BY_HOP {
         headers.remove(*name);
     }
-    let proxy: Vec<HeaderName> = headers
+    let proxy_headers: Vec<HeaderName> = headers
         .keys()
         .filter(|k| k.as_str().starts_with("proxy-"))
         .cloned()
         .collect();
-    for name in proxy {
+    for name in proxy_headers {
         headers.remove(name);
     }
 }
@@ -191,35 +205,15 @@ async fn tunnel(downstream: OnUpgrade, upstream: OnUpgrade, method: http::Method
     }
 }
 
-/// The kube Status for a failed upstream exchange.
-fn error_response(e: &UpstreamError) -> Response<ProxyBody> {
-    let status = if e.is_invalid_uri() {
-        Status::new(400, "BadRequest", e.to_string())
-    } else {
-        Status::new(503, "ServiceUnavailable", e.to_string())
-    };
-    status_response(&status)
-}
-
-fn status_response(s: &Status) -> Response<ProxyBody> {
-    let mut resp = Response::new(
-        Full::new(Bytes::from(s.to_json()))
-            .map_err(|e| match e {})
-            .boxed(),
-    );
-    *resp.status_mut() = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp
-}
-
-fn empty() -> ProxyBody {
-    Empty::new().map_err(|e| match e {}).boxed()
+/// The kube Status answer for a request that could not be passed through.
+fn error_response(e: &PassThroughError) -> Response<Body> {
+    status_response(&Status::from(e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::CONTENT_TYPE;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -279,7 +273,7 @@ mod tests {
             path: "x".into(),
             reason: "bad".into(),
         };
-        let r = error_response(&e);
+        let r = error_response(&e.into());
         assert_eq!(r.status(), StatusCode::BAD_REQUEST);
         assert_eq!(r.headers()[CONTENT_TYPE], "application/json");
     }

@@ -2,7 +2,8 @@
 //! client, the listener, and the graceful shutdown on SIGTERM/SIGINT. The `watchmux` binary, the
 //! demo and the bench's target process all run the proxy through [`run`], so they stop alike.
 //!
-//! Owns nothing of the request path: it builds the [`App`] and hands it the listener.
+//! Owns nothing of the request path: it builds the [`App`] and hands it the listener. Its
+//! failures are [`ServeError`]s for the binary to print; it must not answer requests.
 
 use std::net::SocketAddr;
 
@@ -91,15 +92,15 @@ pub async fn terminated() -> Result<&'static str, ServeError> {
 /// `server.shutdown_delay` + `server.shutdown_timeout`; a second signal exits at once.
 pub async fn run(config: Config) -> Result<(), ServeError> {
     let upstream = Upstream::new(&config.upstream)?;
-    let downstream = downstream::Acceptor::from_config(&config.server)?;
-    let proxy = App::start(&config, upstream);
-    let addr = downstream::bind_and_serve_with(proxy.clone(), config.server.listen, downstream)
+    let acceptor = downstream::Acceptor::from_config(&config.server)?;
+    let app = App::start(&config, upstream);
+    let addr = downstream::bind_and_serve_with(app.clone(), config.server.listen, acceptor)
         .await
         .map_err(|source| ServeError::Listen {
             addr: config.server.listen,
             source,
         })?;
-    tracing::info!(listen = %addr, upstream = %proxy.upstream.url(), resources = config.cache.resources.len(), authz = %config.server.authz_mode(), "watchmux serving");
+    tracing::info!(listen = %addr, upstream = %app.upstream.url(), resources = config.cache.resources.len(), authz = %config.server.authz_mode(), "watchmux serving");
     let signal = terminated().await?;
     let s = &config.server;
     tracing::info!(
@@ -109,7 +110,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         "shutting down: /readyz fails, then watches end and connections drain"
     );
     tokio::select! {
-        clean = proxy.shutdown_within(s.shutdown_delay, s.shutdown_timeout) => {
+        clean = app.shutdown_within(s.shutdown_delay, s.shutdown_timeout) => {
             if clean {
                 tracing::info!("shut down cleanly");
             } else {

@@ -9,6 +9,10 @@
 //!   [`RELOAD_CHECK`]); a file that fails to load keeps the previous config and logs why.
 //! - [`ClientIdentity`]: the user (subject CN) and groups (subject O) of a verified client
 //!   certificate, as kube-apiserver's x509 authenticator reads them.
+//!
+//! Failures are typed ([`PemError`], [`ClientConfigError`], [`TlsFileError`]) and keep rustls's
+//! cause. This module must not decide what an identity may do upstream (that is [`crate::auth`])
+//! nor read HTTP (the accept loop hands hyper the stream after the handshake).
 
 use std::fmt;
 use std::io;
@@ -39,22 +43,36 @@ pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// Why a PEM text holds no usable certificate or key.
+#[derive(Debug, thiserror::Error)]
+pub enum PemError {
+    /// The text is not valid PEM.
+    #[error("invalid PEM: {0}")]
+    Invalid(#[source] rustls::pki_types::pem::Error),
+    /// Valid PEM, but without a `CERTIFICATE` block.
+    #[error("no PEM CERTIFICATE block found")]
+    NoCertificate,
+    /// Valid PEM, but without a private key block.
+    #[error("no PEM PRIVATE KEY block found")]
+    NoPrivateKey,
+}
+
 /// Every `CERTIFICATE` block of a PEM text (at least one).
-pub fn certs_from_pem(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn certs_from_pem(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, PemError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("invalid PEM: {e}"))?;
+        .map_err(PemError::Invalid)?;
     if certs.is_empty() {
-        return Err("no PEM CERTIFICATE block found".to_string());
+        return Err(PemError::NoCertificate);
     }
     Ok(certs)
 }
 
 /// The first private key (PKCS#8, PKCS#1 or SEC1) of a PEM text.
-pub fn key_from_pem(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+pub fn key_from_pem(pem: &[u8]) -> Result<PrivateKeyDer<'static>, PemError> {
     PrivateKeyDer::from_pem_slice(pem).map_err(|e| match e {
-        rustls::pki_types::pem::Error::NoItemsFound => "no PEM PRIVATE KEY block found".to_string(),
-        e => format!("invalid PEM: {e}"),
+        rustls::pki_types::pem::Error::NoItemsFound => PemError::NoPrivateKey,
+        e => PemError::Invalid(e),
     })
 }
 
@@ -95,23 +113,56 @@ impl Clone for Identity {
     }
 }
 
+/// Why the upstream client config cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientConfigError {
+    /// The provider offers no protocol version rustls accepts.
+    #[error("{0}")]
+    Protocols(#[source] rustls::Error),
+    /// A configured CA certificate is unusable.
+    #[error("CA certificate #{number}: {source}")]
+    CaCertificate {
+        /// 1-based position among the configured CA certificates.
+        number: usize,
+        /// Why rustls refused it.
+        #[source]
+        source: rustls::Error,
+    },
+    /// No CA is configured and the system has no usable root certificate.
+    #[error(
+        "no CA is configured and no system root certificates could be loaded{}",
+        .source.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+    )]
+    NoSystemRoots {
+        /// The first error met while loading them, if any.
+        #[source]
+        source: Option<rustls_native_certs::Error>,
+    },
+    /// The client certificate and key do not form a usable identity.
+    #[error("client certificate: {0}")]
+    ClientCertificate(#[source] rustls::Error),
+}
+
 /// A rustls client config for the upstream, offering `alpn` (e.g. `h2`, `http/1.1`).
 pub fn client_config(
     trust: &ServerTrust,
     identity: Option<&Identity>,
     alpn: &[&[u8]],
-) -> Result<ClientConfig, String> {
+) -> Result<ClientConfig, ClientConfigError> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .map_err(ClientConfigError::Protocols)?;
     let builder = match trust {
         ServerTrust::Roots(certs) => {
             let mut roots = RootCertStore::empty();
             for (i, c) in certs.iter().enumerate() {
                 roots
                     .add(c.clone())
-                    .map_err(|e| format!("CA certificate #{}: {e}", i + 1))?;
+                    .map_err(|source| ClientConfigError::CaCertificate {
+                        number: i + 1,
+                        source,
+                    })?;
             }
             builder.with_root_certificates(roots)
         }
@@ -120,14 +171,9 @@ pub fn client_config(
             let mut roots = RootCertStore::empty();
             let (added, _) = roots.add_parsable_certificates(found.certs);
             if added == 0 {
-                return Err(format!(
-                    "no CA is configured and no system root certificates could be loaded{}",
-                    found
-                        .errors
-                        .first()
-                        .map(|e| format!(" ({e})"))
-                        .unwrap_or_default()
-                ));
+                return Err(ClientConfigError::NoSystemRoots {
+                    source: found.errors.into_iter().next(),
+                });
             }
             builder.with_root_certificates(roots)
         }
@@ -138,7 +184,7 @@ pub fn client_config(
     let mut config = match identity {
         Some(id) => builder
             .with_client_auth_cert(id.certs.clone(), id.key.clone_key())
-            .map_err(|e| format!("client certificate: {e}"))?,
+            .map_err(ClientConfigError::ClientCertificate)?,
         None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
@@ -197,14 +243,35 @@ impl ServerCertVerifier for NoVerification {
 
 /// A downstream TLS file that could not be used; names the config key.
 #[derive(Debug, thiserror::Error)]
-#[error("{key} ({}): {message}", path.display())]
+#[error("{key} ({}): {source}", path.display())]
 pub struct TlsFileError {
     /// The config key that names the file, e.g. `server.tls_cert_file`.
     pub key: &'static str,
     /// The file.
     pub path: PathBuf,
-    /// What is wrong.
-    pub message: String,
+    /// What is wrong with it.
+    #[source]
+    pub source: TlsFileProblem,
+}
+
+/// What is wrong with a downstream TLS file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsFileProblem {
+    /// It cannot be read.
+    #[error("cannot read: {0}")]
+    Read(#[source] io::Error),
+    /// It holds no usable certificate or key.
+    #[error("{0}")]
+    Pem(#[source] PemError),
+    /// rustls refused it (a CA certificate, the client verifier, the protocol versions).
+    #[error("{0}")]
+    Rejected(#[source] rustls::Error),
+    /// The client verifier cannot be built from the client CA file.
+    #[error("{0}")]
+    ClientVerifier(#[source] rustls::server::VerifierBuilderError),
+    /// The private key is not the certificate's.
+    #[error("does not match the certificate: {0}")]
+    KeyMismatch(#[source] rustls::Error),
 }
 
 /// Size and modification time: a file counts as changed when either differs.
@@ -331,12 +398,14 @@ impl ServerTls {
     }
 }
 
-fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
-    std::fs::read(path).map_err(|e| TlsFileError {
-        key,
-        path: path.to_path_buf(),
-        message: format!("cannot read: {e}"),
-    })
+/// The error for the file `path` named by the config key `key`.
+fn file_error(key: &'static str, path: &Path) -> impl FnOnce(TlsFileProblem) -> TlsFileError {
+    let path = path.to_path_buf();
+    move |source| TlsFileError { key, path, source }
+}
+
+fn read_file(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
+    std::fs::read(path).map_err(|e| file_error(key, path)(TlsFileProblem::Read(e)))
 }
 
 fn build_server_config(
@@ -344,32 +413,27 @@ fn build_server_config(
     key: &Path,
     client_ca: Option<&Path>,
 ) -> Result<ServerConfig, TlsFileError> {
-    let err = |k: &'static str, p: &Path| {
-        let p = p.to_path_buf();
-        move |message: String| TlsFileError {
-            key: k,
-            path: p,
-            message,
-        }
-    };
-    let certs = certs_from_pem(&read("server.tls_cert_file", cert)?)
-        .map_err(err("server.tls_cert_file", cert))?;
-    let private = key_from_pem(&read("server.tls_key_file", key)?)
-        .map_err(err("server.tls_key_file", key))?;
+    const CERT: &str = "server.tls_cert_file";
+    const KEY: &str = "server.tls_key_file";
+    const CLIENT_CA: &str = "server.client_ca_file";
+    let certs = certs_from_pem(&read_file(CERT, cert)?)
+        .map_err(|e| file_error(CERT, cert)(TlsFileProblem::Pem(e)))?;
+    let private = key_from_pem(&read_file(KEY, key)?)
+        .map_err(|e| file_error(KEY, key)(TlsFileProblem::Pem(e)))?;
     let provider = provider();
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| err("server.tls_cert_file", cert)(e.to_string()))?;
+        .map_err(|e| file_error(CERT, cert)(TlsFileProblem::Rejected(e)))?;
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
-            let cas = certs_from_pem(&read("server.client_ca_file", ca)?)
-                .map_err(err("server.client_ca_file", ca))?;
+            let cas = certs_from_pem(&read_file(CLIENT_CA, ca)?)
+                .map_err(|e| file_error(CLIENT_CA, ca)(TlsFileProblem::Pem(e)))?;
             let mut roots = RootCertStore::empty();
             for c in cas {
                 roots
                     .add(c)
-                    .map_err(|e| err("server.client_ca_file", ca)(e.to_string()))?;
+                    .map_err(|e| file_error(CLIENT_CA, ca)(TlsFileProblem::Rejected(e)))?;
             }
             // Clients without a certificate are let in (they may carry a bearer token); a
             // certificate that is sent must verify.
@@ -377,13 +441,13 @@ fn build_server_config(
                 WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                     .allow_unauthenticated()
                     .build()
-                    .map_err(|e| err("server.client_ca_file", ca)(e.to_string()))?;
+                    .map_err(|e| file_error(CLIENT_CA, ca)(TlsFileProblem::ClientVerifier(e)))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder.with_single_cert(certs, private).map_err(|e| {
-        err("server.tls_key_file", key)(format!("does not match the certificate: {e}"))
-    })?;
+    let mut config = builder
+        .with_single_cert(certs, private)
+        .map_err(|e| file_error(KEY, key)(TlsFileProblem::KeyMismatch(e)))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -571,11 +635,13 @@ mod tests {
         assert!(
             certs_from_pem(b"hello")
                 .unwrap_err()
+                .to_string()
                 .contains("no PEM CERTIFICATE")
         );
         assert!(
             key_from_pem(b"")
                 .unwrap_err()
+                .to_string()
                 .contains("no PEM PRIVATE KEY")
         );
     }

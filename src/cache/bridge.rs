@@ -28,6 +28,9 @@
 //! is older than the cache (`list_rv < old_rv`, e.g. a lagging upstream replica), when a listed
 //! object that changed carries an RV outside `(old_rv, list_rv]`, or when there are not enough
 //! free revisions for the deletions (an upstream whose RVs are not etcd revisions).
+//!
+//! Owns the plan only: it reads the cached objects and the list and returns the events. It must
+//! not apply them (the cache writer does, as ordinary appends that the hub dispatches).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

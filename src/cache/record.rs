@@ -4,6 +4,10 @@
 //! The body is stored *without* its `kind`/`apiVersion` prefix, starting `{"metadata":…`, so a
 //! built-in LIST item is the body as is, and a watch frame is a constant head, the body minus
 //! its opening brace, and a constant tail — no re-encoding, ever.
+//!
+//! Owns the decoding of one object ([`decode_object`]) and the byte-level edits of a stored body
+//! ([`strip_type_meta`], [`restamp`]). It must not keep any state: storing objects is the
+//! store's job, and the reflector decides what to ingest.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

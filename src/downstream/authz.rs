@@ -14,25 +14,91 @@
 //! Both reviews are made with watchmux's own credentials. Their results are cached (moka): allow
 //! and deny with their own TTLs, bounded in size, keyed on the token or on identity + attributes;
 //! concurrent misses for one key make a single review. Upstream failures are not cached.
+//!
+//! Owns the reviews and their caches. Failures are [`AuthzError`]s (`crate::error` makes them
+//! kube's 401, 403 or 500); it must not build answers, nor look at pass-through requests (the
+//! upstream authorizes those itself, with the client's own credentials).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::header::CONTENT_TYPE;
-use http::{HeaderMap, HeaderValue, Method, Request};
-use http_body_util::{BodyExt, Full, Limited};
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Limited};
 use moka::Expiry;
 use moka::future::Cache;
 use serde_json::{Value, json};
 
 use crate::auth::PeerAuth;
 use crate::config::ServerConfig;
-use crate::upstream::Upstream;
-use kube_wire::access::{
-    AUTHENTICATED, Attributes, Credential, UserInfo, credential, forbidden, unauthorized,
-};
+use crate::upstream::{Upstream, UpstreamError};
+use kube_wire::access::{AUTHENTICATED, Attributes, Credential, UserInfo, credential};
+use kube_wire::response::full;
 use kube_wire::status::Status;
+
+/// Why a request the cache would answer is not let through.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthzError {
+    /// The `Authorization` header or the websocket bearer subprotocol is malformed.
+    #[error("the bearer credential is malformed")]
+    MalformedCredential,
+    /// The upstream's TokenReview did not authenticate the token.
+    #[error("the token is not authenticated by the upstream's TokenReview")]
+    TokenNotAuthenticated,
+    /// The upstream's SubjectAccessReview did not allow the request.
+    #[error(
+        "{user:?} may not {} {}: denied by the SubjectAccessReview",
+        .attributes.verb,
+        .attributes.resource
+    )]
+    Forbidden {
+        /// Who asked.
+        user: String,
+        /// What was asked for.
+        attributes: Box<Attributes>,
+        /// The authorizer's reason (may be empty).
+        reason: String,
+    },
+    /// The TokenReview failed (no verdict).
+    #[error("token review failed: {0}")]
+    TokenReview(#[source] Arc<ReviewError>),
+    /// The SubjectAccessReview failed (no verdict).
+    #[error("subject access review failed: {0}")]
+    AccessReview(#[source] Arc<ReviewError>),
+}
+
+/// Why a TokenReview or SubjectAccessReview gave no verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The review could not be sent, or no answer came.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// The answer's body could not be read, or is larger than [`MAX_REVIEW_BYTES`].
+    #[error("{0}")]
+    Body(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The upstream answered with an error (not 2xx).
+    #[error("{path}: HTTP {code}: {excerpt}")]
+    Refused {
+        /// The review's path.
+        path: &'static str,
+        /// The HTTP status.
+        code: StatusCode,
+        /// The start of the body, as text.
+        excerpt: String,
+        /// The body as a kube Status, when it is one.
+        #[source]
+        status: Option<Status>,
+    },
+    /// A 2xx answer whose body is not JSON.
+    #[error("{path}: {source}")]
+    Malformed {
+        /// The review's path.
+        path: &'static str,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
 
 #[derive(Debug, Clone)]
 struct Decision {
@@ -40,7 +106,8 @@ struct Decision {
     reason: String,
 }
 
-type TokenResult = Option<UserInfo>;
+/// A TokenReview's verdict: who the token belongs to, or `None` when it is not authenticated.
+type TokenVerdict = Option<UserInfo>;
 
 #[derive(Debug, Clone, Copy)]
 struct Ttls {
@@ -48,8 +115,8 @@ struct Ttls {
     deny: Duration,
 }
 
-impl Expiry<String, TokenResult> for Ttls {
-    fn expire_after_create(&self, _: &String, v: &TokenResult, _: Instant) -> Option<Duration> {
+impl Expiry<String, TokenVerdict> for Ttls {
+    fn expire_after_create(&self, _: &String, v: &TokenVerdict, _: Instant) -> Option<Duration> {
         Some(if v.is_some() { self.allow } else { self.deny })
     }
 }
@@ -68,7 +135,7 @@ impl Expiry<(UserInfo, Attributes), Decision> for Ttls {
 /// Delegated authentication and authorization with cached results.
 pub struct Authorizer {
     upstream: Upstream,
-    tokens: Cache<String, TokenResult>,
+    tokens: Cache<String, TokenVerdict>,
     decisions: Cache<(UserInfo, Attributes), Decision>,
 }
 
@@ -79,7 +146,16 @@ impl std::fmt::Debug for Authorizer {
 }
 
 /// Largest review response read.
-const MAX_REVIEW: usize = 1 << 20;
+pub const MAX_REVIEW_BYTES: usize = 1 << 20;
+
+/// Bytes of a refused review's body kept in [`ReviewError::Refused`]'s text.
+const EXCERPT_BYTES: usize = 512;
+
+/// Where TokenReviews are posted.
+const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+
+/// Where SubjectAccessReviews are posted.
+const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
 impl Authorizer {
     /// From `[server]`'s `authz_*` keys; reviews go to `upstream` as watchmux.
@@ -106,7 +182,7 @@ impl Authorizer {
         &self,
         headers: &HeaderMap,
         peer: Option<&PeerAuth>,
-    ) -> Result<UserInfo, Status> {
+    ) -> Result<UserInfo, AuthzError> {
         if let Some(id) = peer.and_then(|p| p.identity.as_deref()) {
             let mut groups = id.groups.clone();
             groups.push(AUTHENTICATED.to_string());
@@ -118,7 +194,7 @@ impl Authorizer {
         }
         let token = match credential(headers) {
             Credential::None => return Ok(UserInfo::anonymous()),
-            Credential::Invalid => return Err(unauthorized()),
+            Credential::Invalid => return Err(AuthzError::MalformedCredential),
             Credential::Token(t) => t,
         };
         let r = self
@@ -127,64 +203,64 @@ impl Authorizer {
             .await;
         match r {
             Ok(Some(u)) => Ok(u),
-            Ok(None) => Err(unauthorized()),
-            Err(e) => Err(Status::internal(format!("token review failed: {e}"))),
+            Ok(None) => Err(AuthzError::TokenNotAuthenticated),
+            Err(e) => Err(AuthzError::TokenReview(e)),
         }
     }
 
     /// Whether `user` may do `attrs`.
-    pub async fn authorize(&self, user: UserInfo, attrs: &Attributes) -> Result<(), Status> {
+    pub async fn authorize(&self, user: UserInfo, attrs: &Attributes) -> Result<(), AuthzError> {
         let name = user.user.clone();
         let key = (user, attrs.clone());
         let fut = self.access_review(key.clone());
         match self.decisions.try_get_with(key, fut).await {
             Ok(d) if d.allowed => Ok(()),
-            Ok(d) => Err(forbidden(&name, attrs, &d.reason)),
-            Err(e) => Err(Status::internal(format!(
-                "subject access review failed: {e}"
-            ))),
+            Ok(d) => Err(AuthzError::Forbidden {
+                user: name,
+                attributes: Box::new(attrs.clone()),
+                reason: d.reason,
+            }),
+            Err(e) => Err(AuthzError::AccessReview(e)),
         }
     }
 
-    async fn post(&self, path: &str, body: Value) -> Result<Value, String> {
-        let mut req = Request::new(
-            Full::new(Bytes::from(body.to_string()))
-                .map_err(|e| match e {})
-                .boxed(),
-        );
+    /// Posts a review to `path` as watchmux and returns the answer's JSON.
+    async fn review(&self, path: &'static str, body: Value) -> Result<Value, ReviewError> {
+        let mut req = Request::new(full(body.to_string()));
         *req.method_mut() = Method::POST;
-        *req.uri_mut() = path.parse().map_err(|e| format!("{e}"))?;
+        *req.uri_mut() = Uri::from_static(path);
         req.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         req.headers_mut().insert(
             http::header::ACCEPT,
             HeaderValue::from_static("application/json"),
         );
-        let resp = self.upstream.send(req).await.map_err(|e| e.to_string())?;
+        let resp = self.upstream.send(req).await?;
         let code = resp.status();
-        let bytes = Limited::new(resp.into_body(), MAX_REVIEW)
+        let bytes = Limited::new(resp.into_body(), MAX_REVIEW_BYTES)
             .collect()
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(ReviewError::Body)?
             .to_bytes();
         if !code.is_success() {
-            return Err(format!(
-                "{path}: HTTP {code}: {}",
-                String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
-            ));
+            return Err(ReviewError::Refused {
+                path,
+                code,
+                excerpt: String::from_utf8_lossy(&bytes[..bytes.len().min(EXCERPT_BYTES)])
+                    .into_owned(),
+                status: Status::parse(&bytes, code.as_u16()).ok(),
+            });
         }
-        serde_json::from_slice(&bytes).map_err(|e| format!("{path}: {e}"))
+        serde_json::from_slice(&bytes).map_err(|source| ReviewError::Malformed { path, source })
     }
 
-    async fn token_review(&self, token: String) -> Result<TokenResult, String> {
+    async fn token_review(&self, token: String) -> Result<TokenVerdict, ReviewError> {
         let body = json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
             "spec": {"token": token},
         });
-        let v = self
-            .post("/apis/authentication.k8s.io/v1/tokenreviews", body)
-            .await?;
+        let v = self.review(TOKEN_REVIEWS, body).await?;
         let st = &v["status"];
         if st["authenticated"].as_bool() != Some(true) {
             return Ok(None);
@@ -206,7 +282,7 @@ impl Authorizer {
         }))
     }
 
-    async fn access_review(&self, key: (UserInfo, Attributes)) -> Result<Decision, String> {
+    async fn access_review(&self, key: (UserInfo, Attributes)) -> Result<Decision, ReviewError> {
         let (u, a) = key;
         let mut ra = json!({
             "verb": a.verb,
@@ -232,9 +308,7 @@ impl Authorizer {
             "kind": "SubjectAccessReview",
             "spec": spec,
         });
-        let v = self
-            .post("/apis/authorization.k8s.io/v1/subjectaccessreviews", body)
-            .await?;
+        let v = self.review(ACCESS_REVIEWS, body).await?;
         let st = &v["status"];
         Ok(Decision {
             allowed: st["allowed"].as_bool() == Some(true) && st["denied"].as_bool() != Some(true),
@@ -242,6 +316,3 @@ impl Authorizer {
         })
     }
 }
-
-/// The shared handle the proxy keeps.
-pub type SharedAuthorizer = Arc<Authorizer>;

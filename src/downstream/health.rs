@@ -11,6 +11,9 @@
 //! `readyz check failed`; `?exclude=name` skips a check; `/readyz/<name>` runs one check. Unlike
 //! kube-apiserver (500, reasons withheld) a failure answers 503 and says why: the reasons name
 //! no secret, only resources and durations.
+//!
+//! Owns the plain-text answers only: the checks themselves are [`crate::metrics`]'s, and nothing
+//! here touches a cache or the upstream.
 
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -21,7 +24,7 @@ use kube_wire::response::{Body, full};
 
 /// The answer for `/metrics`, `/livez`, `/readyz`, `/healthz` (and their `/<check>` forms), or
 /// `None` for every other path.
-pub fn answer<B>(proxy: &App, req: &Request<B>) -> Option<Response<Body>> {
+pub fn answer<B>(app: &App, req: &Request<B>) -> Option<Response<Body>> {
     let rest = req.uri().path().strip_prefix('/')?;
     let (endpoint, single) = match rest.split_once('/') {
         Some((e, check)) => (e, Some(check).filter(|c| !c.is_empty())),
@@ -39,7 +42,7 @@ pub fn answer<B>(proxy: &App, req: &Request<B>) -> Option<Response<Body>> {
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return Some(r);
     }
-    let m = &proxy.metrics;
+    let m = &app.metrics;
     if endpoint == "metrics" {
         let mut r = text(StatusCode::OK, m.render());
         r.headers_mut()

@@ -1,7 +1,12 @@
-//! Resource limits on what the cache serves: concurrent watches per client and concurrent LISTs
-//! overall. A granted [`Permit`] travels with the response body (or the websocket pump) and frees
-//! its slot when dropped: when the watch ends, the list body has been sent, or the client went
-//! away (hyper drops the body with the connection or the HTTP/2 stream).
+//! Request limits: the URL length of every request, and on what the cache serves, concurrent
+//! watches per client and concurrent LISTs overall. A granted [`Permit`] travels with the
+//! response body (or the websocket pump) and frees its slot when dropped: when the watch ends,
+//! the list body has been sent, or the client went away (hyper drops the body with the
+//! connection or the HTTP/2 stream).
+//!
+//! A refusal is a [`LimitError`] (`crate::error` makes it kube's 429 or 414). This module must
+//! not decide what is served nor build answers; header-size and header-time limits are hyper's
+//! (set by the accept loop in [`super`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -16,11 +21,43 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use kube_wire::response::Body;
-use kube_wire::status::Status;
 
 /// The peer's IP address, put into every request's extensions by the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
+
+/// A request refused by a limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// The request URL (path and query) is longer than `server.max_url_bytes`.
+    #[error("the request URL is {length} bytes long, more than the {limit} allowed")]
+    UrlTooLong {
+        /// The URL's length in bytes.
+        length: usize,
+        /// `server.max_url_bytes`.
+        limit: usize,
+    },
+    /// The client has `server.max_watches_per_client` cached watches open already.
+    #[error("too many watches from this client (limit {limit}), please try again later")]
+    TooManyWatches {
+        /// `server.max_watches_per_client`.
+        limit: usize,
+    },
+    /// `server.max_concurrent_lists` cached LISTs are being served already.
+    #[error("too many concurrent LIST requests (limit {limit}), please try again later")]
+    TooManyLists {
+        /// `server.max_concurrent_lists`.
+        limit: usize,
+    },
+}
+
+/// Refuses a request URL (path and query) of `length` bytes when it is over `limit`.
+pub fn check_url_length(length: usize, limit: usize) -> Result<(), LimitError> {
+    if length > limit {
+        return Err(LimitError::UrlTooLong { length, limit });
+    }
+    Ok(())
+}
 
 /// The limits and what is in use.
 #[derive(Debug)]
@@ -69,34 +106,26 @@ impl Limits {
         })
     }
 
-    /// A watch slot for `client`, or the 429 to answer.
-    pub fn watch(self: &Arc<Self>, client: &str) -> Result<Permit, Status> {
+    /// A watch slot for `client`, or why there is none.
+    pub fn acquire_watch(self: &Arc<Self>, client: &str) -> Result<Permit, LimitError> {
         let mut w = self.watches.lock();
         let n = w.entry(client.to_string()).or_insert(0);
         if *n >= self.max_watches_per_client {
-            return Err(Status::too_many_requests(
-                format!(
-                    "too many watches from this client (limit {}), please try again later",
-                    self.max_watches_per_client
-                ),
-                1,
-            ));
+            return Err(LimitError::TooManyWatches {
+                limit: self.max_watches_per_client,
+            });
         }
         *n += 1;
         Ok(Permit(Held::Watch(self.clone(), client.to_string())))
     }
 
-    /// A LIST slot, or the 429 to answer.
-    pub fn list(&self) -> Result<Permit, Status> {
+    /// A LIST slot, or why there is none.
+    pub fn acquire_list(&self) -> Result<Permit, LimitError> {
         match self.lists.clone().try_acquire_owned() {
             Ok(p) => Ok(Permit(Held::List(p))),
-            Err(_) => Err(Status::too_many_requests(
-                format!(
-                    "too many concurrent LIST requests (limit {}), please try again later",
-                    self.max_lists
-                ),
-                1,
-            )),
+            Err(_) => Err(LimitError::TooManyLists {
+                limit: self.max_lists,
+            }),
         }
     }
 
@@ -156,21 +185,22 @@ pub fn hold(resp: http::Response<Body>, permit: Permit) -> http::Response<Body> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube_wire::status::Status;
 
     #[test]
     fn slots_are_counted_and_freed() {
         let l = Limits::new(2, 1);
-        let a = l.watch("u").unwrap();
-        let _b = l.watch("u").unwrap();
-        let e = l.watch("u").unwrap_err();
+        let a = l.acquire_watch("u").unwrap();
+        let _b = l.acquire_watch("u").unwrap();
+        let e = Status::from(l.acquire_watch("u").unwrap_err());
         assert_eq!(e.code, 429);
         assert_eq!(e.retry_after(), Some(1));
-        let _c = l.watch("v").unwrap();
+        let _c = l.acquire_watch("v").unwrap();
         drop(a);
-        let _d = l.watch("u").unwrap();
+        let _d = l.acquire_watch("u").unwrap();
         assert_eq!(l.watches_of("u"), 2);
-        let x = l.list().unwrap();
-        assert_eq!(l.list().unwrap_err().code, 429);
+        let x = l.acquire_list().unwrap();
+        assert_eq!(Status::from(l.acquire_list().unwrap_err()).code, 429);
         assert_eq!(l.lists_in_flight(), 1);
         drop(x);
         assert_eq!(l.lists_in_flight(), 0);

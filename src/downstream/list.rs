@@ -1,55 +1,42 @@
 //! LIST from the cache: `resourceVersion=0` (any state, `limit` ignored as kube's cache does) and
-//! `resourceVersion=N` not-older-than (wait up to 3 s for the cache to reach N, else kube's 504).
-//! The body is the kind's List built from the stored bytes, streamed, never re-encoded.
+//! `resourceVersion=N` not-older-than (`limit` honoured, with a `continue` token the upstream
+//! serves). The body is the kind's List built from the stored bytes, streamed, never re-encoded.
+//!
+//! It serves from the cache the router hands it, already synced and at the requested
+//! resourceVersion: it must not wait (the router waits once, and passes the request through when
+//! the cache does not reach N within [`BLOCK_TIMEOUT`]) nor decide what the cache answers.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::app::{App, CacheSlot};
+use crate::cache::ResourceCache;
 use kube_wire::continue_token::ContinueToken;
 use kube_wire::options::{ListOptions, RvMatch};
 use kube_wire::response::{Body, list_head, status_response, stream_list_encoded};
 use kube_wire::selector::Filter;
-use kube_wire::status::Status;
 
 /// How long a read waits for a resourceVersion the cache has not reached (kube's `blockTimeout`).
 pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Serves a LIST the router decided the cache answers.
-pub async fn serve(
-    proxy: &App,
-    slot: &CacheSlot,
-    ns: Option<&str>,
+/// Serves a LIST the router decided the cache answers, from `cache` (synced, at the requested
+/// resourceVersion), in `namespace` (ignored for a cluster-scoped kind); gzip-compressed when
+/// `gzip` and the body is large.
+pub fn serve(
+    cache: &ResourceCache,
+    namespace: Option<&str>,
     opts: &ListOptions,
     filter: &Filter,
     gzip: bool,
 ) -> http::Response<Body> {
-    match build(proxy, slot, ns, opts, filter, gzip).await {
-        Ok(r) => r,
-        Err(s) => status_response(&s),
-    }
-}
-
-async fn build(
-    proxy: &App,
-    slot: &CacheSlot,
-    ns: Option<&str>,
-    opts: &ListOptions,
-    filter: &Filter,
-    gzip: bool,
-) -> Result<http::Response<Body>, Status> {
-    let rv = opts.rv()?.unwrap_or(0);
-    let cache = slot
-        .synced(proxy.cache_config.not_ready_wait)
-        .await
-        .ok_or_else(|| Status::too_many_requests("storage is (re)initializing", 1))?;
-    if rv > 0 && !cache.wait_rv(rv, BLOCK_TIMEOUT).await {
-        return Err(Status::too_large_resource_version(rv, cache.rv()));
-    }
+    // The router only routes resourceVersions that parse here; the Status is kube's 400 anyway.
+    let rv = match opts.rv() {
+        Ok(rv) => rv.unwrap_or(0),
+        Err(s) => return status_response(&s),
+    };
     let info = &cache.info;
     let snap = cache.snapshot();
-    let ns = if info.namespaced { ns } else { None };
+    let ns = if info.namespaced { namespace } else { None };
     // RV=0 ignores limit; RV=N NotOlderThan honours it (the token pins the served RV, and the
     // continuation goes upstream, which serves that exact snapshot).
     let limit = if rv > 0 && opts.rv_match() == Some(RvMatch::NotOlderThan) {
@@ -92,5 +79,5 @@ async fn build(
     }
     let head = list_head(&info.list_kind(), &info.api_version(), &Value::Object(meta));
     // Compressed like kube-apiserver: gzip above 128 KiB when the client accepts it.
-    Ok(stream_list_encoded(head, items, gzip).0)
+    stream_list_encoded(head, items, gzip).0
 }

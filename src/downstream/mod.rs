@@ -1,14 +1,17 @@
 //! The downstream side: the HTTP server clients talk to, from the accepted connection to the
 //! bytes of each answer.
 //!
-//! * [`accept`]: TLS and the peer's identity; the accept loop and connection settings are here.
+//! * this file: the accept loop and the connection settings (HTTP/1 and HTTP/2, header limits,
+//!   the slow-header guard, graceful draining).
+//! * [`accept`]: the TLS handshake and the peer's identity.
 //! * [`router`]: cache or pass-through, and the checks before either.
 //! * [`list`], [`watch`], [`websocket`]: the cache's answers; `watch` is the per-watcher task
 //!   that turns hub deliveries and log reads into frames, the writers put them on the wire.
 //! * [`authz`]: delegated authentication and authorization of cached reads.
 //! * [`health`], [`limits`]: health endpoints, request and watch limits.
 //!
-//! Must not talk to the upstream except through [`crate::passthrough`] and the authorizer.
+//! Must not talk to the upstream except through [`crate::passthrough`] and the authorizer, nor
+//! turn errors into `Status` bodies itself (that is `crate::error`).
 
 pub mod accept;
 pub mod authz;
@@ -33,30 +36,30 @@ use crate::app::App;
 pub use accept::Acceptor;
 pub use router::handle;
 
-/// Serves plain HTTP/1.1 and HTTP/2 (with upgrades) on `listener` until the proxy is cancelled,
+/// Serves plain HTTP/1.1 and HTTP/2 (with upgrades) on `listener` until the app is cancelled,
 /// in the default `server.auth` mode.
-pub async fn serve(proxy: Arc<App>, listener: TcpListener) {
-    serve_with(proxy, listener, Arc::new(Acceptor::default())).await
+pub async fn serve(app: Arc<App>, listener: TcpListener) {
+    serve_with(app, listener, Arc::new(Acceptor::default())).await
 }
 
-/// [`serve`], accepting connections as `downstream` says: TLS (with client certificates) or not,
+/// [`serve`], accepting connections as `acceptor` says: TLS (with client certificates) or not,
 /// and the `server.auth` mode every request carries as a [`crate::auth::PeerAuth`] extension.
-pub async fn serve_with(proxy: Arc<App>, listener: TcpListener, downstream: Arc<Acceptor>) {
+pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acceptor>) {
     loop {
         // Draining (a child of `cancel`) stops accepting: the listener closes with this loop.
         let conn = tokio::select! {
-            _ = proxy.draining.cancelled() => return,
+            _ = app.draining.cancelled() => return,
             c = listener.accept() => c,
         };
         let Ok((stream, _)) = conn else { continue };
         let _ = stream.set_nodelay(true);
-        let p = proxy.clone();
-        let cancel = proxy.cancel.clone();
-        let draining = proxy.draining.clone();
-        let downstream = downstream.clone();
-        let header_read_timeout = proxy.header_read_timeout;
-        let max_header_bytes = proxy.max_header_bytes.max(8192);
-        proxy.conns.spawn(async move {
+        let conn_app = app.clone();
+        let cancel = app.cancel.clone();
+        let draining = app.draining.clone();
+        let acceptor = acceptor.clone();
+        let header_read_timeout = app.header_read_timeout;
+        let max_header_bytes = app.max_header_bytes.max(8192);
+        app.conns.spawn(async move {
             // The TLS handshake (if any) runs here, not in the accept loop: a slow client must
             // not hold up the others.
             let peer_addr = stream.peer_addr().ok();
@@ -73,7 +76,7 @@ pub async fn serve_with(proxy: Arc<App>, listener: TcpListener, downstream: Arc<
                 return;
             }
             let accepted = tokio::select! {
-                a = downstream.accept(stream) => a,
+                a = acceptor.accept(stream) => a,
                 _ = draining.cancelled() => return,
             };
             let (io, peer) = match accepted {
@@ -85,12 +88,12 @@ pub async fn serve_with(proxy: Arc<App>, listener: TcpListener, downstream: Arc<
             };
             let client_addr = peer_addr.map(|a| limits::ClientAddr(a.ip()));
             let svc = service_fn(move |mut req: Request<Incoming>| {
-                let p = p.clone();
+                let app = conn_app.clone();
                 req.extensions_mut().insert(peer.clone());
                 if let Some(a) = client_addr {
                     req.extensions_mut().insert(a);
                 }
-                async move { Ok::<_, std::convert::Infallible>(handle(p, req).await) }
+                async move { Ok::<_, std::convert::Infallible>(handle(app, req).await) }
             });
             let mut builder = auto::Builder::new(TokioExecutor::new());
             // Header limits and the slow-header guard (hyper answers 431 past max_buf_size and
@@ -122,27 +125,27 @@ pub async fn serve_with(proxy: Arc<App>, listener: TcpListener, downstream: Arc<
 }
 
 /// Binds `addr` and serves in the background; returns the bound address.
-pub async fn bind_and_serve(proxy: Arc<App>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+pub async fn bind_and_serve(app: Arc<App>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let p = proxy.clone();
-    proxy.tasks.spawn(async move { serve(p, listener).await });
+    let served = app.clone();
+    app.tasks
+        .spawn(async move { serve(served, listener).await });
     Ok(local)
 }
 
-/// [`bind_and_serve`] with TLS and the `server.auth` mode of `downstream`
+/// [`bind_and_serve`] with TLS and the `server.auth` mode of `acceptor`
 /// (see [`Acceptor::from_config`]).
 pub async fn bind_and_serve_with(
-    proxy: Arc<App>,
+    app: Arc<App>,
     addr: SocketAddr,
-    downstream: Acceptor,
+    acceptor: Acceptor,
 ) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let p = proxy.clone();
-    let d = Arc::new(downstream);
-    proxy
-        .tasks
-        .spawn(async move { serve_with(p, listener, d).await });
+    let served = app.clone();
+    let acceptor = Arc::new(acceptor);
+    app.tasks
+        .spawn(async move { serve_with(served, listener, acceptor).await });
     Ok(local)
 }

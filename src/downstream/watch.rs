@@ -4,12 +4,17 @@
 //! `timeoutSeconds` (else a random 30–60 min), move-in/move-out.
 //!
 //! The 200 and its headers go out before any event. Each watcher is one task that is either
-//! *live* (the dispatcher pushes matching events into its bounded queue) or *catching up* (it
-//! reads the shared log from its cursor after falling behind). Frames are shared `Bytes`.
+//! *live* (the hub's dispatcher pushes matching events into its bounded queue) or *catching up*
+//! (it reads the shared log from its cursor after falling behind), through its
+//! [`Subscription`]. Frames are shared `Bytes`.
+//!
+//! Owns one watch's task: its start, its frames, bookmarks and deadline, and handing frames to
+//! the transport. It must not write to the cache nor move the watcher between live and catching
+//! up itself (the cache and the hub do, under the cache's lock; it only asks, through
+//! [`ResourceCache::try_go_live`]).
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,7 +26,8 @@ use tokio::time::{Instant, sleep_until};
 
 use super::list::BLOCK_TIMEOUT;
 use crate::app::App;
-use crate::cache::{Registration, ResourceCache};
+use crate::cache::ResourceCache;
+use crate::hub::Subscription;
 use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
 use kube_wire::event::{EventType, FRAME_TAIL, bookmark_frame, error_frame};
 use kube_wire::options::ListOptions;
@@ -156,22 +162,21 @@ impl Watcher {
         if !self.start_failed {
             self.metrics.watch_start(WatchOutcome::Ok);
         }
-        let (cursor, reg) = match started {
+        let (cursor, sub) = match started {
             Ok(c) => c,
             Err(Stop) => return,
         };
-        let reg = reg.unwrap_or_else(|| self.cache.register(self.filter.clone(), cursor));
-        let _ = self.stream(reg, cursor).await;
+        let sub = sub.unwrap_or_else(|| self.cache.subscribe(self.filter.clone(), cursor));
+        let _ = self.stream(sub, cursor).await;
     }
 
-    /// Initial events / start point. Returns the cursor to continue from.
-    /// Initial events / start point. Returns the cursor to continue from, and the registration
+    /// Initial events / start point. Returns the cursor to continue from, and the subscription
     /// when it had to be made before the initial events.
     async fn start(
         &mut self,
         rv: Option<u64>,
         sie: Option<bool>,
-    ) -> Result<(u64, Option<Registration>), Stop> {
+    ) -> Result<(u64, Option<Subscription>), Stop> {
         let cache = self.cache.clone();
         match (sie, rv) {
             (Some(true), _) => {
@@ -187,8 +192,7 @@ impl Watcher {
                 // Registered (catching up from the snapshot's RV) before the initial events, so
                 // a client that stops reading during them is closed like any slow watcher and
                 // the snapshot it pins is released.
-                let reg = cache.register(self.filter.clone(), snap.rv);
-                let cancel = reg.shared.cancel.clone();
+                let sub = cache.subscribe(self.filter.clone(), snap.rv);
                 let info = &cache.info;
                 let head = info.frame_head(EventType::Added).clone();
                 let ns = if info.namespaced {
@@ -208,15 +212,15 @@ impl Watcher {
                         Bytes::from_static(FRAME_TAIL),
                     ]));
                     let len = head.len() + obj.body.len() - 1 + FRAME_TAIL.len();
-                    self.send_out(parts, &cancel, &reg).await?;
+                    self.send_out(parts, &sub).await?;
                     self.tap.event(&head, len);
                 }
                 self.last_sent = snap.rv;
                 if self.bookmarks {
                     let b = self.bookmark(snap.rv, true);
-                    self.send_cancellable(b, &cancel, &reg).await?;
+                    self.send_cancellable(b, &sub).await?;
                 }
-                Ok((snap.rv, Some(reg)))
+                Ok((snap.rv, Some(sub)))
             }
             (Some(false), None | Some(0)) | (None, None) => {
                 self.last_sent = cache.rv();
@@ -255,35 +259,27 @@ impl Watcher {
         (t > now).then_some(t)
     }
 
-    async fn stream(&mut self, mut reg: Registration, mut cursor: u64) -> Result<(), Stop> {
+    async fn stream(&mut self, mut sub: Subscription, mut cursor: u64) -> Result<(), Stop> {
         let info = self.cache.info.clone();
         let mut next_bookmark = self.next_bookmark();
-        let cancel = reg.shared.cancel.clone();
         // The timer and the two "stop" futures live across iterations: building them anew for
         // every event would register and remove a timer and take the token's lock per delivery.
         let sleep = sleep_until(self.deadline);
         tokio::pin!(sleep);
-        let cancelled = cancel.clone().cancelled_owned();
+        let cancelled = sub.shared().closed_owned();
         tokio::pin!(cancelled);
         let tx = self.tx.clone();
         let client_gone = async move { tx.closed().await };
         tokio::pin!(client_gone);
         loop {
-            if reg.shared.lagging.load(Ordering::Acquire) && reg.rx.is_empty() {
+            if !sub.shared().is_live() && sub.queue_is_empty() {
                 // Catch up from the shared log.
                 let batch = match self.cache.events_after(cursor, BATCH) {
                     Ok(b) => b,
                     Err(_) => {
-                        // A slow watcher, as when the reaper closes it (counted once: the reaper
-                        // skips closed watchers).
-                        if !reg.shared.cancel.is_cancelled() {
-                            self.cache
-                                .counters
-                                .slow_watchers_closed
-                                .fetch_add(1, Ordering::Relaxed);
-                        }
-                        reg.shared.close("fell out of the event window");
-                        self.closed(&reg);
+                        // A slow watcher, as when the reaper closes it.
+                        self.cache.close_fell_behind(&sub);
+                        self.closed(&sub);
                         return Err(Stop);
                     }
                 };
@@ -293,15 +289,15 @@ impl Watcher {
                     if let Some(emitted) = ev.emitted_for(&self.filter) {
                         frames.push(ev.frame(&info, emitted), ev.rv);
                         if frames.full() {
-                            self.send_batch(&mut frames, &cancel, &reg).await?;
-                            reg.shared.cursor.store(cursor, Ordering::Relaxed);
+                            self.send_batch(&mut frames, &sub).await?;
+                            sub.shared().set_cursor(cursor);
                         }
                     }
                 }
-                self.send_batch(&mut frames, &cancel, &reg).await?;
-                reg.shared.cursor.store(cursor, Ordering::Relaxed);
+                self.send_batch(&mut frames, &sub).await?;
+                sub.shared().set_cursor(cursor);
                 if batch.at_head {
-                    self.cache.try_go_live(&reg, cursor);
+                    self.cache.try_go_live(&sub, cursor);
                 }
                 if Instant::now() >= self.deadline {
                     return Ok(());
@@ -318,7 +314,7 @@ impl Watcher {
             tokio::select! {
                 // Events first: when one is waiting, the other branches need not be polled.
                 biased;
-                d = reg.rx.recv() => {
+                d = sub.recv() => {
                     let Some((ev, emitted)) = d else { return Err(Stop) };
                     let mut frames = Batch::default();
                     if ev.rv > cursor {
@@ -328,33 +324,31 @@ impl Watcher {
                     // Whatever else is already queued goes out with it: when the client or
                     // the machine is behind, one write carries many events.
                     while !frames.full() {
-                        let Ok((ev, emitted)) = reg.rx.try_recv() else { break };
+                        let Some((ev, emitted)) = sub.try_recv() else { break };
                         if ev.rv > cursor {
                             cursor = ev.rv;
                             frames.push(ev.frame(&info, emitted), ev.rv);
                         }
                     }
-                    self.send_batch(&mut frames, &cancel, &reg).await?;
-                    reg.shared.cursor.store(cursor, Ordering::Relaxed);
+                    self.send_batch(&mut frames, &sub).await?;
+                    sub.shared().set_cursor(cursor);
                 }
                 _ = &mut sleep => {
                     if Instant::now() >= self.deadline {
                         return Ok(());
                     }
-                    if self.bookmarks {
-                        let rx = &reg.rx;
-                        if let Some(rv) = self.cache.bookmark_rv(&reg, || rx.is_empty())
-                            && rv > self.last_sent
-                        {
-                            self.last_sent = rv;
-                            let b = self.bookmark(rv, false);
-                            self.send_cancellable(b, &cancel, &reg).await?;
-                        }
+                    if self.bookmarks
+                        && let Some(rv) = self.cache.bookmark_rv(&sub, || sub.queue_is_empty())
+                        && rv > self.last_sent
+                    {
+                        self.last_sent = rv;
+                        let b = self.bookmark(rv, false);
+                        self.send_cancellable(b, &sub).await?;
                     }
                     next_bookmark = self.next_bookmark();
                 }
                 _ = &mut cancelled => {
-                    self.closed(&reg);
+                    self.closed(&sub);
                     return Err(Stop);
                 }
                 _ = &mut client_gone => return Err(Stop),
@@ -362,9 +356,9 @@ impl Watcher {
         }
     }
 
-    fn closed(&self, reg: &Registration) {
-        let reason = reg.shared.reason.lock().unwrap_or("closed");
-        tracing::info!(resource = %self.cache.info.group_resource(), reason, cursor = reg.shared.cursor.load(Ordering::Relaxed), "watcher closed");
+    fn closed(&self, sub: &Subscription) {
+        let reason = sub.shared().reason().unwrap_or("closed");
+        tracing::info!(resource = %self.cache.info.group_resource(), reason, cursor = sub.shared().cursor(), "watcher closed");
     }
 
     async fn send(&self, b: Bytes) -> Result<(), Stop> {
@@ -376,12 +370,7 @@ impl Watcher {
 
     /// Sends the frames collected in `b` (if any) as one [`Out`], unless the hub closes the
     /// watcher meanwhile; `b` is empty afterwards.
-    async fn send_batch(
-        &mut self,
-        b: &mut Batch,
-        cancel: &tokio_util::sync::CancellationToken,
-        reg: &Registration,
-    ) -> Result<(), Stop> {
+    async fn send_batch(&mut self, b: &mut Batch, sub: &Subscription) -> Result<(), Stop> {
         if b.frames.is_empty() {
             return Ok(());
         }
@@ -392,7 +381,7 @@ impl Watcher {
             Out::Batch(std::mem::take(&mut b.frames))
         };
         b.bytes = 0;
-        self.send_out(out, cancel, reg).await?;
+        self.send_out(out, sub).await?;
         for (head, len) in heads {
             self.tap.event(&head.0[..head.1], len);
         }
@@ -401,26 +390,16 @@ impl Watcher {
     }
 
     /// Sends one frame unless the hub closes the watcher meanwhile.
-    async fn send_cancellable(
-        &self,
-        b: Bytes,
-        cancel: &tokio_util::sync::CancellationToken,
-        reg: &Registration,
-    ) -> Result<(), Stop> {
+    async fn send_cancellable(&self, b: Bytes, sub: &Subscription) -> Result<(), Stop> {
         let (head, len) = frame_head_of(&b);
-        self.send_out(Out::Frame(b), cancel, reg).await?;
+        self.send_out(Out::Frame(b), sub).await?;
         self.tap.event(&head.0[..head.1], len);
         Ok(())
     }
 
     /// Hands `out` to the transport unless the hub closes the watcher meanwhile (a client that
     /// stopped reading).
-    async fn send_out(
-        &self,
-        out: Out,
-        cancel: &tokio_util::sync::CancellationToken,
-        reg: &Registration,
-    ) -> Result<(), Stop> {
+    async fn send_out(&self, out: Out, sub: &Subscription) -> Result<(), Stop> {
         // Room in the queue (the usual case): no cancellation future to build.
         let out = match self.tx.try_send(out) {
             Ok(()) => return Ok(()),
@@ -429,8 +408,8 @@ impl Watcher {
         };
         tokio::select! {
             r = self.tx.send(out) => r.map_err(|_| Stop),
-            _ = cancel.cancelled() => {
-                self.closed(reg);
+            _ = sub.shared().closed() => {
+                self.closed(sub);
                 Err(Stop)
             }
         }

@@ -3,7 +3,9 @@
 //! client messages are ignored; when the watch ends the server closes the connection.
 //!
 //! This is the only file that names the websocket crate (fastwebsockets), behind
-//! [`upgrade`] and [`pump`].
+//! [`upgrade`] and [`pump`]. A refused handshake is a [`WebsocketError`] (`crate::error` makes
+//! it kube's 400). It must not decide what the watch sends: the frames come ready-made from
+//! [`super::watch`].
 
 use std::convert::Infallible;
 
@@ -16,11 +18,26 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 
 use super::watch::Out;
-use kube_wire::response::{Body, full};
-use kube_wire::status::Status;
+use kube_wire::response::{Body, empty};
 
 /// The subprotocol prefix browsers use to carry a bearer token (no Authorization header there).
 pub const BEARER_PROTOCOL_PREFIX: &str = "base64url.bearer.authorization.k8s.io.";
+
+/// Why a websocket handshake is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WebsocketError {
+    /// Only the bearer-token subprotocol was offered: nothing is left to echo.
+    #[error(
+        "missing a subprotocol besides the bearer token: websocket clients must offer one (e.g. binary.k8s.io)"
+    )]
+    OnlyBearerProtocol,
+    /// More than one subprotocol besides the bearer token (x/net/websocket's message).
+    #[error("You need choose a Protocol")]
+    SeveralProtocols,
+    /// The upgrade request is not a valid websocket handshake.
+    #[error("websocket handshake: {0}")]
+    Handshake(#[source] fastwebsockets::WebSocketError),
+}
 
 /// Whether the request asks for a websocket.
 pub fn is_websocket(req: &Request<Incoming>) -> bool {
@@ -30,7 +47,7 @@ pub fn is_websocket(req: &Request<Incoming>) -> bool {
 /// The subprotocol to echo: kube's authenticator removes the bearer-token entry, and
 /// `x/net/websocket` echoes the one remaining protocol, refusing the handshake (400) when the
 /// client offers more than one. No protocol offered: none echoed.
-pub fn choose_protocol(headers: &HeaderMap) -> Result<Option<String>, Status> {
+pub fn choose_protocol(headers: &HeaderMap) -> Result<Option<String>, WebsocketError> {
     let offered: Vec<String> = headers
         .get_all(SEC_WEBSOCKET_PROTOCOL)
         .iter()
@@ -47,12 +64,10 @@ pub fn choose_protocol(headers: &HeaderMap) -> Result<Option<String>, Status> {
         .filter(|p| !p.starts_with(BEARER_PROTOCOL_PREFIX))
         .collect();
     match rest.len() {
-        0 if had_bearer => Err(Status::bad_request(
-            "missing a subprotocol besides the bearer token: websocket clients must offer one (e.g. binary.k8s.io)",
-        )),
+        0 if had_bearer => Err(WebsocketError::OnlyBearerProtocol),
         0 => Ok(None),
         1 => Ok(rest.into_iter().next()),
-        _ => Err(Status::bad_request("You need choose a Protocol")),
+        _ => Err(WebsocketError::SeveralProtocols),
     }
 }
 
@@ -60,14 +75,13 @@ pub fn choose_protocol(headers: &HeaderMap) -> Result<Option<String>, Status> {
 pub fn upgrade(
     req: &mut Request<Incoming>,
     protocol: Option<&str>,
-) -> Result<(Response<Body>, fastwebsockets::upgrade::UpgradeFut), Status> {
-    let (resp, fut) = fastwebsockets::upgrade::upgrade(req)
-        .map_err(|e| Status::bad_request(format!("websocket handshake: {e}")))?;
+) -> Result<(Response<Body>, fastwebsockets::upgrade::UpgradeFut), WebsocketError> {
+    let (resp, fut) = fastwebsockets::upgrade::upgrade(req).map_err(WebsocketError::Handshake)?;
     let (mut parts, _) = resp.into_parts();
     if let Some(p) = protocol.and_then(|p| HeaderValue::from_str(p).ok()) {
         parts.headers.insert(SEC_WEBSOCKET_PROTOCOL, p);
     }
-    Ok((Response::from_parts(parts, full(bytes::Bytes::new())), fut))
+    Ok((Response::from_parts(parts, empty()), fut))
 }
 
 fn owned(f: Frame<'_>) -> Frame<'static> {
@@ -151,6 +165,7 @@ pub async fn pump(fut: fastwebsockets::upgrade::UpgradeFut, mut rx: mpsc::Receiv
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube_wire::status::Status;
 
     fn headers(v: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -175,13 +190,14 @@ mod tests {
             Some("base64.binary.k8s.io")
         );
         assert_eq!(
-            choose_protocol(&headers(&["a", "b"])).unwrap_err().code,
+            Status::from(choose_protocol(&headers(&["a", "b"])).unwrap_err()).code,
             400
         );
         assert_eq!(
-            choose_protocol(&headers(&[&format!("{BEARER_PROTOCOL_PREFIX}x")]))
-                .unwrap_err()
-                .code,
+            Status::from(
+                choose_protocol(&headers(&[&format!("{BEARER_PROTOCOL_PREFIX}x")])).unwrap_err()
+            )
+            .code,
             400
         );
     }

@@ -15,6 +15,8 @@
 //! `client-key(-data)`, `token`, `tokenFile` (re-read when it changes; it wins over `token`, as in
 //! client-go) or `username`/`password`. Exec and auth-provider plugins are refused with a message
 //! saying so, rather than connecting without credentials.
+//!
+//! Reads files, never the network: it must not connect (the client in [`super`] does).
 
 use std::path::{Path, PathBuf};
 
@@ -23,9 +25,11 @@ use futures_util::FutureExt;
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use secrecy::ExposeSecret;
 
-use crate::auth::Credentials;
+use crate::auth::{Credentials, CredentialsError, TokenError};
 use crate::config::UpstreamConfig;
-use crate::tls::{Identity, ServerTrust, certs_from_pem, key_from_pem};
+use crate::tls::{
+    ClientConfigError, Identity, PemError, ServerTrust, certs_from_pem, key_from_pem,
+};
 
 /// The upstream's address, how to verify it, and watchmux's credentials.
 #[derive(Debug)]
@@ -55,25 +59,130 @@ pub enum ResolveError {
     )]
     NotConfigured,
     /// The kubeconfig, service account or one of the files it names is unusable.
-    #[error("{origin}: {message}")]
+    #[error("{origin}: {source}")]
     Invalid {
         /// `upstream.kubeconfig (/path)`, `KUBECONFIG (...)`, `upstream.in_cluster`.
         origin: String,
         /// What is wrong.
-        message: String,
+        #[source]
+        source: SetupError,
     },
+}
+
+/// What is wrong with the upstream connection settings (the text follows their origin).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The in-cluster service account cannot be loaded.
+    #[error("{0}")]
+    InCluster(#[source] kube::config::InClusterError),
+    /// The kubeconfig cannot be read, parsed or resolved.
+    #[error("{0}")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// `upstream.context` names a context the kubeconfig does not have.
+    #[error("upstream.context {context:?} is not a context of this kubeconfig ({known})")]
+    UnknownContext {
+        /// The context asked for.
+        context: String,
+        /// `it has a, b` or `it has none`.
+        known: String,
+    },
+    /// No `upstream.context` and no `current-context`.
+    #[error("no current-context; set upstream.context ({known})")]
+    NoCurrentContext {
+        /// `it has a, b` or `it has none`.
+        known: String,
+    },
+    /// kube's loader wanted to wait (it never does: it reads files synchronously).
+    #[error("the kubeconfig loader did not complete")]
+    LoaderPending,
+    /// The cluster's `server` is not `http://` or `https://`.
+    #[error("server {url:?} is not an http(s) URL")]
+    NotHttp {
+        /// The server URL.
+        url: String,
+    },
+    /// The user runs an exec credential plugin.
+    #[error(
+        "the user runs an exec credential plugin ({command:?}), which watchmux does not support; \
+         give watchmux a token, tokenFile or client certificate instead"
+    )]
+    ExecPlugin {
+        /// The plugin's command.
+        command: String,
+    },
+    /// The user uses an auth-provider.
+    #[error(
+        "the user uses the {name:?} auth-provider, which watchmux does not support; give \
+         watchmux a token, tokenFile or client certificate instead"
+    )]
+    AuthProvider {
+        /// The provider's name.
+        name: String,
+    },
+    /// A `*-data` value is not base64.
+    #[error("{what}-data is not valid base64: {source}")]
+    Base64 {
+        /// `client-certificate` or `client-key`.
+        what: &'static str,
+        /// The decoding error.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// A file the user names cannot be read.
+    #[error("{what} {file}: cannot read: {source}")]
+    ReadFile {
+        /// `client-certificate` or `client-key`.
+        what: &'static str,
+        /// The file as named.
+        file: String,
+        /// The read error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `client-certificate` without `client-key`.
+    #[error("client-certificate is set but client-key is not")]
+    CertificateWithoutKey,
+    /// `client-key` without `client-certificate`.
+    #[error("client-key is set but client-certificate is not")]
+    KeyWithoutCertificate,
+    /// The client certificate's PEM is unusable.
+    #[error("client-certificate: {0}")]
+    ClientCertificate(#[source] PemError),
+    /// The client key's PEM is unusable.
+    #[error("client-key: {0}")]
+    ClientKey(#[source] PemError),
+    /// The user's `token` cannot be sent.
+    #[error("token: {0}")]
+    Token(#[source] TokenError),
+    /// The user's `tokenFile` or `username`/`password` cannot be used.
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+    /// `tls-server-name` is not a DNS name or IP address.
+    #[error("tls-server-name {name:?}: {source}")]
+    ServerName {
+        /// The configured name.
+        name: String,
+        /// Why it is not a server name.
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// The TLS client config cannot be built from these settings.
+    #[error(transparent)]
+    Tls(#[from] ClientConfigError),
 }
 
 /// Resolves `config` into an upstream address and credentials. Reads files; does not connect.
 pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
     if config.in_cluster {
         let origin = "upstream.in_cluster (the pod's service account)".to_string();
-        let kc = kube::Config::incluster().map_err(|e| invalid(&origin, e))?;
+        let kc =
+            kube::Config::incluster().map_err(|e| invalid(&origin, SetupError::InCluster(e)))?;
         return from_kube(kc, origin);
     }
     if let Some(path) = &config.kubeconfig {
         let origin = format!("upstream.kubeconfig ({})", path.display());
-        let kc = Kubeconfig::read_from(path).map_err(|e| invalid(&origin, e))?;
+        let kc =
+            Kubeconfig::read_from(path).map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?;
         return load(kc, config.context.as_deref(), origin);
     }
     if let Some(url) = &config.url {
@@ -90,7 +199,7 @@ pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
         Some(v) => {
             let origin = format!("KUBECONFIG ({})", v.to_string_lossy());
             let kc = Kubeconfig::from_env()
-                .map_err(|e| invalid(&origin, e))?
+                .map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?
                 .ok_or(ResolveError::NotConfigured)?;
             load(kc, config.context.as_deref(), origin)
         }
@@ -98,16 +207,16 @@ pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
     }
 }
 
-fn invalid(origin: &str, message: impl ToString) -> ResolveError {
+fn invalid(origin: &str, source: SetupError) -> ResolveError {
     ResolveError::Invalid {
         origin: origin.to_string(),
-        message: message.to_string(),
+        source,
     }
 }
 
 /// A parsed kubeconfig, with `context` or its current context.
 fn load(kc: Kubeconfig, context: Option<&str>, origin: String) -> Result<Resolved, ResolveError> {
-    let names = || {
+    let known = || {
         let v: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
         if v.is_empty() {
             "it has none".to_string()
@@ -120,10 +229,10 @@ fn load(kc: Kubeconfig, context: Option<&str>, origin: String) -> Result<Resolve
             if !kc.contexts.iter().any(|n| n.name == c) {
                 return Err(invalid(
                     &origin,
-                    format!(
-                        "upstream.context {c:?} is not a context of this kubeconfig ({})",
-                        names()
-                    ),
+                    SetupError::UnknownContext {
+                        context: c.to_string(),
+                        known: known(),
+                    },
                 ));
             }
             c.to_string()
@@ -133,7 +242,7 @@ fn load(kc: Kubeconfig, context: Option<&str>, origin: String) -> Result<Resolve
             None => {
                 return Err(invalid(
                     &origin,
-                    format!("no current-context; set upstream.context ({})", names()),
+                    SetupError::NoCurrentContext { known: known() },
                 ));
             }
         },
@@ -146,8 +255,8 @@ fn load(kc: Kubeconfig, context: Option<&str>, origin: String) -> Result<Resolve
     // kube's loader is async in signature only: it reads files synchronously and never waits.
     let config = kube::Config::from_custom_kubeconfig(kc, &options)
         .now_or_never()
-        .ok_or_else(|| invalid(&origin, "the kubeconfig loader did not complete"))?
-        .map_err(|e| invalid(&origin, e))?;
+        .ok_or_else(|| invalid(&origin, SetupError::LoaderPending))?
+        .map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?;
     from_kube(config, origin)
 }
 
@@ -159,10 +268,9 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
         _ => {
             return Err(invalid(
                 &origin,
-                format!(
-                    "server {:?} is not an http(s) URL",
-                    c.cluster_url.to_string()
-                ),
+                SetupError::NotHttp {
+                    url: c.cluster_url.to_string(),
+                },
             ));
         }
     };
@@ -180,21 +288,17 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
     if let Some(exec) = &user.exec {
         return Err(invalid(
             &origin,
-            format!(
-                "the user runs an exec credential plugin ({:?}), which watchmux does not support; \
-                 give watchmux a token, tokenFile or client certificate instead",
-                exec.command.as_deref().unwrap_or("")
-            ),
+            SetupError::ExecPlugin {
+                command: exec.command.clone().unwrap_or_default(),
+            },
         ));
     }
     if let Some(p) = &user.auth_provider {
         return Err(invalid(
             &origin,
-            format!(
-                "the user uses the {:?} auth-provider, which watchmux does not support; give \
-                 watchmux a token, tokenFile or client certificate instead",
-                p.name
-            ),
+            SetupError::AuthProvider {
+                name: p.name.clone(),
+            },
         ));
     }
     if user.impersonate.is_some() || user.impersonate_groups.is_some() {
@@ -203,8 +307,8 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
     if c.proxy_url.is_some() {
         tracing::warn!(%origin, "proxy-url / HTTPS_PROXY is not supported: connecting to the upstream directly");
     }
-    let identity = identity(user).map_err(|m| invalid(&origin, m))?;
-    let credentials = credentials(user).map_err(|m| invalid(&origin, m))?;
+    let identity = identity(user).map_err(|e| invalid(&origin, e))?;
+    let credentials = credentials(user).map_err(|e| invalid(&origin, e))?;
     if !https && identity.is_some() {
         tracing::warn!(%origin, "the server is http://: the client certificate is not used");
     }
@@ -220,26 +324,30 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
 
 /// `*-data` (base64) wins over the file, as in kube and client-go.
 fn data_or_file(
-    what: &str,
+    what: &'static str,
     data: Option<&str>,
     file: Option<&str>,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Vec<u8>>, SetupError> {
     if let Some(d) = data {
         let d: String = d.split_ascii_whitespace().collect();
         return base64::engine::general_purpose::STANDARD
             .decode(d)
             .map(Some)
-            .map_err(|e| format!("{what}-data is not valid base64: {e}"));
+            .map_err(|source| SetupError::Base64 { what, source });
     }
     match file {
         Some(f) => std::fs::read(Path::new(f))
             .map(Some)
-            .map_err(|e| format!("{what} {f}: cannot read: {e}")),
+            .map_err(|source| SetupError::ReadFile {
+                what,
+                file: f.to_string(),
+                source,
+            }),
         None => Ok(None),
     }
 }
 
-fn identity(user: &AuthInfo) -> Result<Option<Identity>, String> {
+fn identity(user: &AuthInfo) -> Result<Option<Identity>, SetupError> {
     let cert = data_or_file(
         "client-certificate",
         user.client_certificate_data.as_deref(),
@@ -256,26 +364,26 @@ fn identity(user: &AuthInfo) -> Result<Option<Identity>, String> {
     )?;
     match (cert, key) {
         (None, None) => Ok(None),
-        (Some(_), None) => Err("client-certificate is set but client-key is not".to_string()),
-        (None, Some(_)) => Err("client-key is set but client-certificate is not".to_string()),
+        (Some(_), None) => Err(SetupError::CertificateWithoutKey),
+        (None, Some(_)) => Err(SetupError::KeyWithoutCertificate),
         (Some(cert), Some(key)) => Ok(Some(Identity {
-            certs: certs_from_pem(&cert).map_err(|e| format!("client-certificate: {e}"))?,
-            key: key_from_pem(&key).map_err(|e| format!("client-key: {e}"))?,
+            certs: certs_from_pem(&cert).map_err(SetupError::ClientCertificate)?,
+            key: key_from_pem(&key).map_err(SetupError::ClientKey)?,
         })),
     }
 }
 
-fn credentials(user: &AuthInfo) -> Result<Option<Credentials>, String> {
+fn credentials(user: &AuthInfo) -> Result<Option<Credentials>, SetupError> {
     if let Some(f) = user.token_file.as_deref().filter(|f| !f.is_empty()) {
-        return Credentials::token_file(&PathBuf::from(f)).map(Some);
+        return Ok(Some(Credentials::token_file(&PathBuf::from(f))?));
     }
     if let Some(t) = &user.token {
         return Credentials::token(t.expose_secret())
             .map(Some)
-            .map_err(|e| format!("token: {e}"));
+            .map_err(SetupError::Token);
     }
     if let (Some(u), Some(p)) = (&user.username, &user.password) {
-        return Credentials::basic(u, p.expose_secret()).map(Some);
+        return Ok(Some(Credentials::basic(u, p.expose_secret())?));
     }
     Ok(None)
 }

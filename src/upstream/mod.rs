@@ -16,18 +16,19 @@
 //! provider (`crate::tls`). watchmux's token (if any) goes on every reflector request
 //! ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their own
 //! ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries).
+//!
+//! Every failure is an [`UpstreamError`] that keeps its cause. This module must not interpret
+//! what the upstream answers (status codes, bodies) nor answer clients: the reflector, the
+//! pass-through and the authorizer do, and `crate::error` turns failures into kube `Status`es.
 
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, HOST};
 use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Method, Request, Response, Uri, Version};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
@@ -35,18 +36,16 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::ServerName;
 
-use crate::auth::Credentials;
-use crate::config::UpstreamConfig;
 pub mod kubeconfig;
 
+use crate::auth::Credentials;
+use crate::config::UpstreamConfig;
 use crate::tls::ServerTrust;
-use kubeconfig::ResolveError;
+use kube_wire::response::{Body, empty};
+use kubeconfig::{ResolveError, SetupError};
 
-/// A pooled client over plain TCP or rustls.
-type Pool = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
-
-/// The request body type the upstream client sends: any streaming body, boxed.
-pub type UpstreamBody = BoxBody<Bytes, std::io::Error>;
+/// A pooled client over plain TCP or rustls; request bodies are the workspace's one [`Body`].
+type Pool = Client<HttpsConnector<HttpConnector>, Body>;
 
 /// Idle pooled connections are closed after this long (kube-apiserver's own idle timeout is 90 s
 /// too; closing first avoids racing a request against the server's close).
@@ -102,12 +101,13 @@ pub enum UpstreamError {
     )]
     NotConfigured,
     /// The kubeconfig, the service account, or a certificate, key or token they name is unusable.
-    #[error("{origin}: {message}")]
+    #[error("{origin}: {source}")]
     Setup {
         /// `upstream.kubeconfig (/path), context "x"`, `upstream.in_cluster (...)`, `upstream.url`.
         origin: String,
         /// What is wrong.
-        message: String,
+        #[source]
+        source: SetupError,
     },
     /// TLS with the upstream failed: its certificate was rejected, or it rejected watchmux's.
     #[error("TLS with the upstream {authority} failed: {detail}")]
@@ -218,7 +218,7 @@ impl Upstream {
     pub fn new(config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
         let resolved = kubeconfig::resolve(config).map_err(|e| match e {
             ResolveError::NotConfigured => UpstreamError::NotConfigured,
-            ResolveError::Invalid { origin, message } => UpstreamError::Setup { origin, message },
+            ResolveError::Invalid { origin, source } => UpstreamError::Setup { origin, source },
         })?;
         let url = &resolved.url;
         let bad = |reason| UpstreamError::BadUrl {
@@ -233,9 +233,9 @@ impl Upstream {
         let authority = url.authority().cloned().ok_or_else(|| bad("no host"))?;
         let host = HeaderValue::from_str(authority.as_str()).map_err(|_| bad("invalid host"))?;
         let prefix = url.path().trim_end_matches('/').to_string();
-        let setup = |message: String| UpstreamError::Setup {
+        let setup = |source: SetupError| UpstreamError::Setup {
             origin: resolved.origin.clone(),
-            message,
+            source,
         };
         // A plain-HTTP upstream never uses the TLS config; it is built without loading roots.
         let trust = if scheme == Scheme::HTTPS {
@@ -244,13 +244,15 @@ impl Upstream {
             ServerTrust::Roots(Vec::new())
         };
         // No ALPN here: hyper-rustls sets it per pool (see `build_client`).
-        let tls =
-            crate::tls::client_config(&trust, resolved.identity.as_ref(), &[]).map_err(setup)?;
+        let tls = crate::tls::client_config(&trust, resolved.identity.as_ref(), &[])
+            .map_err(|e| setup(SetupError::Tls(e)))?;
         let server_name = match &resolved.server_name {
-            Some(n) => Some(
-                ServerName::try_from(n.clone())
-                    .map_err(|e| setup(format!("tls-server-name {n:?}: {e}")))?,
-            ),
+            Some(n) => Some(ServerName::try_from(n.clone()).map_err(|source| {
+                setup(SetupError::ServerName {
+                    name: n.clone(),
+                    source,
+                })
+            })?),
             None => None,
         };
         let timeout = config.connect_timeout;
@@ -334,7 +336,7 @@ impl Upstream {
             path: path_and_query.to_string(),
             reason: format!("invalid Accept header {accept:?}"),
         })?;
-        let mut req = Request::new(Empty::<Bytes>::new().map_err(|e| match e {}).boxed());
+        let mut req = Request::new(empty());
         *req.method_mut() = Method::GET;
         *req.uri_mut() = uri;
         req.headers_mut().insert(ACCEPT, accept);
@@ -348,12 +350,9 @@ impl Upstream {
     /// and query), `Host` is set to the upstream's authority, everything else (method, headers,
     /// streaming body) goes as given. A request without an `Authorization` header gets
     /// watchmux's own (if it has one); one with an `Authorization` header keeps it. Hop-by-hop
-    /// headers and the pass-through credential policy are the caller's business (see `proxy`,
-    /// `auth`).
-    pub async fn send(
-        &self,
-        mut req: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    /// headers and the pass-through credential policy are the caller's business (see
+    /// `crate::passthrough`, `crate::auth`).
+    pub async fn send(&self, mut req: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
         let pq = req
             .uri()
             .path_and_query()
@@ -368,10 +367,7 @@ impl Upstream {
         self.send_raw(req).await
     }
 
-    async fn send_raw(
-        &self,
-        mut req: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    async fn send_raw(&self, mut req: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
         req.headers_mut().insert(HOST, self.base.host.clone());
         // The downstream may have spoken HTTP/2; the version of the upstream exchange is the
         // pool's choice (a request marked HTTP/2 would be refused on an HTTP/1.1 connection).

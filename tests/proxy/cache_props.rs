@@ -119,13 +119,13 @@ proptest! {
         for o in &before {
             up.apply(o);
         }
-        let cache = ResourceCache::new(info(), CacheSettings::default());
+        let (cache, writer) = ResourceCache::new(info(), CacheSettings::default());
         let initial_rv = up.rev;
         let initial = up.list();
-        prop_assert_eq!(cache.replace(initial.clone(), initial_rv), Outcome::Initial);
+        prop_assert_eq!(writer.replace(initial.clone(), initial_rv), Outcome::Initial);
         for o in &live {
             if let Some((ty, obj)) = up.apply(o) {
-                prop_assert!(cache.apply(ty, obj));
+                prop_assert!(writer.apply(ty, obj));
             }
         }
         let old_rv = cache.rv();
@@ -134,7 +134,7 @@ proptest! {
         }
         up.rev += gap;
         let list_rv = up.rev;
-        let outcome = cache.replace(up.list(), list_rv);
+        let outcome = writer.replace(up.list(), list_rv);
         prop_assert!(matches!(outcome, Outcome::Bridged { .. }), "{:?}", outcome);
         prop_assert_eq!(cache.rv(), list_rv);
 

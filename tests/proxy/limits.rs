@@ -176,6 +176,19 @@ async fn long_urls_get_414_with_a_status() {
     assert!(ok.len() <= 1024);
     let (s, _, _) = request(Method::GET, &format!("{}{ok}", px.url), &[], "").await;
     assert_eq!(s, StatusCode::OK);
+    // Synced is not yet watching: each reflector sends its WATCH just after its LIST. Count
+    // upstream requests only once all four are open, so a late WATCH is not taken for a leak.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while ["pods", "nodes", "namespaces", "configmaps"]
+        .iter()
+        .any(|r| sim.stats()["resources"][r]["openWatches"].as_u64() != Some(1))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reflectors did not open their upstream watches within 20 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let before = sim.stats()["requests"].as_u64().unwrap();
     for path in [
         format!("/version?pad={}", pad(1100)),

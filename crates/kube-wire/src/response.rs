@@ -9,11 +9,12 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 use http_body::Frame;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
 
 use crate::status::Status;
 
-/// The response body type used everywhere.
+/// The one HTTP body type of the workspace: every response watchmux and the simulator send, and
+/// every request body watchmux sends to the upstream (a streamed body, boxed).
 pub type Body = BoxBody<Bytes, io::Error>;
 
 /// A complete body.
@@ -21,6 +22,11 @@ pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into())
         .map_err(|e: Infallible| match e {})
         .boxed()
+}
+
+/// A body with no bytes (a GET sent upstream, a `101 Switching Protocols` answer).
+pub fn empty() -> Body {
+    Empty::new().map_err(|e: Infallible| match e {}).boxed()
 }
 
 /// A JSON response with kube-apiserver's standard headers.

@@ -407,6 +407,27 @@ impl Status {
     pub fn request_entity_too_large(message: impl Into<String>) -> Self {
         Status::new(413, "RequestEntityTooLarge", message)
     }
+
+    /// 401 Unauthorized with a free message (kube's own answer says just `Unauthorized`).
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Status::new(401, "Unauthorized", message)
+    }
+
+    /// 414 RequestURITooLong.
+    pub fn request_uri_too_long(message: impl Into<String>) -> Self {
+        Status::new(414, "RequestURITooLong", message)
+    }
+
+    /// 503 ServiceUnavailable, without `Retry-After`.
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Status::new(503, "ServiceUnavailable", message)
+    }
+
+    /// 502 with no reason: kube has no `StatusReason` for a bad gateway, so its generic answer
+    /// for an unexpected code carries `StatusReasonUnknown`, the empty reason.
+    pub fn bad_gateway(message: impl Into<String>) -> Self {
+        Status::new(502, "", message)
+    }
 }
 
 /// `pods` or `deployments.apps`: how kube names a resource in messages.
@@ -479,6 +500,27 @@ mod tests {
         assert_eq!(
             String::from_utf8(s.to_json()).unwrap(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (3473)","reason":"Expired","code":410}"#
+        );
+    }
+
+    #[test]
+    fn plain_constructors_match_kube_bytes() {
+        let json = |s: Status| String::from_utf8(s.to_json()).unwrap();
+        assert_eq!(
+            json(Status::unauthorized("Unauthorized")),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+        );
+        assert_eq!(
+            json(Status::request_uri_too_long("long")),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"long","reason":"RequestURITooLong","code":414}"#
+        );
+        assert_eq!(
+            json(Status::service_unavailable("down")),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"down","reason":"ServiceUnavailable","code":503}"#
+        );
+        assert_eq!(
+            json(Status::bad_gateway("switched")),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"switched","code":502}"#
         );
     }
 

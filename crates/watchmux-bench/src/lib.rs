@@ -1,4 +1,4 @@
-//! The benchmark suite (`watchmux bench`): watchmux against the simulator, side by side with the
+//! The benchmark suite (`watchmux-bench run`): watchmux against the simulator, side by side with the
 //! baselines a user would otherwise deploy (the simulator directly, nginx as a streaming reverse
 //! proxy) and with the limit (a minimal program writing the same bytes to the same sockets).
 //!
@@ -190,7 +190,7 @@ impl Sizes {
 /// What to run and where to write.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
-    /// The watchmux binary (also the simulator and the limit program).
+    /// The `watchmux-bench` binary (also the simulator, watchmux and the limit program).
     pub exe: PathBuf,
     /// Results directory (created): `results.md`, `samples.csv`, `summary.csv`, `fanout.png`.
     pub out: PathBuf,

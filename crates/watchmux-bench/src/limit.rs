@@ -29,7 +29,7 @@
 //! request headers (`Accept`, authentication) are not forwarded. Each of these would only add
 //! work, so what this program measures is a lower bound on the work a fan-out proxy must do.
 //!
-//! It runs as its own child process (`watchmux bench-limit --listen ADDR --upstream URL`), so its
+//! It runs as its own child process (`watchmux-bench limit --listen ADDR --upstream URL`), so its
 //! CPU time and RSS can be read from `/proc` like those of the other processes under test.
 
 use std::collections::HashMap;

@@ -271,7 +271,7 @@ fn config(dir: &Path, listen: SocketAddr, upstream: SocketAddr, root: bool) -> S
     let d = dir.display();
     let user = if root { "user root;\n" } else { "" };
     format!(
-        r#"# Written by `watchmux bench`: nginx as a plain streaming reverse proxy.
+        r#"# Written by `watchmux-bench`: nginx as a plain streaming reverse proxy.
 daemon off;
 master_process on;
 {user}worker_processes auto;

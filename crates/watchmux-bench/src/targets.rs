@@ -200,7 +200,7 @@ enum Running {
 /// bench's thousands of same-address clients are not mistaken for one abusive client.
 fn watchmux_config(upstream: SocketAddr, listen: SocketAddr, resources: &[&str]) -> String {
     let mut s = format!(
-        "# Written by `watchmux bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n"
+        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n"
     );
     for r in resources {
         s.push_str(&format!(
@@ -225,7 +225,7 @@ pub async fn start_watchmux(
     own_process(env, TargetKind::Watchmux, sim, addr, &args).await
 }
 
-/// Runs the watchmux binary with `args` as target `kind`, listening on `addr`.
+/// Runs the bench binary with `args` (its `serve` or `limit` role) as target `kind` on `addr`.
 async fn own_process(
     env: &Env,
     kind: TargetKind,

@@ -1,0 +1,212 @@
+//! The window of recent events of one resource: [`CacheEvent`] (one change, with the frames
+//! every watcher shares), the ring of them in resourceVersion order, and its eviction by count
+//! and age.
+//!
+//! The log is what a watch from an older resourceVersion replays and what a watcher that fell
+//! behind reads from its own cursor, so it also answers "where does the history start" (kube's
+//! watch start rule) and "how far behind is this cursor" (the reaper's byte bound). It must not
+//! hold the objects (the store does) nor know the watchers (the hub does), and it takes no lock:
+//! the cache's lock guards it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::record::{self, Cached};
+use super::{CacheSettings, ResourceInfo};
+use kube_wire::event::{EventType, encode_frame};
+use kube_wire::selector::Filter;
+
+/// One change in the log.
+#[derive(Debug)]
+pub struct CacheEvent {
+    /// Its resourceVersion.
+    pub rv: u64,
+    /// What happened.
+    pub ty: EventType,
+    /// New state (for DELETED, the last state stamped with `rv`).
+    pub obj: Arc<Cached>,
+    /// Previous state, if the cache had one.
+    pub prev: Option<Arc<Cached>>,
+    /// Sum of the sizes of all events up to and including this one (for lag in bytes).
+    pub cum_bytes: u64,
+    at: Instant,
+    frames: [OnceLock<Bytes>; 3],
+}
+
+impl CacheEvent {
+    /// The frame for this change as `emitted`, encoded once and shared by every watcher.
+    pub fn frame(&self, info: &ResourceInfo, emitted: EventType) -> Bytes {
+        self.frames[emitted as usize]
+            .get_or_init(|| {
+                let body = match (emitted, self.ty, &self.prev) {
+                    (EventType::Deleted, EventType::Modified, Some(prev)) => {
+                        record::restamp(&prev.body, prev.rec.rv, self.rv)
+                    }
+                    _ => self.obj.body.clone(),
+                };
+                encode_frame(emitted.as_str(), &info.type_prefix, &body)
+            })
+            .clone()
+    }
+
+    /// What a watcher with `filter` receives for this change, if anything.
+    pub fn emitted_for(&self, filter: &Filter) -> Option<EventType> {
+        let m = |c: &Cached| filter.matches(&c.rec.namespace, &c.rec.labels, |f| c.rec.field(f));
+        let now = m(&self.obj);
+        let before = self.prev.as_deref().is_some_and(m);
+        self.ty.emitted(before, now)
+    }
+
+    /// `cum_bytes` of the event before this one.
+    fn bytes_before(&self) -> u64 {
+        self.cum_bytes - size_of_event(&self.obj)
+    }
+}
+
+/// What an event counts for in the byte lag: its object's body and a fixed overhead.
+fn size_of_event(obj: &Cached) -> u64 {
+    obj.body.len() as u64 + 48
+}
+
+/// Why reading the log failed: events after the cursor already left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FellBehind;
+
+/// Result of a log read.
+#[derive(Debug)]
+pub struct LogBatch {
+    /// Events after the cursor (at most the requested number).
+    pub events: Vec<Arc<CacheEvent>>,
+    /// True when the batch reaches the head of the log.
+    pub at_head: bool,
+}
+
+/// The ring of recent events, oldest first, and what left it.
+#[derive(Debug, Default)]
+pub(super) struct EventLog {
+    events: VecDeque<Arc<CacheEvent>>,
+    /// RV of the list the log starts after.
+    list_rv: u64,
+    /// Whether an event left the log since that list.
+    evicted_since_list: bool,
+    /// Highest RV that left the log: a cursor below it cannot be served.
+    max_evicted: u64,
+    /// Sum of the sizes of every event appended so far.
+    cum_bytes: u64,
+}
+
+impl EventLog {
+    /// After the first list: the history starts after `list_rv`.
+    pub(super) fn begin_at(&mut self, list_rv: u64) {
+        self.list_rv = list_rv;
+    }
+
+    /// After a relist that could not be bridged: the history is dropped and starts again after
+    /// `list_rv`; every resourceVersion up to it counts as evicted.
+    pub(super) fn restart_at(&mut self, list_rv: u64) {
+        self.list_rv = list_rv;
+        self.events.clear();
+        self.evicted_since_list = false;
+        self.max_evicted = list_rv;
+    }
+
+    /// Appends a change at `obj`'s resourceVersion (greater than every logged one).
+    pub(super) fn push(
+        &mut self,
+        ty: EventType,
+        obj: Arc<Cached>,
+        prev: Option<Arc<Cached>>,
+    ) -> Arc<CacheEvent> {
+        self.cum_bytes += size_of_event(&obj);
+        let ev = Arc::new(CacheEvent {
+            rv: obj.rec.rv,
+            ty,
+            obj,
+            prev,
+            cum_bytes: self.cum_bytes,
+            at: Instant::now(),
+            frames: Default::default(),
+        });
+        self.events.push_back(ev.clone());
+        ev
+    }
+
+    /// Drops the events beyond the window's count and age.
+    pub(super) fn evict(&mut self, settings: &CacheSettings) {
+        let cutoff = Instant::now().checked_sub(settings.window_age);
+        while self.events.len() > settings.window_count
+            || self
+                .events
+                .front()
+                .is_some_and(|e| cutoff.is_some_and(|c| e.at < c))
+        {
+            let Some(e) = self.events.pop_front() else {
+                break;
+            };
+            self.max_evicted = self.max_evicted.max(e.rv);
+            self.evicted_since_list = true;
+        }
+    }
+
+    /// Number of events held.
+    pub(super) fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Age of the oldest event held.
+    pub(super) fn oldest_age(&self) -> Option<Duration> {
+        self.events.front().map(|e| e.at.elapsed())
+    }
+
+    /// Whether the log holds an event after `cursor`.
+    pub(super) fn has_after(&self, cursor: u64) -> bool {
+        self.events.back().is_some_and(|e| e.rv > cursor)
+    }
+
+    /// kube's "oldest − 1": a watch may start from this resourceVersion or any later one.
+    pub(super) fn start_floor(&self) -> u64 {
+        if !self.evicted_since_list {
+            self.list_rv
+        } else {
+            match self.events.front() {
+                Some(e) => e.rv - 1,
+                None => self.max_evicted,
+            }
+        }
+    }
+
+    /// Up to `max` events after `cursor`; `Err` when some of them already left the log.
+    pub(super) fn after(&self, cursor: u64, max: usize) -> Result<LogBatch, FellBehind> {
+        if self.max_evicted > cursor {
+            return Err(FellBehind);
+        }
+        let start = self.events.partition_point(|e| e.rv <= cursor);
+        let end = start.saturating_add(max).min(self.events.len());
+        Ok(LogBatch {
+            events: self.events.range(start..end).cloned().collect(),
+            at_head: end == self.events.len(),
+        })
+    }
+
+    /// How many bytes of events lie between `cursor` and the head; `Err` when some of them
+    /// already left the log.
+    pub(super) fn lag_bytes(&self, cursor: u64) -> Result<u64, FellBehind> {
+        if self.max_evicted > cursor {
+            return Err(FellBehind);
+        }
+        let i = self.events.partition_point(|e| e.rv <= cursor);
+        let done = match i.checked_sub(1) {
+            Some(last_done) => self.events[last_done].cum_bytes,
+            // Nothing held is done: everything before the oldest event is.
+            None => self
+                .events
+                .front()
+                .map_or(self.cum_bytes, |e| e.bytes_before()),
+        };
+        Ok(self.cum_bytes.saturating_sub(done))
+    }
+}

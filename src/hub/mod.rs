@@ -1,0 +1,234 @@
+//! The hub of one resource: its registered watchers and the dispatch of each logged event to
+//! the live watchers it concerns.
+//!
+//! A watcher is registered twice over: the hub holds a [`Subscriber`] (filter, queue sender,
+//! shared state) and the watch task holds the matching [`Subscription`] (queue receiver, shared
+//! state), whose drop unregisters it. [`Hub::dispatch`] offers an event only to the watchers the
+//! [`index`] picks, checks each one's filter, and pushes the frame type it receives into its
+//! bounded queue; a full queue makes the watcher fall behind (it then reads the log itself, see
+//! [`watcher`]), so a slow client never costs the dispatcher memory or time.
+//!
+//! The hub lives inside the cache's state, under its lock: an event is logged and dispatched
+//! atomically, so no event falls between a watcher's two modes. It must not own events or
+//! objects (the cache does), encode frames (the event does, once) nor write to any transport.
+
+pub mod index;
+pub mod watcher;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::cache::{CacheEvent, Cached, ResourceInfo};
+use kube_wire::selector::Filter;
+
+pub use index::Bucket;
+pub use watcher::{Delivery, Subscription, WatcherShared};
+
+/// The hub's end of one watcher (the watch task's end is [`Subscription`]): what the dispatcher
+/// needs to offer it an event.
+#[derive(Debug)]
+pub struct Subscriber {
+    /// Which events it receives, and as what.
+    filter: Arc<Filter>,
+    /// Its queue (the task holds the receiver).
+    tx: mpsc::Sender<Delivery>,
+    /// State shared with its task.
+    shared: Arc<WatcherShared>,
+    /// Where the index files it.
+    bucket: Bucket,
+}
+
+/// What one dispatch cost and did (for the cache's counters).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Dispatched {
+    /// Watcher filters evaluated.
+    pub evaluated: u64,
+    /// Events handed to live watchers' queues.
+    pub delivered: u64,
+}
+
+/// Watchers by id, and the dispatch index.
+#[derive(Debug, Default)]
+pub struct Hub {
+    subscribers: HashMap<u64, Subscriber>,
+    index: index::DispatchIndex,
+    next_id: u64,
+}
+
+impl Hub {
+    /// Adds a watcher; returns its id.
+    pub fn insert(
+        &mut self,
+        info: &ResourceInfo,
+        filter: Arc<Filter>,
+        tx: mpsc::Sender<Delivery>,
+        shared: Arc<WatcherShared>,
+    ) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let bucket = Bucket::of(info, &filter);
+        self.index.insert(bucket.clone(), id);
+        self.subscribers.insert(
+            id,
+            Subscriber {
+                filter,
+                tx,
+                shared,
+                bucket,
+            },
+        );
+        id
+    }
+
+    /// Removes a watcher (nothing if it is already gone).
+    pub fn remove(&mut self, id: u64) {
+        if let Some(w) = self.subscribers.remove(&id) {
+            self.index.remove(&w.bucket, id);
+        }
+    }
+
+    /// Number of watchers.
+    pub fn len(&self) -> usize {
+        self.subscribers.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.subscribers.is_empty()
+    }
+
+    /// Number of watchers every event is checked against.
+    pub fn unindexed(&self) -> usize {
+        self.index.unindexed()
+    }
+
+    /// The watchers a change from `prev` to `obj` may concern.
+    pub fn candidates<'a>(
+        &'a self,
+        info: &ResourceInfo,
+        obj: &Cached,
+        prev: Option<&Cached>,
+    ) -> impl Iterator<Item = (u64, &'a Subscriber)> + 'a {
+        self.index
+            .candidates(info, obj, prev)
+            .into_iter()
+            .filter_map(move |id| self.subscribers.get(&id).map(|w| (id, w)))
+    }
+
+    /// Hands `ev` to every live watcher it concerns, as the type that watcher receives it as.
+    /// A watcher whose queue is full falls behind (it will read the log); one whose task is
+    /// gone is removed.
+    pub fn dispatch(&mut self, info: &ResourceInfo, ev: &Arc<CacheEvent>) -> Dispatched {
+        let mut gone = Vec::new();
+        let mut done = Dispatched::default();
+        for (id, w) in self.candidates(info, &ev.obj, ev.prev.as_deref()) {
+            if !w.shared.is_live() {
+                continue;
+            }
+            done.evaluated += 1;
+            let Some(emitted) = ev.emitted_for(&w.filter) else {
+                continue;
+            };
+            match w.tx.try_send((ev.clone(), emitted)) {
+                Ok(()) => done.delivered += 1,
+                Err(mpsc::error::TrySendError::Full(_)) => w.shared.fall_behind(),
+                Err(mpsc::error::TrySendError::Closed(_)) => gone.push(id),
+            }
+        }
+        for id in gone {
+            self.remove(id);
+        }
+        done
+    }
+
+    /// Closes every watcher that is catching up (and not closed yet) for which `verdict`, given
+    /// its cursor, names a reason; returns how many were closed.
+    pub fn close_lagging(&self, verdict: impl Fn(u64) -> Option<&'static str>) -> usize {
+        let mut closed = 0;
+        for w in self.subscribers.values() {
+            if w.shared.is_live() || w.shared.is_closed() {
+                continue;
+            }
+            if let Some(reason) = verdict(w.shared.cursor()) {
+                w.shared.close(reason);
+                closed += 1;
+            }
+        }
+        closed
+    }
+
+    /// Closes and removes every watcher.
+    pub fn close_all(&mut self, reason: &'static str) {
+        for w in self.subscribers.values() {
+            w.shared.close(reason);
+        }
+        self.subscribers.clear();
+        self.index.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::record::decode_object;
+
+    fn pods() -> ResourceInfo {
+        let mut i = ResourceInfo::new("", "v1", "pods", "Pod", true);
+        i.index_fields = vec!["spec.nodeName".into()];
+        i
+    }
+
+    fn filter(ns: Option<&str>, fields: &str) -> Arc<Filter> {
+        Arc::new(Filter::parse("", "Pod", true, &[], ns.map(str::to_string), "", fields).unwrap())
+    }
+
+    fn pod(ns: &str, name: &str, node: &str) -> Cached {
+        let j = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","resourceVersion":"1"}},"spec":{{"nodeName":"{node}"}}}}"#
+        );
+        decode_object(&pods(), j.as_bytes()).unwrap()
+    }
+
+    fn shared() -> Arc<WatcherShared> {
+        Arc::new(WatcherShared::catching_up(0))
+    }
+
+    #[test]
+    fn candidates_are_the_matching_buckets_only() {
+        let info = pods();
+        let mut hub = Hub::default();
+        let mut ids = HashMap::new();
+        for n in 0..100 {
+            let (tx, _rx) = mpsc::channel(1);
+            ids.insert(
+                n,
+                hub.insert(
+                    &info,
+                    filter(None, &format!("spec.nodeName=n{n}")),
+                    tx,
+                    shared(),
+                ),
+            );
+        }
+        let (tx, _rx) = mpsc::channel(1);
+        let all = hub.insert(&info, filter(None, ""), tx, shared());
+        let (tx, _rx) = mpsc::channel(1);
+        let ns_b = hub.insert(&info, filter(Some("b"), ""), tx, shared());
+        assert_eq!(hub.unindexed(), 1);
+        // A pod moving from n3 to n7 in namespace a: n3's and n7's kubelets and the unindexed one.
+        let mut got: Vec<u64> = hub
+            .candidates(&info, &pod("a", "p", "n7"), Some(&pod("a", "p", "n3")))
+            .map(|(id, _)| id)
+            .collect();
+        got.sort();
+        let mut want = vec![ids[&3], ids[&7], all];
+        want.sort();
+        assert_eq!(got, want);
+        assert!(!got.contains(&ns_b));
+        hub.remove(ids[&7]);
+        assert_eq!(hub.candidates(&info, &pod("a", "p", "n7"), None).count(), 1);
+        assert_eq!(hub.len(), 101);
+    }
+}

@@ -1,0 +1,182 @@
+//! One watcher as both sides see it: [`WatcherShared`], the state its watch task and the hub
+//! share (the lag protocol), and [`Subscription`], the watch task's end of its registration.
+//!
+//! Owns the lag protocol: a watcher is *live* while the dispatcher pushes its events into its
+//! bounded queue, and *catching up* once it fell behind (its queue was full): it then reads the
+//! shared event log from its own cursor until [`ResourceCache::try_go_live`] finds nothing left
+//! after the cursor. Only the hub and the cache move a watcher between the two modes, under the
+//! cache's write lock (`fall_behind` is private to the hub, `go_live` to the crate, for
+//! `try_go_live`); a watch task reads the mode, reports its cursor and may close itself. It must not decide which events
+//! a watcher receives (the hub's index and the watcher's filter do) nor write to the transport
+//! (that is [`crate::downstream::watch`]).
+//!
+//! # Memory orderings
+//!
+//! * `lagging` is written only under the cache's write lock, by the dispatcher (`fall_behind`,
+//!   when the queue is full) and by `go_live`; the watch task reads it without the lock, to
+//!   choose between its queue and the log. Stores are `Release` and loads `Acquire`, so a task
+//!   that sees itself live also sees the cursor `go_live` stored before. Inside the lock (the
+//!   dispatcher, the reaper, [`ResourceCache::bookmark_rv`]) the lock orders everything anyway.
+//! * `cursor` is `Relaxed`: it is a progress report (the last resourceVersion the task handed to
+//!   its client), read by the reaper to measure the lag and by the "watcher closed" log line. A
+//!   stale value only moves a close decision by one housekeeping tick.
+//! * The cancellation token and the reason's lock synchronise themselves; the first reason given
+//!   to [`WatcherShared::close`] wins.
+//!
+//! [`ResourceCache::try_go_live`]: crate::cache::ResourceCache::try_go_live
+//! [`ResourceCache::bookmark_rv`]: crate::cache::ResourceCache::bookmark_rv
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::{
+    CancellationToken, WaitForCancellationFuture, WaitForCancellationFutureOwned,
+};
+
+use crate::cache::{CacheEvent, ResourceCache};
+use kube_wire::event::EventType;
+
+/// What a watcher's queue carries: a logged event and the type this watcher receives it as
+/// (a MODIFIED that moves an object out of a watcher's selection reaches it as DELETED).
+pub type Delivery = (Arc<CacheEvent>, EventType);
+
+/// Close reason: the log no longer holds the watcher's cursor.
+pub const FELL_OUT_OF_WINDOW: &str = "fell out of the event window";
+/// Close reason: the watcher lags by more than `CacheSettings::max_lag_bytes`.
+pub const LAGGING_BEYOND_BYTE_BOUND: &str = "lagging beyond the byte bound";
+/// Close reason: a relist could not be bridged, so the history restarted (kube's behaviour).
+pub const RELIST_NOT_BRIDGED: &str = "upstream relist could not be bridged";
+
+/// State shared between a watcher's task and the hub (see the module doc for the protocol and
+/// its memory orderings).
+#[derive(Debug)]
+pub struct WatcherShared {
+    /// The dispatcher stopped pushing: the watcher must read the log from its cursor.
+    lagging: AtomicBool,
+    /// resourceVersion of the last event the watcher processed.
+    cursor: AtomicU64,
+    /// Closes the watcher (slow, fell out of the window, relist fallback, shutdown).
+    cancel: CancellationToken,
+    /// Why it was closed.
+    reason: Mutex<Option<&'static str>>,
+}
+
+impl WatcherShared {
+    /// A new watcher, catching up from `cursor` (it reads the log until it may go live).
+    pub(crate) fn catching_up(cursor: u64) -> Self {
+        WatcherShared {
+            lagging: AtomicBool::new(true),
+            cursor: AtomicU64::new(cursor),
+            cancel: CancellationToken::new(),
+            reason: Mutex::new(None),
+        }
+    }
+
+    /// Whether the dispatcher pushes events to this watcher's queue (else it reads the log).
+    pub fn is_live(&self) -> bool {
+        !self.lagging.load(Ordering::Acquire)
+    }
+
+    /// The dispatcher found the queue full: from now on the watcher reads the log.
+    pub(super) fn fall_behind(&self) {
+        self.lagging.store(true, Ordering::Release);
+    }
+
+    /// The watcher, caught up at `cursor`, is pushed events again. Only under the cache's write
+    /// lock, after checking that the log holds nothing after `cursor`.
+    pub(crate) fn go_live(&self, cursor: u64) {
+        self.cursor.store(cursor, Ordering::Relaxed);
+        self.lagging.store(false, Ordering::Release);
+    }
+
+    /// resourceVersion of the last event the watcher processed.
+    pub fn cursor(&self) -> u64 {
+        self.cursor.load(Ordering::Relaxed)
+    }
+
+    /// Reports progress: the watcher processed every event up to `cursor`.
+    pub fn set_cursor(&self, cursor: u64) {
+        self.cursor.store(cursor, Ordering::Relaxed);
+    }
+
+    /// Closes the watcher with a reason (first reason wins).
+    pub fn close(&self, reason: &'static str) {
+        self.reason.lock().get_or_insert(reason);
+        self.cancel.cancel();
+    }
+
+    /// Whether the watcher was closed.
+    pub fn is_closed(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Why the watcher was closed, if it was.
+    pub fn reason(&self) -> Option<&'static str> {
+        *self.reason.lock()
+    }
+
+    /// Completes when the watcher is closed.
+    pub fn closed(&self) -> WaitForCancellationFuture<'_> {
+        self.cancel.cancelled()
+    }
+
+    /// Completes when the watcher is closed; owns what it waits on (to keep across a loop).
+    pub fn closed_owned(&self) -> WaitForCancellationFutureOwned {
+        self.cancel.clone().cancelled_owned()
+    }
+}
+
+/// The watch task's end of one watcher: its queue and its shared state. Dropping it removes the
+/// watcher from the hub (the hub's end is [`super::Subscriber`]).
+#[derive(Debug)]
+pub struct Subscription {
+    cache: Arc<ResourceCache>,
+    id: u64,
+    shared: Arc<WatcherShared>,
+    rx: mpsc::Receiver<Delivery>,
+}
+
+impl Subscription {
+    /// The task's end of the watcher `id` registered in `cache`'s hub.
+    pub(crate) fn new(
+        cache: Arc<ResourceCache>,
+        id: u64,
+        shared: Arc<WatcherShared>,
+        rx: mpsc::Receiver<Delivery>,
+    ) -> Self {
+        Subscription {
+            cache,
+            id,
+            shared,
+            rx,
+        }
+    }
+
+    /// The state shared with the hub.
+    pub fn shared(&self) -> &WatcherShared {
+        &self.shared
+    }
+
+    /// The next delivery while live; `None` once the hub dropped the watcher.
+    pub async fn recv(&mut self) -> Option<Delivery> {
+        self.rx.recv().await
+    }
+
+    /// A delivery already queued, if any.
+    pub fn try_recv(&mut self) -> Option<Delivery> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Whether nothing is queued.
+    pub fn queue_is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.cache.unsubscribe(self.id);
+    }
+}

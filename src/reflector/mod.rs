@@ -1,0 +1,300 @@
+//! One reflector per cached resource: it owns the resource's whole life cycle against the
+//! upstream (discover, list, watch, relist) and is its cache's only writer.
+//!
+//! The life cycle is an explicit state machine, in the way `kube_runtime::watcher` is written:
+//! a `State` and a `step` that performs one transition. The transitions, with their log lines and
+//! the life-cycle metrics (relists, list durations, watch ends, outages), are in this file; each
+//! request is in its own ([`discover`], [`list_all`], [`watch()`]), which counts its requests,
+//! bytes and events.
+//!
+//! | State | What it does | Next |
+//! |---|---|---|
+//! | `Discover` | asks the discovery document for the kind and scope | ok: creates the cache, hands its read handle to the App (requests route to it from then on) → `List` (cause `initial`); error → `Backoff` → `Discover` |
+//! | `List` | a consistent paged LIST ([`list_all`]), installed in the cache (bridged for its watchers after the first) | ok → `Watch` from the cache's resourceVersion; error → `Backoff` → `List` |
+//! | `Watch` | one upstream watch from `rv` with bookmarks ([`watch()`], [`apply_line`]) | ended after events → `Watch` from the last resourceVersion; ended empty → `Backoff` → `Watch`; expired (410) → `List` (cause `expired`); error → `Backoff` → `Watch` from the last resourceVersion |
+//! | `Backoff` | waits `delay` ([`Backoff`]: exponential with jitter, 200 ms up to 30 s) | the state it delays |
+//!
+//! The backoff resets after discovery answered, after each installed list and after a watch that
+//! delivered something. Since the reflector is the only writer, the cache's resourceVersion
+//! cannot move while it waits, so `Watch { rv }` is decided when the transition happens.
+//!
+//! Beside the state machine, from the moment the cache exists, the reflector runs the cache's
+//! housekeeping once a second ([`CacheWriter::reap`]: eviction by age, closing slow watchers),
+//! during lists and backoffs too. Both stop when the cancellation token fires.
+//!
+//! This module must not serve clients (that is `crate::downstream`) nor hold watchers (that is
+//! `crate::hub`); it writes to the cache only through its [`CacheWriter`].
+
+mod backoff;
+mod discovery;
+mod error;
+mod list;
+mod watch;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::{CacheSettings, CacheWriter, ResourceCache};
+use crate::config::ResourceSpec;
+use crate::metrics::ResourceMetrics;
+use crate::upstream::Upstream;
+
+pub use backoff::Backoff;
+pub use discovery::discover;
+pub use error::{MalformedData, ReflectorError};
+pub use list::list_all;
+pub use watch::{WatchEnd, apply_line, watch};
+
+/// First retry delay (before jitter).
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+/// Longest retry delay.
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How often housekeeping runs.
+const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where a reflector is in its life cycle (see the module doc for the transitions). The states
+/// after discovery carry the cache's writer, which discovery created.
+enum State<'w> {
+    /// Ask upstream discovery for the resource's kind and scope; there is no cache yet.
+    Discover,
+    /// List the resource and install the list. `cause` is counted as a relist when the LIST
+    /// is first attempted, not again for each retry.
+    List {
+        writer: &'w CacheWriter,
+        cause: Option<&'static str>,
+    },
+    /// Hold one upstream watch from `rv`.
+    Watch { writer: &'w CacheWriter, rv: u64 },
+    /// Wait `delay`, then go on with `then`.
+    Backoff {
+        delay: Duration,
+        then: Box<State<'w>>,
+    },
+}
+
+/// The reflector of one resource: what its states need.
+pub struct Reflector<P> {
+    up: Upstream,
+    spec: ResourceSpec,
+    settings: CacheSettings,
+    page_size: usize,
+    metrics: Arc<ResourceMetrics>,
+    /// Hands the new cache's read handle to whoever routes requests to it.
+    publish: P,
+    /// The cache's writer, once discovery created it: the only one there is.
+    writer: OnceLock<CacheWriter>,
+}
+
+impl<P> std::fmt::Debug for Reflector<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reflector")
+            .field("resource", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Fn(Arc<ResourceCache>) + Send + Sync> Reflector<P> {
+    /// The reflector of `spec`: it lists `page_size` objects per page, creates the cache with
+    /// `settings` once discovery answered and hands its read handle to `publish`.
+    pub fn new(
+        up: Upstream,
+        spec: ResourceSpec,
+        settings: CacheSettings,
+        page_size: usize,
+        metrics: Arc<ResourceMetrics>,
+        publish: P,
+    ) -> Self {
+        Reflector {
+            up,
+            spec,
+            settings,
+            page_size,
+            metrics,
+            publish,
+            writer: OnceLock::new(),
+        }
+    }
+
+    /// Runs the life cycle, and the cache's housekeeping once the cache exists, until `cancel`.
+    pub async fn run(self, cancel: CancellationToken) {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {}
+            _ = self.drive() => {}
+            _ = self.housekeeping() => {}
+        }
+    }
+
+    /// The state machine, from `Discover` on (never ends by itself).
+    async fn drive(&self) {
+        let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_MAX);
+        let mut state = State::Discover;
+        loop {
+            state = self.step(state, &mut backoff).await;
+        }
+    }
+
+    /// Performs one transition.
+    async fn step<'w>(&'w self, state: State<'w>, backoff: &mut Backoff) -> State<'w> {
+        match state {
+            State::Discover => self.discover(backoff).await,
+            State::List { writer, cause } => self.list(writer, cause, backoff).await,
+            State::Watch { writer, rv } => self.watch(writer, rv, backoff).await,
+            State::Backoff { delay, then } => {
+                tokio::time::sleep(delay).await;
+                *then
+            }
+        }
+    }
+
+    async fn discover<'w>(&'w self, backoff: &mut Backoff) -> State<'w> {
+        match discover(&self.up, &self.spec).await {
+            Ok(mut info) => {
+                info.index_fields = self.spec.effective_index_fields();
+                let (_, writer) = ResourceCache::new(info, self.settings);
+                let writer = self.writer.get_or_init(|| writer);
+                (self.publish)(writer.cache().clone());
+                backoff.reset();
+                State::List {
+                    writer,
+                    cause: Some("initial"),
+                }
+            }
+            Err(e) => {
+                self.metrics.upstream_failed(&e);
+                let d = backoff.next_delay();
+                tracing::warn!(resource = %self.spec, error = %e, retry_in = ?d, "discovery failed");
+                State::Backoff {
+                    delay: d,
+                    then: Box::new(State::Discover),
+                }
+            }
+        }
+    }
+
+    async fn list<'w>(
+        &self,
+        writer: &'w CacheWriter,
+        cause: Option<&'static str>,
+        backoff: &mut Backoff,
+    ) -> State<'w> {
+        let m = &self.metrics;
+        if let Some(c) = cause {
+            m.relist(c);
+        }
+        let started = std::time::Instant::now();
+        match list_all(&self.up, &self.spec, writer.info(), self.page_size, m).await {
+            Ok((items, rv)) => {
+                m.listed(started.elapsed());
+                let n = items.len();
+                let outcome = writer.replace(items, rv);
+                tracing::info!(resource = %self.spec, objects = n, resource_version = rv, outcome = ?outcome, "listed");
+                backoff.reset();
+                State::Watch {
+                    writer,
+                    rv: writer.rv(),
+                }
+            }
+            Err(e) => {
+                m.upstream_failed(&e);
+                let d = backoff.next_delay();
+                tracing::warn!(resource = %self.spec, error = %e, retry_in = ?d, "list failed");
+                State::Backoff {
+                    delay: d,
+                    then: Box::new(State::List {
+                        writer,
+                        cause: None,
+                    }),
+                }
+            }
+        }
+    }
+
+    async fn watch<'w>(
+        &self,
+        writer: &'w CacheWriter,
+        rv: u64,
+        backoff: &mut Backoff,
+    ) -> State<'w> {
+        let m = &self.metrics;
+        let ended = watch(&self.up, &self.spec, writer, rv, m).await;
+        let rewatch = State::Watch {
+            writer,
+            rv: writer.rv(),
+        };
+        match ended {
+            Ok(WatchEnd::Expired(status)) => {
+                m.watch_ended("expired");
+                tracing::info!(resource = %self.spec, message = %status.message, "watch resourceVersion expired; relisting");
+                State::List {
+                    writer,
+                    cause: Some("expired"),
+                }
+            }
+            Ok(WatchEnd::Closed { received }) => {
+                m.watch_ended("closed");
+                if received > 0 {
+                    backoff.reset();
+                    tracing::debug!(resource = %self.spec, received, "watch ended; re-watching");
+                    rewatch
+                } else {
+                    // An immediately closed watch with nothing in it: do not spin.
+                    State::Backoff {
+                        delay: backoff.next_delay(),
+                        then: Box::new(rewatch),
+                    }
+                }
+            }
+            Err(e) => {
+                m.watch_ended("error");
+                m.upstream_failed(&e);
+                let d = backoff.next_delay();
+                tracing::warn!(resource = %self.spec, error = %e, retry_in = ?d, resource_version = writer.rv(), "watch failed; re-watching from the last resourceVersion");
+                State::Backoff {
+                    delay: d,
+                    then: Box::new(rewatch),
+                }
+            }
+        }
+    }
+
+    /// Once a second, from the moment the cache exists: evict old events and close watchers
+    /// that fell behind (never ends by itself).
+    async fn housekeeping(&self) {
+        let mut tick = tokio::time::interval(HOUSEKEEPING_INTERVAL);
+        loop {
+            tick.tick().await;
+            if let Some(writer) = self.writer.get() {
+                let n = writer.reap();
+                if n > 0 {
+                    tracing::info!(resource = %writer.info().group_resource(), closed = n, "closed slow watchers");
+                }
+            }
+        }
+    }
+}
+
+/// `/api/v1/pods`, `/apis/apps/v1/deployments`: the collection a LIST or watch reads.
+fn collection_path(spec: &ResourceSpec) -> String {
+    if spec.group.is_empty() {
+        format!("/api/{}/{}", spec.version, spec.resource)
+    } else {
+        format!("/apis/{}/{}/{}", spec.group, spec.version, spec.resource)
+    }
+}
+
+/// The whole body of an upstream answer to `what`.
+async fn read_body(
+    resp: http::Response<hyper::body::Incoming>,
+    what: &str,
+) -> Result<Bytes, ReflectorError> {
+    resp.into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| ReflectorError::malformed(what, MalformedData::Body(e)))
+}

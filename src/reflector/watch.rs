@@ -1,0 +1,212 @@
+//! One upstream watch: from a resourceVersion, with bookmarks, until the stream ends; each line
+//! decoded and applied to the cache through its writer ([`apply_line`]).
+//!
+//! Owns the watch request, the framing of its body into lines and their meaning (an event, a
+//! BOOKMARK, an ERROR). It must not re-watch, relist or back off: it reports how the watch ended
+//! ([`WatchEnd`]) or why it failed, and the state machine in [`super`] decides.
+
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use http_body_util::BodyExt;
+use rand::Rng;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{MalformedData, ReflectorError, collection_path, read_body};
+use crate::cache::CacheWriter;
+use crate::cache::record::decode_object;
+use crate::config::ResourceSpec;
+use crate::metrics::ResourceMetrics;
+use crate::upstream::Upstream;
+use kube_wire::event::EventType;
+use kube_wire::status::Status;
+
+/// `what` of the errors about one watch line.
+const WATCH_EVENT: &str = "watch event";
+
+/// How a watch ended.
+#[derive(Debug)]
+pub enum WatchEnd {
+    /// The stream ended (timeout or server close) after this many events.
+    Closed {
+        /// Events and bookmarks applied.
+        received: u64,
+    },
+    /// The start resourceVersion expired (a 410 answer or ERROR event): relist.
+    Expired(Status),
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type")]
+    ty: &'a str,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct MetaOnly {
+    #[serde(default)]
+    metadata: RvOnly,
+}
+
+#[derive(Deserialize, Default)]
+struct RvOnly {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
+}
+
+/// Applies one watch line to the cache, counting its event type in `m` if given.
+/// `Ok(Some(end))` ends the watch.
+pub fn apply_line(
+    writer: &CacheWriter,
+    line: &[u8],
+    m: Option<&ResourceMetrics>,
+) -> Result<Option<WatchEnd>, ReflectorError> {
+    let ev: Envelope<'_> =
+        serde_json::from_slice(line).map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+    if let Some(m) = m {
+        m.upstream_event(ev.ty);
+    }
+    let obj = ev.object.get().as_bytes();
+    match ev.ty {
+        "BOOKMARK" => {
+            let m: MetaOnly = serde_json::from_slice(obj)
+                .map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+            let value = m.metadata.resource_version;
+            let rv = value.parse().map_err(|source| {
+                ReflectorError::malformed(
+                    WATCH_EVENT,
+                    MalformedData::BookmarkResourceVersion {
+                        value: value.clone(),
+                        source,
+                    },
+                )
+            })?;
+            writer.advance(rv);
+            Ok(None)
+        }
+        "ERROR" => {
+            let status =
+                Status::parse(obj, 500).map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+            if status.is_expired() {
+                return Ok(Some(WatchEnd::Expired(status)));
+            }
+            Err(ReflectorError::Status {
+                what: "watch".into(),
+                status,
+            })
+        }
+        t => {
+            let ty = EventType::parse(t).ok_or_else(|| {
+                ReflectorError::malformed(WATCH_EVENT, MalformedData::EventType(t.to_string()))
+            })?;
+            let c = decode_object(writer.info(), obj)
+                .map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+            writer.apply(ty, c);
+            Ok(None)
+        }
+    }
+}
+
+/// One upstream watch from `rv` until it ends.
+pub async fn watch(
+    up: &Upstream,
+    spec: &ResourceSpec,
+    writer: &CacheWriter,
+    rv: u64,
+    m: &ResourceMetrics,
+) -> Result<WatchEnd, ReflectorError> {
+    let timeout = rand::rng().random_range(300..600u64);
+    let q = format!(
+        "{}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}",
+        collection_path(spec),
+    );
+    let resp = up.get(&q, "application/json").await;
+    m.upstream_request("watch", resp.as_ref().ok().map(|r| r.status().as_u16()));
+    let resp = resp?;
+    let code = resp.status();
+    if !code.is_success() {
+        let body = read_body(resp, &q).await?;
+        return match ReflectorError::from_answer(code, &q, &body) {
+            ReflectorError::Expired(status) => Ok(WatchEnd::Expired(status)),
+            e => Err(e),
+        };
+    }
+    m.watch_connected();
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut received = 0u64;
+    // The upstream ends the stream after `timeout`; a silent connection gets a grace period.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout + 30);
+    loop {
+        let frame = tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => return Ok(WatchEnd::Closed { received }),
+            f = body.frame() => f,
+        };
+        let data = match frame {
+            None => return Ok(WatchEnd::Closed { received }),
+            Some(Err(e)) => {
+                return Err(ReflectorError::malformed(&q, MalformedData::StreamBroke(e)));
+            }
+            Some(Ok(f)) => match f.into_data() {
+                Ok(d) => d,
+                Err(_) => continue,
+            },
+        };
+        m.upstream_watch_bytes(data.len());
+        buf.extend_from_slice(&data);
+        while let Some(i) = memchr::memchr(b'\n', &buf) {
+            let line = buf.split_to(i + 1);
+            let line = &line[..i];
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if let Some(end) = apply_line(writer, line, Some(m))? {
+                return Ok(end);
+            }
+            received += 1;
+        }
+        if buf.remaining() > 64 << 20 {
+            return Err(ReflectorError::malformed(&q, MalformedData::EventTooLarge));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{CacheSettings, ResourceCache, ResourceInfo};
+
+    #[test]
+    fn applies_events_bookmarks_and_errors() {
+        let (cache, writer) = ResourceCache::new(
+            ResourceInfo::new("", "v1", "pods", "Pod", true),
+            CacheSettings::default(),
+        );
+        writer.replace(Vec::new(), 5);
+        let add = br#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"d","resourceVersion":"6"}}}"#;
+        assert!(apply_line(&writer, add, None).unwrap().is_none());
+        assert_eq!((cache.len(), cache.rv()), (1, 6));
+        let bm = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}"#;
+        apply_line(&writer, bm, None).unwrap();
+        assert_eq!(cache.rv(), 9);
+        let gone = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#;
+        assert!(matches!(
+            apply_line(&writer, gone, None).unwrap(),
+            Some(WatchEnd::Expired(_))
+        ));
+        assert!(
+            apply_line(
+                &writer,
+                b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":",
+                None
+            )
+            .is_err()
+        );
+        let del = br#"{"type":"DELETED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"d","resourceVersion":"10"}}}"#;
+        apply_line(&writer, del, None).unwrap();
+        assert_eq!((cache.len(), cache.rv()), (0, 10));
+    }
+}
