@@ -1,5 +1,6 @@
 //! The `watchmux` command line: `serve` (the proxy) and `probe` (an exec health probe).
-//! The simulated cluster of the demo is `cargo run --release --example demo`.
+//! The simulated cluster of the demo is `cargo run --release --example demo`; the simulator and
+//! the benchmarks are binaries of their own crates (`kube-sim`, `watchmux-bench run`).
 //!
 //! Owns the arguments and the exit status (errors are printed with their causes); it must not
 //! hold any of the proxy's logic, which `watchmux::serve::run` starts.

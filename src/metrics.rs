@@ -10,12 +10,15 @@
 //! Nothing here sits on the per-event × per-watcher path under a lock:
 //!
 //! * the cache's own atomics ([`crate::cache::CacheCounters`]) and its state (objects, bytes,
-//!   resourceVersion, event window) are read when Prometheus scrapes, by [`ScrapeCollector`];
+//!   resourceVersion, event window) are read when Prometheus scrapes, by `ScrapeCollector`;
 //! * each downstream watcher counts the events and bytes it hands to its connection in its own
 //!   atomics ([`WatchTap`], one writer, no contention); a scrape sums the live watchers and the
 //!   totals of the ended ones (folded in under a mutex taken once per watcher start and end);
 //! * the reflector (one task per resource) bumps pre-bound counters per upstream event, which is
 //!   one uncontended atomic add.
+//!
+//! It serves nothing itself: `/metrics`, `/livez` and `/readyz` are answered by the downstream
+//! `health` module from [`Metrics::render`] and the checks computed here.
 
 use std::collections::HashMap;
 use std::io;

@@ -6,12 +6,13 @@
 //! bodies stream frame by frame and are never buffered, so a chunked watch from the upstream
 //! reaches the client event by event, and a large request body is never held in memory.
 //!
-//! Only the hop-by-hop headers (RFC 9110 §7.6.1) are dropped: they describe one connection, not
-//! the message, and forwarding them would corrupt the framing on the other connection (a
-//! `Transfer-Encoding` from the client, a `Connection: close` from the upstream). `Host` is set to
-//! the upstream's authority. Every other header passes as it is, except the credentials, which
-//! follow `server.auth` (`crate::auth`): by default the client's own `Authorization`, its verified
-//! client certificate as `Impersonate-User`/`Impersonate-Group`, or else watchmux's identity.
+//! Only the hop-by-hop headers (RFC 9110 §7.6.1, and every `Proxy-*` header) are dropped: they
+//! describe one connection, not the message, and forwarding them would corrupt the framing on the
+//! other connection (a `Transfer-Encoding` from the client, a `Connection: close` from the
+//! upstream). `Host` is set to the upstream's authority. Every other header passes as it is,
+//! except the credentials, which follow `server.auth` (`crate::auth`): by default the client's
+//! own `Authorization`, its verified client certificate as `Impersonate-User`/`Impersonate-Group`,
+//! or else watchmux's identity.
 //!
 //! An upgrade (`Connection: Upgrade` + `Upgrade: ...`) is forwarded with those two headers kept;
 //! when the upstream answers 101 the client gets the same 101, and the two upgraded connections

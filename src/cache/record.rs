@@ -175,7 +175,7 @@ fn s(v: &Option<Cow<'_, str>>) -> Option<Value> {
 
 impl Skeleton<'_> {
     /// A tiny JSON value with only the fields selectors read, so that the per-kind rules in
-    /// `selector::fields` (written against full objects) apply unchanged.
+    /// `kube_wire::selector::selectable` (written against full objects) apply unchanged.
     fn selectable_view(&self) -> Value {
         let mut meta = Map::new();
         put(&mut meta, "name", s(&self.metadata.name));

@@ -13,9 +13,9 @@
 //!
 //! Where the upstream is and who watchmux is there come from [`kubeconfig`] (a kubeconfig,
 //! the in-cluster service account, or a bare `upstream.url`); TLS is rustls with the ring
-//! provider (`crate::tls`). watchmux's token (if any) goes on every reflector request
-//! ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their own
-//! ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries).
+//! provider (`crate::tls`). watchmux's token or basic-auth user (if any) goes on every reflector
+//! request ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their
+//! own ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries).
 //!
 //! Every failure is an [`UpstreamError`] that keeps its cause. This module must not interpret
 //! what the upstream answers (status codes, bodies) nor answer clients: the reflector, the

@@ -8,13 +8,16 @@
 //!   kube's 401); no credentials is `system:anonymous` in `system:unauthenticated`; a known token's
 //!   identity also gets `system:authenticated`.
 //! * every resource request must be allowed by a [`Rule`] (else kube's 403); non-resource paths
-//!   (discovery, `/version`, health) are served to everyone.
+//!   (discovery, `/version`, health) are not authorized: any caller that authenticates, or sends
+//!   no credentials, gets them.
 //! * `POST /apis/authentication.k8s.io/v1/tokenreviews` and
 //!   `/apis/authorization.k8s.io/v1/subjectaccessreviews` answer from the same policy (the caller
 //!   needs `create` on them). Both are counted in `/sim/stats` (`tokenReviews`,
 //!   `subjectAccessReviews`).
 //!
-//! Client certificates are not mapped to identities by the simulator.
+//! Client certificates are not mapped to identities by the simulator, and the rules are flat
+//! grants, not RBAC objects (no roles, bindings or aggregation). The TLS front's single required
+//! token ([`super::tls`]) is a separate, earlier check.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

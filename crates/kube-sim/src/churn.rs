@@ -1,6 +1,10 @@
 //! Continuous churn over the fleet's pods at a configured rate: the writes a busy cluster's
 //! kubelets, schedulers and controllers make. Every write stamps its wall-clock time into the
-//! object (`fleet::WRITE_TIME_ANNOTATION`) so watchers can measure delivery latency.
+//! object ([`fleet::WRITE_TIME_ANNOTATION`]) so watchers can measure delivery latency.
+//!
+//! Every write goes through [`Ops`](super::ops::Ops), as a client's would, so churn never
+//! bypasses the write rules. It only picks among the pods present when it started and those it
+//! created itself.
 
 use std::sync::Arc;
 use std::time::Duration;

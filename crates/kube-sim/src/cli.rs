@@ -1,5 +1,6 @@
 //! The simulator's command line (`kube-sim`), also used by the bench to start it as a process:
-//! the flags and the run-until-Ctrl-C loop. Owns no simulation: it only builds a [`SimConfig`].
+//! the flags and the run-until-Ctrl-C loop. Owns no simulation: it builds a [`SimConfig`] and
+//! hands it to [`Simulator::start`].
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,7 +1,10 @@
 //! Legacy discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, `/version`), enough
 //! for kubectl and client libraries to map kinds to resources. Aggregated discovery (apidiscovery
 //! v2) is not served: clients asking for it get the legacy JSON and fall back, as they do with
-//! older servers.
+//! older servers. Also a minimal `/openapi/v3` (operations and kinds, no schemas), which kubectl
+//! reads to learn that the server validates fields.
+//!
+//! Documents only, built from the [`Registry`]: routing and method checks are `http`'s.
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,8 @@
 //! The streaming subresources of pods (`exec`, `attach`, `portforward`) as an echo: enough to
 //! prove that a proxy carries the upgrade (SPDY/3.1 or websocket) and the bytes both ways.
 //! A real kubelet behind kube-apiserver would run a process; the simulator echoes what it gets.
+//!
+//! It does not look at the pod's containers or phase: the caller checks only that the pod exists.
 
 use bytes::Bytes;
 use http::header::{CONNECTION, SEC_WEBSOCKET_PROTOCOL, UPGRADE};

@@ -3,6 +3,9 @@
 //! Each fault models something a real apiserver or the network does to a proxy: connections
 //! dropped mid-watch, a server that refuses connections while restarting, 500s and 429s, slow
 //! answers, a corrupt event on the wire.
+//!
+//! Switches only: the HTTP front and the watch loop read them and act. A fault never changes the
+//! store, so what clients read after it is cleared is exactly what was written.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;

@@ -6,6 +6,9 @@
 //! cluster: labels, annotations, a ReplicaSet owner, server-side-apply `managedFields` for the
 //! controller-manager and the kubelet, 1–3 containers with probes, env, resources and mounts,
 //! and a kubelet-written `Running` status; their JSON is 3–8 KB.
+//!
+//! Builds and mutates JSON values only: it never writes to the store (the simulator's loader and
+//! [`super::churn`] do) and never reads the clock.
 
 use rand::Rng;
 use serde_json::{Map, Value, json};

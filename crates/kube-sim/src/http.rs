@@ -1,5 +1,10 @@
 //! The simulator's HTTP front: routing by the kube path grammar, the read verbs (get, list),
-//! the write verbs (through [`Ops`]), discovery, and the `/sim/` control endpoints.
+//! the write verbs (through [`Ops`](super::ops::Ops)), discovery, authentication and authorization
+//! when a policy is set, injected faults, and the `/sim/` control endpoints.
+//!
+//! It decides no write semantics (`ops` and `semantics` do) and streams no watch itself
+//! ([`super::watch`] does). The `/sim/` endpoints skip the bearer token, the policy and injected
+//! errors, so a test can always reach them.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

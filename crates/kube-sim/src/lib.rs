@@ -1,9 +1,13 @@
-//! The built-in kube-apiserver simulator.
+//! A kube-apiserver simulator: a library that starts one in-process ([`Simulator::start`]), the
+//! `kube-sim` binary that runs one as a process, and a [`testkit`] for tests that talk to it.
 //!
 //! A real component, not a mock: an etcd-like MVCC store behind kube-apiserver 1.34's list/watch
 //! semantics, discovery, the write verbs with their per-kind rules, selectors, Status errors,
 //! compaction, fault injection and counters. watchmux's tests, demo and benchmarks use it as the
 //! upstream, because no real apiserver runs on our machines.
+//!
+//! It does not depend on watchmux (of the workspace, only on kube-wire, for the shared
+//! vocabulary), so the proxy is tested against it from the outside, as against a real apiserver.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kube_sim::SimError> {

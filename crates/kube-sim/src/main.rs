@@ -1,4 +1,6 @@
 //! `kube-sim`: the simulated kube-apiserver as a process (`kube-sim --pods 1000 --churn 10`).
+//!
+//! Logging setup only: the flags and the run loop are `kube_sim::cli`'s, shared with the bench.
 
 use anyhow::Context;
 use clap::Parser;

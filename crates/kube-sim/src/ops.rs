@@ -2,6 +2,10 @@
 //! the HTTP handlers and the in-process Rust API, plus the simulated controllers that finish
 //! what a real cluster's kubelets and namespace controller would: graceful pod deletion and
 //! namespace termination.
+//!
+//! The per-kind rules are [`semantics`]'s and each verb commits through one [`Store::write`], so a
+//! decision is never made on a stale read. Nothing here knows HTTP. The simulated namespace
+//! controller deletes the namespace's objects directly, without honouring their finalizers.
 
 use std::sync::Arc;
 use std::time::Duration;

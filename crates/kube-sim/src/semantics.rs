@@ -1,8 +1,11 @@
 //! Per-kind write semantics ("registry strategies" in kube-apiserver): defaulting, validation,
 //! what create/update/delete do to metadata, status subresources, graceful deletion, finalizers.
 //!
-//! Each function here is pure over JSON values; `api.rs` runs them inside a store write so that
-//! the decision and the commit are one atomic step.
+//! Each function here works on JSON values and the store's read-only view: no I/O, no locks, no
+//! tasks (it does read the clock and draw uids and generated names). [`Ops`](super::ops::Ops)
+//! runs the decisions (`decide_update`, `decide_delete`, `check_namespace`) inside a store write
+//! so that the decision and the commit are one atomic step; the simulated controllers that finish
+//! a graceful or namespace deletion live there too.
 
 use serde_json::{Map, Value, json};
 

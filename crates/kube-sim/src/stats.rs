@@ -1,4 +1,6 @@
 //! Counters of what reached the simulator, so tests can prove what a proxy sent upstream.
+//!
+//! Relaxed atomics only, no locks, so counting never slows a request; counters are never reset.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 

@@ -10,6 +10,10 @@
 //! Objects are kept as their JSON body *without* `kind`/`apiVersion` (what a built-in LIST item
 //! carries); watch frames and GET answers prepend the type's constant prefix. Labels and
 //! selectable fields are extracted once per write so that selectors never parse JSON.
+//!
+//! The store knows no kind's rules: a write's closure decides (see `ops`), and the store only
+//! orders, versions and logs. Its lock is a `parking_lot` lock held only inside synchronous calls,
+//! never across an `.await`; watchers are woken through `tokio::sync::watch` after it is released.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;

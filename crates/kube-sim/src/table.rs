@@ -8,7 +8,9 @@
 //! "Name" + "Created At") for every other kind. JSON shapes follow `meta/v1` `Table`,
 //! `TableColumnDefinition`, `TableRow` and `PartialObjectMetadata`.
 //!
-//! All functions work on plain `serde_json::Value` objects as they are stored (v1 JSON).
+//! All functions work on plain `serde_json::Value` objects as they are stored (v1 JSON), and take
+//! the current time as an argument, so the output is deterministic. Choosing a Table at all is
+//! content negotiation's job (`kube_wire::negotiate`), not this module's.
 
 use serde_json::{Map, Value, json};
 

@@ -2,6 +2,9 @@
 //! timings, a small raw client whose watch streams are read line by line, and [`kubectl`] runs
 //! isolated from the user's kubeconfig. For tests only: every call panics on a failure, with a
 //! message that says what did not happen in time.
+//!
+//! The client speaks plain HTTP only (no TLS) and goes over the wire like any client; nothing here
+//! reaches into a simulator's store.
 
 pub mod kubectl;
 

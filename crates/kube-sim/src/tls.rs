@@ -2,7 +2,11 @@
 //! certificate, optionally a client CA (a client certificate is then required, as
 //! kube-apiserver's `--client-ca-file` verifies them), and optionally a required bearer token
 //! (a request without it gets kube's 401 Status). The plain-HTTP path is untouched when
-//! [`super::SimConfig::tls`] is `None`.
+//! [`super::SimConfig::tls`] is `None`, unless a token is later required with
+//! [`super::Simulator::set_bearer_token`], which applies on plain HTTP too.
+//!
+//! Client certificates are verified, not mapped to identities; per-user authentication and
+//! authorization is [`super::authz`]'s.
 
 use std::fmt;
 use std::sync::Arc;

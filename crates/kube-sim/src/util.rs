@@ -1,4 +1,7 @@
-//! Small helpers the simulator shares: time formatting, uids, Go-compatible JSON encoding.
+//! Small helpers the simulator shares: the clock, time formatting, uids and generated names,
+//! Go-compatible JSON encoding.
+//!
+//! Stateless: nothing here knows about kinds or the store.
 
 use rand::Rng;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -5,6 +5,9 @@
 //!
 //! Each watch is one task reading the resource's shared event log from its own cursor; frames of
 //! plain JSON watches are encoded once per event and shared.
+//!
+//! Read-only over the store: a watch copies a batch of events out under a short read lock and
+//! sends them after releasing it, so a slow client never blocks writers.
 
 use std::io;
 use std::sync::Arc;

@@ -1,6 +1,9 @@
 //! `continue` tokens in kube-apiserver's format, so a token minted here is accepted by a real
 //! apiserver and vice versa: unpadded base64url of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>"}`
 //! where `start` is the last returned key, relative to the request's key prefix, plus `\0`.
+//!
+//! Format and validation only: whether the token's revision can still be served (or is
+//! compacted, kube's 410) is the server's decision, made against its own store.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -1,5 +1,8 @@
 //! Watch events on the wire: event types, the selector move-in/move-out rule, frame encoding and
 //! BOOKMARK objects, shared by the simulator and the proxy so both speak exactly one dialect.
+//!
+//! Encoding only: which watcher receives which event, and when a bookmark is due, is decided by
+//! the server (the simulator's watch loop, watchmux's hub).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};

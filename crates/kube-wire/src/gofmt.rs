@@ -1,5 +1,7 @@
 //! Go formatting that Kubernetes clients see byte for byte: `strconv.Quote` (`%q` in error
 //! messages), `%v` of a float64, and `encoding/json`'s HTML escaping.
+//!
+//! Only the verbs whose output reaches a client are here: this is not a general `fmt` port.
 
 /// Quotes a string the way Go's `strconv.Quote` (and so `fmt`'s `%q`) does.
 pub fn quote(s: &str) -> String {

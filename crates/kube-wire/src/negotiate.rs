@@ -1,7 +1,10 @@
 //! Content negotiation from the `Accept` header, as kube-apiserver does it for the
 //! representations the simulator serves: plain JSON, `as=Table`, `as=PartialObjectMetadata(List)`.
 //! Protobuf, YAML and CBOR are not produced: a client that lists only those gets 406, one that
-//! lists JSON after them (kubelet, controllers) gets JSON.
+//! lists JSON after them (kubelet, controllers) gets JSON. watchmux uses only [`media_ranges`], to
+//! decide whether its cache can answer in plain JSON.
+//!
+//! Chooses a representation only: building a Table or metadata body is the server's job.
 
 use crate::status::Status;
 

@@ -1,5 +1,8 @@
 //! `metav1.ListOptions` from a query string, with kube-apiserver's decoding, defaulting and
 //! validation rules (spec §1.2–1.3).
+//!
+//! Decodes and validates the options only: which of them a server can answer (from a cache or
+//! only upstream) and the resourceVersion it then serves are the server's decisions.
 
 use crate::status::Status;
 

@@ -1,4 +1,7 @@
 //! Parsing kube-apiserver URL paths into what they address (as `requestinfo.go` does).
+//!
+//! Syntax only: whether the addressed group, version or resource exists is the caller's question
+//! (discovery).
 
 /// A path under `/api/v1` or `/apis/{group}/{version}` that names a resource.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -1,5 +1,8 @@
 //! HTTP response building shared by the proxy and the simulator: JSON and Status answers with
 //! kube-apiserver's headers, and list bodies streamed from stored bytes.
+//!
+//! Builds `http::Response` values only: it never writes to a connection, and it does not decide
+//! which Status a failure becomes (the caller does).
 
 use std::convert::Infallible;
 use std::io;

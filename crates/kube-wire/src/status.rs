@@ -1,9 +1,14 @@
-//! Kubernetes `metav1.Status` bodies: the one way every error leaves this crate over HTTP.
+//! Kubernetes `metav1.Status` bodies: the shape of every error answer watchmux and the simulator
+//! send, built with kube's named constructors, and parsed back from an upstream's answers and
+//! watch `ERROR` events.
 //!
 //! kube clients look at `code`, `reason`, `details.causes` and the message text (client-go decides
 //! "too large resource version" partly by message), so the shape and the field order here follow
 //! kube-apiserver exactly: `kind, apiVersion, metadata, status, message, reason, details, code`.
-//! `Retry-After` is derived from `details.retryAfterSeconds` by the HTTP layer.
+//!
+//! The body only: the HTTP answer (with `Retry-After` from `details.retryAfterSeconds`) is
+//! [`crate::response::status_response`], and which error becomes which Status is the caller's
+//! decision (watchmux's `error` module).
 
 use serde::{Deserialize, Serialize};
 

@@ -3,6 +3,9 @@
 //! two cores as the servers it measures, so it does the least a real client must: decode the
 //! chunked framing, split lines, and read the write-time stamp the simulator puts in each
 //! object to compute delivery latency.
+//!
+//! Plain HTTP/1.1 over TCP only (no TLS, and no gzip: it sends no `Accept-Encoding`), and no
+//! retries: what to do with a 429 or a failed watch is the scenario's decision.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

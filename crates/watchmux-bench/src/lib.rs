@@ -5,6 +5,10 @@
 //! Every server runs as its own child process so its CPU time and RSS can be read from `/proc`
 //! on their own; the clients run in the bench process. Every loop is bounded in count and time,
 //! and every child is killed when the bench ends.
+//!
+//! A run never serves from the bench process itself: the simulator, watchmux and the limit
+//! program are this same binary's `sim`, `serve` and `limit` roles (or nginx), started as
+//! children, so the bench process holds only clients.
 
 pub mod client;
 pub mod hist;

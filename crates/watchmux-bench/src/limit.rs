@@ -1153,7 +1153,7 @@ mod tests {
     }
 
     /// A rough throughput figure (clients, simulator and limit share this process):
-    /// `cargo test --release --lib bench::limit::tests::fan_out_throughput -- --ignored --nocapture`
+    /// `cargo test --release -p watchmux-bench --lib limit::tests::fan_out_throughput -- --ignored --nocapture`
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "measurement, not a check"]
     async fn fan_out_throughput() {

@@ -1,6 +1,9 @@
 //! `watchmux-bench`: runs the benchmark scenarios, and is also each server process a scenario
 //! starts (the simulator, watchmux, the limit program), so one binary measures them all:
 //! `cargo run --release -p watchmux-bench -- run all`.
+//!
+//! Argument parsing and dispatch only: the hidden roles run kube-sim's `cli::run`, watchmux's
+//! `serve::run` and `limit::serve` unchanged, so what is measured is what ships.
 
 use std::net::SocketAddr;
 

@@ -1,8 +1,11 @@
 //! PNG plots of bench results.
 //!
 //! Drawn with `plotters` on its bitmap backend. Text is rendered by `ab_glyph` from a TrueType
-//! font read at run time from the Debian package `fonts-dejavu-core` (`scripts/install-fonts`
-//! installs it); no font is shipped with the crate and no system C library is needed.
+//! font read at run time from the Debian package `fonts-dejavu-core`
+//! (`crates/watchmux-bench/scripts/install-fonts` installs it); no font is shipped with the crate
+//! and no system C library is needed.
+//!
+//! Drawing only: the caller passes the points; nothing here reads or computes results.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

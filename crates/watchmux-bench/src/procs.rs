@@ -1,5 +1,8 @@
 //! Child processes under test and what they cost: CPU time and resident memory read from
 //! `/proc`, so each process is measured on its own while the clients run elsewhere.
+//!
+//! It signals only the children it started (killed when dropped), and does not decide when to
+//! measure: the scenarios do.
 
 use std::net::SocketAddr;
 use std::path::Path;

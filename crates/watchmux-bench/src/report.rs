@@ -1,5 +1,7 @@
 //! Bench results: raw samples, medians over repeats, ratios of watchmux to each baseline, and
 //! their Markdown and CSV renderings.
+//!
+//! Pure rendering: no I/O (the suite writes the files) and no measuring.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,6 +1,12 @@
-//! The six scenarios. Each starts its own simulator, starts every target once, and then runs
-//! its cases with the targets interleaved inside each repeat, so drift over time (page cache,
-//! heat, the simulator's growing history) falls on every target alike.
+//! The six scenarios. S1 (broadcast), S2 (fleet) and S3 (list) start every target once in front
+//! of one simulator (S1 and S3 their own, S2 the suite's shared large one) and then run their
+//! cases with the targets interleaved inside each repeat, so drift over time (page cache, heat,
+//! the simulator's growing history) falls on every target alike. S4 (herd) and S5 (idle) start
+//! fresh target processes every repeat, because a cold start and memory growth are what they
+//! measure; S6 (sync) starts a fresh watchmux every repeat and times its initial sync.
+//!
+//! Scenarios drive clients and read usage; starting and stopping processes is [`targets`]'s and
+//! [`procs`]'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -138,7 +144,7 @@ async fn stop_all(ts: Vec<Target>) {
 #[derive(Debug, Clone, Copy)]
 struct Churn {
     per_second: f64,
-    /// `status` or `realistic` (see `sim::churn::ChurnMix`).
+    /// `status` or `realistic` (see `kube_kube_sim::churn::ChurnMix`).
     mix: &'static str,
 }
 

@@ -1,5 +1,8 @@
 //! The servers a bench run talks to: the simulator (always the upstream) and the target under
 //! test, which is watchmux, the simulator itself ("direct"), nginx, or the limit program.
+//!
+//! Starting, readiness and stopping only: [`Target::stop`] stops the target's own processes,
+//! never the simulator, and what is measured is the scenarios' business.
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -1,4 +1,7 @@
 //! Running the real kubectl against a server from a test (kubectl must be installed).
+//!
+//! Never touches the user's kubeconfig or cache: `HOME`, `KUBECONFIG` and `--cache-dir` point into
+//! the test's temporary directory.
 
 use std::process::Stdio;
 use std::time::Duration;

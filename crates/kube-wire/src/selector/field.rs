@@ -5,8 +5,11 @@
 //! A selector is a comma-separated AND of `field=value`, `field==value` or `field!=value` terms.
 //! Nothing is trimmed: `a = b` selects field `"a "` equal to `" b"`. In a value, `\` escapes `\`,
 //! `,` and `=`; any other escape, a trailing `\` or an unescaped `=` is an error. Keys are not
-//! checked here; the kind's field label conversion ([`super::fields`]) checks and rewrites them.
+//! checked here; the kind's field label conversion ([`super::selectable`]) checks and rewrites
+//! them.
 //! A field missing from an object's selectable set compares as the empty string.
+//!
+//! Does not read objects: the caller supplies an object's selectable field values.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,5 +1,8 @@
 //! A watcher's or list's complete filter: namespace scope plus label and field selectors,
 //! validated for one kind exactly as kube-apiserver validates them.
+//!
+//! The kind's group, scope and CRD selectable fields are the caller's to supply (from discovery),
+//! and so are an object's labels and field values: nothing here reads an object.
 
 use super::{FieldSelector, LabelSelector, SelectorError, convert_field_selector};
 

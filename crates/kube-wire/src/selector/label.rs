@@ -11,6 +11,8 @@
 //! A bare `KEY` means "exists", `!KEY` "does not exist". `!=` and `notin` also match objects
 //! without the key. `>`/`<` compare as 64-bit integers and never match a missing or non-integer
 //! label.
+//!
+//! Matches against any [`Labels`] source; it does not read objects or know kinds.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -9,7 +9,7 @@
 //!
 //! Every [`SelectorError`] displays exactly the text kube-apiserver puts in the `message` of the
 //! HTTP 400 `Status` it answers for that input (`errors.NewBadRequest(err.Error())` in the
-//! apiserver's list/watch handler).
+//! apiserver's list/watch handler). Turning it into that `Status` is the caller's job.
 
 pub mod field;
 pub mod filter;

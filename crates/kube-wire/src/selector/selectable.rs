@@ -12,6 +12,9 @@
 //! kinds on the default converter accept `metadata.namespace` even when cluster-scoped, where
 //! it then compares as `""`.
 //!
+//! For kinds outside its table, whether the kind is namespaced and which selectable fields a CRD
+//! declares are the caller's to supply (from discovery); nothing here looks them up.
+//!
 //! Sources (kubernetes/kubernetes unless noted): `pkg/apis/core/v1/conversion.go`,
 //! `pkg/apis/batch/v1/conversion.go`, `pkg/apis/events/v1/conversion.go`,
 //! `pkg/apis/certificates/v1/conversion.go`, `pkg/apis/resource/v1/conversion.go`, the
