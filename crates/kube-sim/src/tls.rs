@@ -21,7 +21,6 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use kube_wire::response::{Body, status_response};
-use kube_wire::status::Status;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -150,10 +149,6 @@ impl SimAuth {
         if got == Some(want) {
             return None;
         }
-        Some(status_response(&Status::new(
-            401,
-            "Unauthorized",
-            "Unauthorized",
-        )))
+        Some(status_response(&kube_wire::access::unauthorized()))
     }
 }

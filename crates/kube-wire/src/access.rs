@@ -117,7 +117,7 @@ pub fn credential(headers: &HeaderMap) -> Credential {
 
 /// kube's 401 for a rejected credential.
 pub fn unauthorized() -> Status {
-    Status::new(401, "Unauthorized", "Unauthorized")
+    Status::unauthorized("Unauthorized")
 }
 
 /// kube's 403 for a denied resource request (`responsewriters.ForbiddenStatusError`), `reason`

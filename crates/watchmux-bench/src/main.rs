@@ -111,11 +111,9 @@ struct RunArgs {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // watchmux's own log set-up: text, filtered by `--log`.
     let log = |level: &str| {
-        let filter = tracing_subscriber::EnvFilter::try_new(level)
-            .with_context(|| format!("invalid log filter {level:?}"))?;
-        tracing_subscriber::fmt().with_env_filter(filter).init();
-        anyhow::Ok(())
+        watchmux::serve::init_logging(Some(level), None, &watchmux::config::LogConfig::default())
     };
     match cli.command {
         Command::Run(a) => {
