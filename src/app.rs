@@ -17,20 +17,27 @@ use tokio_util::task::TaskTracker;
 use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, Config, ResourceSpec};
 use crate::downstream::limits;
-use crate::reflector::Reflector;
+use crate::reflector::{Freshness, Reflector};
 use crate::upstream::Upstream;
 
 /// Where a resource's cache will be once upstream discovery has answered.
 #[derive(Debug)]
 pub struct CacheSlot {
     tx: tokio_watch::Sender<Option<Arc<ResourceCache>>>,
+    freshness: std::sync::OnceLock<Arc<Freshness>>,
 }
 
 impl CacheSlot {
     fn new() -> Self {
         CacheSlot {
             tx: tokio_watch::channel(None).0,
+            freshness: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The freshness check of consistent reads, once discovered.
+    pub fn freshness(&self) -> Option<&Arc<Freshness>> {
+        self.freshness.get()
     }
 
     /// The cache, if discovered.
@@ -149,6 +156,11 @@ impl App {
             window_age: c.event_window,
             watcher_queue: c.watcher_queue,
             max_lag_bytes: c.watcher_max_lag_bytes,
+            retention: crate::cache::Retention {
+                max_age: c.snapshot_retention,
+                max_count: c.snapshot_max_count,
+                max_bytes: c.snapshot_max_bytes,
+            },
         }
     }
 
@@ -163,14 +175,15 @@ impl App {
             self.settings(),
             self.cache_config.list_page_size,
             self.metrics.for_spec(&spec),
-            move |cache| app.publish(&published, cache),
+            move |cache, freshness| app.publish(&published, cache, freshness),
         );
         reflector.run(self.cancel.clone()).await;
     }
 
     /// Makes a resource's new cache reachable: requests route to its slot, the scrape reads it.
-    fn publish(&self, spec: &ResourceSpec, cache: Arc<ResourceCache>) {
+    fn publish(&self, spec: &ResourceSpec, cache: Arc<ResourceCache>, freshness: Arc<Freshness>) {
         if let Some(slot) = self.slot(&spec.group, &spec.version, &spec.resource) {
+            let _ = slot.freshness.set(freshness);
             slot.tx.send_replace(Some(cache.clone()));
         }
         self.metrics.attach_cache(spec, cache);

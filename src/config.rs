@@ -276,6 +276,17 @@ pub struct CacheConfig {
     pub not_ready_wait: Duration,
     /// `list_page_size`: the `limit` of the reflector's upstream LIST pages.
     pub list_page_size: usize,
+    /// `snapshot_retention_secs`: when a LIST page from the cache hands out a `continue` token,
+    /// the snapshot it was cut from is kept this long after its last page, so the next pages are
+    /// cut from it even once the event window no longer reaches back to it. Zero keeps none:
+    /// continuations inside the window are rebuilt from the event log, older ones go upstream.
+    pub snapshot_retention: Duration,
+    /// `snapshot_max_count`: at most this many snapshots kept per resource (the least recently
+    /// used are dropped first).
+    pub snapshot_max_count: usize,
+    /// `snapshot_max_bytes`: per resource, the objects only the kept snapshots still hold (those
+    /// changed or deleted since) stay within this many bytes of JSON.
+    pub snapshot_max_bytes: u64,
     /// `[[cache.resources]]`: the resources served from the cache; everything else passes through.
     pub resources: Vec<ResourceSpec>,
 }
@@ -290,6 +301,9 @@ impl Default for CacheConfig {
             watcher_max_lag_bytes: 64 << 20,
             not_ready_wait: Duration::from_millis(3000),
             list_page_size: 500,
+            snapshot_retention: Duration::from_secs(75),
+            snapshot_max_count: 64,
+            snapshot_max_bytes: 128 << 20,
             resources: Vec::new(),
         }
     }
@@ -540,6 +554,9 @@ impl Config {
         check_count("cache.watcher_max_lag_bytes", c.watcher_max_lag_bytes)?;
         check_duration("cache.not_ready_wait_ms", c.not_ready_wait, true)?;
         check_count("cache.list_page_size", c.list_page_size as u64)?;
+        check_duration("cache.snapshot_retention_secs", c.snapshot_retention, true)?;
+        check_count("cache.snapshot_max_count", c.snapshot_max_count as u64)?;
+        check_count("cache.snapshot_max_bytes", c.snapshot_max_bytes)?;
         let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
         for (i, r) in c.resources.iter().enumerate() {
             let at = format!("cache.resources[{i}]");
@@ -874,6 +891,9 @@ struct RawCache {
     watcher_max_lag_bytes: u64,
     not_ready_wait_ms: u64,
     list_page_size: usize,
+    snapshot_retention_secs: u64,
+    snapshot_max_count: usize,
+    snapshot_max_bytes: u64,
     resources: Vec<ResourceSpec>,
 }
 
@@ -888,6 +908,9 @@ impl Default for RawCache {
             watcher_max_lag_bytes: d.watcher_max_lag_bytes,
             not_ready_wait_ms: d.not_ready_wait.as_millis() as u64,
             list_page_size: d.list_page_size,
+            snapshot_retention_secs: d.snapshot_retention.as_secs(),
+            snapshot_max_count: d.snapshot_max_count,
+            snapshot_max_bytes: d.snapshot_max_bytes,
             resources: d.resources,
         }
     }
@@ -955,6 +978,9 @@ impl RawConfig {
                 watcher_max_lag_bytes: c.watcher_max_lag_bytes,
                 not_ready_wait: Duration::from_millis(c.not_ready_wait_ms),
                 list_page_size: c.list_page_size,
+                snapshot_retention: Duration::from_secs(c.snapshot_retention_secs),
+                snapshot_max_count: c.snapshot_max_count,
+                snapshot_max_bytes: c.snapshot_max_bytes,
                 resources: c.resources,
             },
         })
@@ -1415,6 +1441,28 @@ version = "v1"
         assert_eq!(e.key(), Some("upstream.connect_timeout_ms"), "{e}");
         // Waiting zero milliseconds for the first sync is allowed: answer 429 at once.
         Config::from_toml_str("[cache]\nnot_ready_wait_ms = 0\n", "t").unwrap();
+    }
+
+    #[test]
+    fn snapshot_retention_keys() {
+        let c = Config::from_toml_str(
+            "[cache]\nsnapshot_retention_secs = 5\nsnapshot_max_count = 6\nsnapshot_max_bytes = 7\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.cache.snapshot_retention, Duration::from_secs(5));
+        assert_eq!(c.cache.snapshot_max_count, 6);
+        assert_eq!(c.cache.snapshot_max_bytes, 7);
+        // Zero retention keeps no snapshot; zero bounds are typos.
+        Config::from_toml_str("[cache]\nsnapshot_retention_secs = 0\n", "t").unwrap();
+        for key in ["snapshot_max_count", "snapshot_max_bytes"] {
+            let e = err(&format!("[cache]\n{key} = 0\n"));
+            assert_eq!(e.key(), Some(format!("cache.{key}").as_str()), "{e}");
+            assert_eq!(e.line(), Some(2), "{e}");
+            assert!(e.to_string().ends_with("must be greater than 0"), "{e}");
+        }
+        let e = err("[cache]\nsnapshot_retention_secs = 99999999999\n");
+        assert_eq!(e.key(), Some("cache.snapshot_retention_secs"), "{e}");
     }
 
     #[test]

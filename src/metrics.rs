@@ -43,6 +43,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::cache::{ResourceCache, ResourceInfo};
 use crate::config::{Config, ResourceSpec};
+use crate::downstream::read_point::PassReason;
 use kube_wire::path::{self, ApiPath};
 use kube_wire::response::Body;
 
@@ -162,6 +163,8 @@ pub struct ResourceMetrics {
     broken_since_ms: AtomicU64,
     watching: AtomicBool,
     watch_starts: [IntCounter; 4],
+    freshness_checks: IntCounterVec,
+    freshness_duration: Histogram,
     fanout: Mutex<Fanout>,
 }
 
@@ -214,6 +217,15 @@ impl ResourceMetrics {
             self.upstream_events[i].inc();
         }
         self.last_event_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// A freshness check of consistent reads ended with `outcome` (how it was proven, or
+    /// `failed`) after `d`.
+    pub fn freshness_checked(&self, outcome: &str, d: Duration) {
+        self.freshness_checks
+            .with_label_values(&[self.label.as_str(), outcome])
+            .inc();
+        self.freshness_duration.observe(d.as_secs_f64());
     }
 
     /// A relist starts (`initial` or `expired`).
@@ -412,9 +424,10 @@ pub struct RequestInfo {
     uri: http::Uri,
 }
 
-/// Marks a response the upstream produced (set by the pass-through route).
+/// Marks a response the upstream produced (set by the pass-through route), and why the cache
+/// did not answer it.
 #[derive(Debug, Clone, Copy)]
-pub struct PassedThrough;
+pub struct PassedThrough(pub PassReason);
 
 /// The proxy's metrics registry and health state.
 pub struct Metrics {
@@ -426,6 +439,7 @@ pub struct Metrics {
     list_requests: IntCounterVec,
     list_duration: HistogramVec,
     passthrough_bytes: IntCounterVec,
+    reads: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -520,6 +534,25 @@ impl Metrics {
             "Body bytes received from the upstream by the reflectors (verb: list, watch).",
             &["resource", "verb"],
         );
+        let freshness_checks = counter_vec(
+            r,
+            "watchmux_freshness_checks_total",
+            "Freshness checks of consistent reads (one per batch of waiting readers), by how the cache was proven fresh: ahead (already there), caught_up (its watch got there), event or bookmark (the short upstream watch proved it), failed (the readers went to the upstream).",
+            &["resource", "outcome"],
+        );
+        let freshness_duration = histogram_vec(
+            r,
+            "watchmux_freshness_check_duration_seconds",
+            "Duration of a freshness check of consistent reads (the wait it adds to a consistent LIST, GET or watch-list).",
+            &["resource"],
+            REQUEST_BUCKETS,
+        );
+        let reads = counter_vec(
+            r,
+            "watchmux_reads_total",
+            "Downstream reads (get, list, watch) of cached resources, by source (cache or pass_through) and, for pass_through, the reason the cache did not answer.",
+            &["resource", "verb", "source", "reason"],
+        );
         let watch_starts = counter_vec(
             r,
             "watchmux_watch_starts_total",
@@ -581,6 +614,8 @@ impl Metrics {
                 watching: AtomicBool::new(false),
                 watch_starts: WatchOutcome::ALL
                     .map(|o| watch_starts.with_label_values(&[l, o.label()])),
+                freshness_checks: freshness_checks.clone(),
+                freshness_duration: freshness_duration.with_label_values(&[l]),
                 fanout: Mutex::new(Fanout::default()),
                 label,
             });
@@ -601,6 +636,13 @@ impl Metrics {
             }
             for verb in ["list", "watch", "get"] {
                 request_duration.with_label_values(&[verb, l]);
+                reads.with_label_values(&[l, verb, SOURCE_CACHE, ""]);
+                for reason in PassReason::ALL {
+                    reads.with_label_values(&[l, verb, SOURCE_PASS_THROUGH, reason.as_str()]);
+                }
+            }
+            for outcome in ["ahead", "caught_up", "event", "bookmark", "failed"] {
+                freshness_checks.with_label_values(&[l, outcome]);
             }
             by_gvr.insert(
                 (
@@ -645,6 +687,7 @@ impl Metrics {
             list_requests,
             list_duration,
             passthrough_bytes,
+            reads,
         }
     }
 
@@ -752,7 +795,8 @@ impl Metrics {
     ) -> Response<Body> {
         let elapsed = info.started.elapsed();
         let code = resp.status().as_u16();
-        let passed = resp.extensions().get::<PassedThrough>().is_some();
+        let passed_reason = resp.extensions().get::<PassedThrough>().map(|p| p.0);
+        let passed = passed_reason.is_some();
         let code_label = code.to_string();
         self.requests
             .with_label_values(&[info.verb, info.resource.as_str(), code_label.as_str()])
@@ -765,6 +809,12 @@ impl Metrics {
         } else {
             SOURCE_CACHE
         };
+        if info.cached.is_some() && matches!(info.verb, "get" | "list" | "watch") {
+            let reason = passed_reason.map_or("", PassReason::as_str);
+            self.reads
+                .with_label_values(&[info.resource.as_str(), info.verb, source, reason])
+                .inc();
+        }
         if info.verb == "list" {
             self.list_requests
                 .with_label_values(&[info.resource.as_str(), source])
@@ -975,6 +1025,16 @@ const SCRAPED: &[Family] = &[
         R,
     ),
     gauge(
+        "watchmux_cache_snapshots",
+        "Snapshots kept for the continue pages of paged LISTs (cache.snapshot_max_count bounds them).",
+        R,
+    ),
+    gauge(
+        "watchmux_cache_snapshot_bytes",
+        "Bytes of object JSON the kept snapshots hold that the live cache no longer does (objects changed or deleted since they were taken, counted once per snapshot; cache.snapshot_max_bytes bounds them).",
+        R,
+    ),
+    gauge(
         "watchmux_cache_synced",
         "1 once the resource's initial upstream list is in the cache.",
         R,
@@ -1135,6 +1195,7 @@ impl Collector for ScrapeCollector {
             let (mut objects, mut bytes, mut rv, mut window, mut age, mut synced) =
                 (0usize, 0u64, 0u64, 0usize, 0.0f64, false);
             let mut counts = [0u64; 6];
+            let mut kept = crate::cache::SnapshotUsage::default();
             if let Some(c) = r.cache.get() {
                 let snap = c.snapshot();
                 objects = snap.objects.len();
@@ -1143,6 +1204,7 @@ impl Collector for ScrapeCollector {
                 let (n, oldest) = c.window();
                 window = n;
                 age = oldest.map_or(0.0, |d| d.as_secs_f64());
+                kept = c.retained_snapshots();
                 synced = c.is_synced();
                 let k = &c.counters;
                 counts = [
@@ -1159,6 +1221,8 @@ impl Collector for ScrapeCollector {
             s.gauge("watchmux_cache_resource_version", &[l], rv as f64);
             s.gauge("watchmux_cache_window_events", &[l], window as f64);
             s.gauge("watchmux_cache_window_age_seconds", &[l], age);
+            s.gauge("watchmux_cache_snapshots", &[l], kept.count as f64);
+            s.gauge("watchmux_cache_snapshot_bytes", &[l], kept.bytes as f64);
             s.gauge(
                 "watchmux_cache_synced",
                 &[l],

@@ -4,7 +4,8 @@
 //!
 //! The log is what a watch from an older resourceVersion replays and what a watcher that fell
 //! behind reads from its own cursor, so it also answers "where does the history start" (kube's
-//! watch start rule) and "how far behind is this cursor" (the reaper's byte bound). It must not
+//! watch start rule), "how far behind is this cursor" (the reaper's byte bound) and "which events
+//! undo the store back to a past resourceVersion" (exact-resourceVersion reads). It must not
 //! hold the objects (the store does) nor know the watchers (the hub does), and it takes no lock:
 //! the cache's lock guards it.
 
@@ -18,6 +19,7 @@ use tokio::time::Instant;
 use super::record::{self, Cached};
 use super::{CacheSettings, ResourceInfo};
 use kube_wire::event::{EventType, encode_frame};
+use kube_wire::negotiate::Form;
 use kube_wire::selector::Filter;
 
 /// One change in the log.
@@ -35,21 +37,64 @@ pub struct CacheEvent {
     pub cum_bytes: u64,
     at: Instant,
     frames: [OnceLock<Bytes>; 3],
+    /// Frames in the other wire forms ([`CacheEvent::frame_in`]), allocated on first use: most
+    /// events are only ever sent as plain JSON.
+    derived: OnceLock<Box<DerivedFrames>>,
 }
+
+/// Wire forms other than plain JSON whose frames are shared: PartialObjectMetadata, and a Table
+/// (without column definitions) for each `includeObject`.
+const DERIVED_FORMS: usize = 4;
+
+/// One frame per derived form and emitted type.
+type DerivedFrames = [OnceLock<Bytes>; DERIVED_FORMS * 3];
 
 impl CacheEvent {
     /// The frame for this change as `emitted`, encoded once and shared by every watcher.
     pub fn frame(&self, info: &ResourceInfo, emitted: EventType) -> Bytes {
         self.frames[emitted as usize]
             .get_or_init(|| {
-                let body = match (emitted, self.ty, &self.prev) {
-                    (EventType::Deleted, EventType::Modified, Some(prev)) => {
-                        record::restamp(&prev.body, prev.rec.rv, self.rv)
-                    }
-                    _ => self.obj.body.clone(),
-                };
-                encode_frame(emitted.as_str(), &info.type_prefix, &body)
+                encode_frame(
+                    emitted.as_str(),
+                    &info.type_prefix,
+                    &self.emitted_body(emitted),
+                )
             })
+            .clone()
+    }
+
+    /// The stored body a watcher receives for this change as `emitted`: the new state, or for
+    /// a MODIFIED that moves the object out of the watcher's filter, the previous state stamped
+    /// with this event's resourceVersion.
+    pub fn emitted_body(&self, emitted: EventType) -> Bytes {
+        match (emitted, self.ty, &self.prev) {
+            (EventType::Deleted, EventType::Modified, Some(prev)) => {
+                record::restamp(&prev.body, prev.rec.rv, self.rv)
+            }
+            _ => self.obj.body.clone(),
+        }
+    }
+
+    /// The frame for this change as `emitted` in `form`, encoded once per form and shared by
+    /// every watcher of that form: plain JSON is [`CacheEvent::frame`]; any other form is
+    /// encoded by `encode` from [`CacheEvent::emitted_body`] on first use. Every caller must
+    /// pass the same encoder for a form (`downstream::watch` does: a Table without column
+    /// definitions, which only a watcher's first event carries, in a frame of its own).
+    pub fn frame_in(
+        &self,
+        info: &ResourceInfo,
+        emitted: EventType,
+        form: &Form,
+        encode: impl FnOnce(&Bytes) -> Bytes,
+    ) -> Bytes {
+        let slot = match form {
+            Form::Json => return self.frame(info, emitted),
+            Form::Metadata => 0,
+            Form::Table { include_object } => 1 + *include_object as usize,
+        };
+        let frames = self.derived.get_or_init(Default::default);
+        frames[slot * 3 + emitted as usize]
+            .get_or_init(|| encode(&self.emitted_body(emitted)))
             .clone()
     }
 
@@ -97,6 +142,9 @@ pub(super) struct EventLog {
     max_evicted: u64,
     /// Sum of the sizes of every event appended so far.
     cum_bytes: u64,
+    /// The lowest resourceVersion whose state the log can rebuild exactly: states below the end
+    /// of a bridged relist were never seen (the bridge events sum up what happened meanwhile).
+    exact_from: u64,
 }
 
 impl EventLog {
@@ -130,6 +178,7 @@ impl EventLog {
             cum_bytes: self.cum_bytes,
             at: Instant::now(),
             frames: Default::default(),
+            derived: OnceLock::new(),
         });
         self.events.push_back(ev.clone());
         ev
@@ -177,6 +226,24 @@ impl EventLog {
                 None => self.max_evicted,
             }
         }
+    }
+
+    /// A relist up to `list_rv` was bridged: the states between the cache's old resourceVersion
+    /// and `list_rv` are a summary, not states the upstream had, so none below `list_rv` is
+    /// rebuilt from the log any more.
+    pub(super) fn mark_bridged(&mut self, list_rv: u64) {
+        self.exact_from = self.exact_from.max(list_rv);
+    }
+
+    /// Every event after `rv`, oldest first, if the store's state at `rv` can be rebuilt by
+    /// undoing them: `rv` is not below the watch start rule's floor (every event after it is
+    /// still held) nor inside a bridged relist. The caller checks `rv` against the head.
+    pub(super) fn undo_after(&self, rv: u64) -> Option<Vec<Arc<CacheEvent>>> {
+        if rv < self.start_floor() || rv < self.exact_from {
+            return None;
+        }
+        let start = self.events.partition_point(|e| e.rv <= rv);
+        Some(self.events.range(start..).cloned().collect())
     }
 
     /// Up to `max` events after `cursor`; `Err` when some of them already left the log.

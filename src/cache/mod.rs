@@ -8,7 +8,8 @@
 //! [`ResourceCache::new`] returns the two handles:
 //!
 //! * the read handle, `Arc<ResourceCache>`, for request handlers: O(1) snapshots for LIST and
-//!   initial events, the resourceVersion and waits on it, the log for replays and catching-up
+//!   initial events, past states rebuilt from the log and snapshots kept for paged LISTs
+//!   ([`snapshots`]), the resourceVersion and waits on it, the log for replays and catching-up
 //!   watchers, watcher registration ([`ResourceCache::subscribe`]) and the lag protocol's
 //!   lock-side steps ([`ResourceCache::try_go_live`], [`ResourceCache::bookmark_rv`]);
 //! * the [`CacheWriter`], not `Clone`, which the resource's reflector owns: the only way to apply
@@ -26,6 +27,7 @@
 pub mod bridge;
 pub mod event_log;
 pub mod record;
+pub mod snapshots;
 pub mod store;
 
 use std::sync::Arc;
@@ -45,6 +47,7 @@ use store::Store;
 
 pub use event_log::{CacheEvent, FellBehind, LogBatch};
 pub use record::{Cached, DecodeError, ObjectRecord};
+pub use snapshots::{Retention, SnapshotUsage};
 pub use store::{FieldIndex, Snapshot};
 
 /// What the cache knows of the resource's type (from upstream discovery).
@@ -125,15 +128,20 @@ impl ResourceInfo {
         &self.heads[ty as usize]
     }
 
+    /// An object as a GET or a watch event carries it: with its `kind` and `apiVersion` first.
+    pub fn full_object(&self, c: &Cached) -> Bytes {
+        let mut v = Vec::with_capacity(self.type_prefix.len() + c.body.len());
+        v.extend_from_slice(self.type_prefix.as_bytes());
+        v.extend_from_slice(&c.body[1..]);
+        Bytes::from(v)
+    }
+
     /// An object as LIST items carry it: the body for built-ins, with type meta otherwise.
     pub fn list_item(&self, c: &Cached) -> Bytes {
         if self.builtin {
             c.body.clone()
         } else {
-            let mut v = Vec::with_capacity(self.type_prefix.len() + c.body.len());
-            v.extend_from_slice(self.type_prefix.as_bytes());
-            v.extend_from_slice(&c.body[1..]);
-            Bytes::from(v)
+            self.full_object(c)
         }
     }
 }
@@ -149,6 +157,9 @@ pub struct CacheSettings {
     pub watcher_queue: usize,
     /// A watcher lagging by more than this many bytes of events is closed.
     pub max_lag_bytes: u64,
+    /// How long, and how many, snapshots paged LISTs were cut from are kept for their
+    /// continuations.
+    pub retention: Retention,
 }
 
 impl Default for CacheSettings {
@@ -158,6 +169,11 @@ impl Default for CacheSettings {
             window_age: Duration::from_secs(75),
             watcher_queue: 1024,
             max_lag_bytes: 64 << 20,
+            retention: Retention {
+                max_age: Duration::from_secs(75),
+                max_count: 64,
+                max_bytes: 128 << 20,
+            },
         }
     }
 }
@@ -199,6 +215,9 @@ pub struct ResourceCache {
     state: RwLock<State>,
     rv_tx: watch::Sender<u64>,
     synced_tx: watch::Sender<bool>,
+    /// Snapshots kept for the continuations of paged LISTs (their own lock, never taken while
+    /// `state`'s is held).
+    snapshots: snapshots::Retained,
     /// Counters.
     pub counters: CacheCounters,
 }
@@ -226,6 +245,7 @@ impl ResourceCache {
             info: Arc::new(info),
             rv_tx: watch::channel(0).0,
             synced_tx: watch::channel(false).0,
+            snapshots: snapshots::Retained::default(),
             counters: CacheCounters::default(),
         });
         (cache.clone(), CacheWriter { cache })
@@ -299,6 +319,42 @@ impl ResourceCache {
     pub fn snapshot(&self) -> Snapshot {
         let st = self.state.read();
         st.store.snapshot(st.rv)
+    }
+
+    /// The objects exactly as they were at `rv` (an exact-resourceVersion read): the current
+    /// store with the logged events after `rv` undone, newest first, each putting back the state
+    /// it replaced; the field indexes follow, each undo being an ordinary store change. Costs
+    /// O(events after `rv` · log n) and copies nothing (the maps are shared). `None` when `rv`
+    /// is ahead of the cache, when the log no longer holds every event after it (the watch
+    /// start rule of [`Self::check_watch_start`]) or when it falls inside a bridged relist.
+    pub fn snapshot_at(&self, rv: u64) -> Option<Snapshot> {
+        let (mut store, undo) = {
+            let st = self.state.read();
+            if !st.synced || rv > st.rv {
+                return None;
+            }
+            (st.store.clone(), st.log.undo_after(rv)?)
+        };
+        for ev in undo.iter().rev() {
+            store.set(&self.info, Arc::from(ev.obj.rec.key()), ev.prev.clone());
+        }
+        Some(store.snapshot(rv))
+    }
+
+    /// Keeps `snap` for the continuations of the paged LIST cut from it, within `retention`
+    /// (see [`snapshots`]).
+    pub fn retain_snapshot(&self, snap: &Snapshot, retention: &Retention) {
+        self.snapshots.keep(self, snap, retention);
+    }
+
+    /// The kept snapshot at exactly `rv`, if there is one (it stays kept a while longer).
+    pub fn retained_snapshot(&self, rv: u64) -> Option<Snapshot> {
+        self.snapshots.get(rv)
+    }
+
+    /// How many snapshots are kept, and the bytes of objects only they still hold.
+    pub fn retained_snapshots(&self) -> SnapshotUsage {
+        self.snapshots.usage(self)
     }
 
     /// kube's watch start rule: a watch from `rv` is served iff `rv >= oldest - 1`; else
@@ -442,8 +498,22 @@ impl CacheWriter {
         }
     }
 
-    /// Housekeeping (once a second): age-based eviction, and closing watchers that fell out of
-    /// the log or lag by more than the byte bound. Returns how many were closed.
+    /// A proof from the freshness check that the resource has no event in `(after, rv]`: once
+    /// the cache holds `after`, its resourceVersion advances to `rv`, as for a bookmark. Ignored
+    /// while the cache is behind `after` or not synced.
+    pub fn advance_proven(&self, after: u64, rv: u64) {
+        let c = &*self.cache;
+        let mut st = c.state.write();
+        if st.synced && st.rv >= after && rv > st.rv {
+            st.rv = rv;
+            drop(st);
+            c.rv_tx.send_replace(rv);
+        }
+    }
+
+    /// Housekeeping (once a second): age-based eviction, closing watchers that fell out of the
+    /// log or lag by more than the byte bound, and pruning kept snapshots. Returns how many
+    /// watchers were closed.
     pub fn reap(&self) -> usize {
         let c = &*self.cache;
         let mut st = c.state.write();
@@ -456,6 +526,10 @@ impl CacheWriter {
         c.counters
             .slow_watchers_closed
             .fetch_add(closed as u64, Ordering::Relaxed);
+        drop(st);
+        // Kept snapshots age out and are held to their byte bound here too, not only when a
+        // LIST or a scrape looks at them.
+        c.snapshots.prune(c);
         closed
     }
 
@@ -490,6 +564,7 @@ impl CacheWriter {
                     self.append(&mut st, ty, obj, prev);
                 }
                 st.rv = st.rv.max(list_rv);
+                st.log.mark_bridged(list_rv);
                 c.counters.relists_bridged.fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Bridged { events: n }
             }

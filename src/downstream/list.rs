@@ -1,83 +1,163 @@
-//! LIST from the cache: `resourceVersion=0` (any state, `limit` ignored as kube's cache does) and
-//! `resourceVersion=N` not-older-than (`limit` honoured, with a `continue` token the upstream
-//! serves). The body is the kind's List built from the stored bytes, streamed, never re-encoded.
+//! LIST from the cache, every form kube-apiserver 1.34+ serves from its watch cache: any state
+//! (`resourceVersion=0`, `limit` ignored as kube's cache does), not older than N, a consistent
+//! read, exactly N, and the pages of a `continue` token. A page is cut from the snapshot the
+//! router resolved, starting after the token's key; when items remain, its `continue` token
+//! pins the snapshot's resourceVersion and the snapshot is kept for the next pages
+//! ([`crate::cache::snapshots`]). The body is the kind's List built from the stored bytes,
+//! streamed, never re-encoded.
 //!
-//! It serves from the cache the router hands it, already synced and at the requested
-//! resourceVersion: it must not wait (the router waits once, and passes the request through when
-//! the cache does not reach N within [`BLOCK_TIMEOUT`]) nor decide what the cache answers.
+//! It serves from the snapshot the router hands it: it must not wait (the router waits once,
+//! and passes the request through when the cache does not reach N within [`BLOCK_TIMEOUT`]) nor
+//! decide which state the request reads.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
-
-use crate::cache::ResourceCache;
+use super::form::Form;
+use super::read_point::ReadPoint;
+use super::table::ListMeta;
+use crate::cache::{Cached, ResourceCache, ResourceInfo, Snapshot};
 use kube_wire::continue_token::ContinueToken;
-use kube_wire::options::{ListOptions, RvMatch};
-use kube_wire::response::{Body, list_head, status_response, stream_list_encoded};
+use kube_wire::options::ListOptions;
+use kube_wire::response::Body;
 use kube_wire::selector::Filter;
 
 /// How long a read waits for a resourceVersion the cache has not reached (kube's `blockTimeout`).
 pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Serves a LIST the router decided the cache answers, from `cache` (synced, at the requested
-/// resourceVersion), in `namespace` (ignored for a cluster-scoped kind); gzip-compressed when
-/// `gzip` and the body is large.
+/// The state a LIST is served from, and how its page is cut.
+#[derive(Debug, Clone)]
+pub struct ListFrom {
+    /// The state the router resolved (its resourceVersion is the list's).
+    pub snap: Snapshot,
+    /// For a continuation, the token's start key, relative to the request's namespace (the
+    /// last key served plus `\0`): the page starts at it.
+    pub start: Option<String>,
+    /// Whether the page may be read from a field index bucket (a kubelet's `spec.nodeName`).
+    /// Only a read of the latest state may: kube cuts exact and continued pages from snapshots
+    /// of its ordered store, which keep no index, so there a page's `continue` token depends on
+    /// every object after it in key order, matching or not.
+    pub index: bool,
+}
+
+impl ListFrom {
+    /// What a LIST at `point` reads, once the router resolved it to `snap`.
+    pub fn new(point: &ReadPoint, snap: Snapshot) -> ListFrom {
+        let (start, index) = match point {
+            ReadPoint::Continue(t) => (Some(t.start.clone()), false),
+            ReadPoint::Exact(_) => (None, false),
+            ReadPoint::Any | ReadPoint::NotOlderThan(_) | ReadPoint::Consistent => (None, true),
+        };
+        ListFrom { snap, start, index }
+    }
+}
+
+/// One page cut from a snapshot, before it is encoded.
+struct Page<'a> {
+    /// The list's `metadata.resourceVersion`.
+    rv: u64,
+    items: Vec<&'a Arc<Cached>>,
+    /// The token for the rest, when something remains.
+    token: Option<String>,
+    /// `remainingItemCount` (without selectors only).
+    remaining: Option<u64>,
+}
+
+/// Serves a LIST the router decided the cache answers, from `from`, in `namespace` (ignored for
+/// a cluster-scoped kind); gzip-compressed when `gzip` and the body is large. When the page
+/// leaves items, its snapshot is kept as `config`'s `snapshot_*` keys allow.
 pub fn serve(
     cache: &ResourceCache,
+    from: ListFrom,
     namespace: Option<&str>,
     opts: &ListOptions,
     filter: &Filter,
+    form: &Form,
     gzip: bool,
 ) -> http::Response<Body> {
-    // The router only routes resourceVersions that parse here; the Status is kube's 400 anyway.
-    let rv = match opts.rv() {
-        Ok(rv) => rv.unwrap_or(0),
-        Err(s) => return status_response(&s),
-    };
     let info = &cache.info;
-    let snap = cache.snapshot();
     let ns = if info.namespaced { namespace } else { None };
-    // RV=0 ignores limit; RV=N NotOlderThan honours it (the token pins the served RV, and the
-    // continuation goes upstream, which serves that exact snapshot).
-    let limit = if rv > 0 && opts.rv_match() == Some(RvMatch::NotOlderThan) {
-        opts.limit.max(0) as usize
-    } else {
+    // RV=0 ignores limit (kube's cache does); every other form honours it, continuations too.
+    let limit = if opts.continue_token.is_none() && opts.resource_version.as_deref() == Some("0") {
         0
+    } else {
+        opts.limit.max(0) as usize
     };
+    let page = cut(info, &from, ns, filter, limit);
+    if page.token.is_some() {
+        cache.retain_snapshot(&from.snap, &cache.settings().retention);
+    }
+    let meta = ListMeta {
+        resource_version: page.rv,
+        continue_token: page.token,
+        remaining_item_count: page.remaining,
+    };
+    super::table::list_response(info, page.items.iter().map(|o| &***o), &meta, form, gzip)
+}
+
+/// Cuts the page of at most `limit` (0: all) matching objects of `from` in `ns`, as kube's
+/// cacher does: the token names the last item returned and is given when any object follows
+/// it in the scanned range; `remainingItemCount` counts those objects, without selectors only.
+fn cut<'a>(
+    info: &ResourceInfo,
+    from: &'a ListFrom,
+    ns: Option<&'a str>,
+    filter: &Filter,
+    limit: usize,
+) -> Page<'a> {
+    let snap = &from.snap;
+    let prefix = ns.map(|n| format!("{n}/")).unwrap_or_default();
+    let count_remaining = filter.no_selectors();
     let mut items = Vec::new();
     let mut last_key = None;
     let mut remaining = 0u64;
-    for obj in snap.select(info, ns, filter) {
+    let scanned = if from.index && from.start.is_none() {
+        snap.select(info, ns, filter)
+    } else {
+        let start = from.start.as_deref().map(|s| format!("{prefix}{s}"));
+        range(snap, &prefix, start)
+    };
+    for obj in scanned {
         if limit > 0 && items.len() == limit {
             remaining += 1;
+            if !count_remaining {
+                break;
+            }
             continue;
         }
         let r = &obj.rec;
         if filter.matches(&r.namespace, &r.labels, |f| r.field(f)) {
-            items.push(info.list_item(obj));
+            items.push(obj);
             if limit > 0 && items.len() == limit {
                 last_key = Some(r.key());
             }
         }
     }
-    let mut meta = Map::new();
-    meta.insert("resourceVersion".into(), json!(snap.rv.to_string()));
-    if remaining > 0
-        && let Some(k) = &last_key
-    {
-        let rel = match ns {
-            Some(n) => k.strip_prefix(&format!("{n}/")).unwrap_or(k).to_string(),
-            None => k.clone(),
-        };
-        meta.insert(
-            "continue".into(),
-            json!(ContinueToken::after(snap.rv as i64, &rel).encode()),
-        );
-        if filter.no_selectors() {
-            meta.insert("remainingItemCount".into(), json!(remaining));
-        }
+    let token = last_key.filter(|_| remaining > 0).map(|k| {
+        let rel = k.strip_prefix(prefix.as_str()).unwrap_or(&k);
+        ContinueToken::after(snap.rv as i64, rel).encode()
+    });
+    Page {
+        rv: snap.rv,
+        items,
+        remaining: (token.is_some() && count_remaining).then_some(remaining),
+        token,
     }
-    let head = list_head(&info.list_kind(), &info.api_version(), &Value::Object(meta));
-    // Compressed like kube-apiserver: gzip above 128 KiB when the client accepts it.
-    stream_list_encoded(head, items, gzip).0
+}
+
+/// The objects under `prefix` (a namespace's `ns/`, or everything), in key order, from `start`
+/// (a full key, inclusive) on.
+fn range<'a>(
+    snap: &'a Snapshot,
+    prefix: &str,
+    start: Option<String>,
+) -> Box<dyn Iterator<Item = &'a Arc<Cached>> + Send + 'a> {
+    let from: Arc<str> = Arc::from(start.as_deref().unwrap_or_default().max(prefix));
+    let prefix = prefix.to_string();
+    Box::new(
+        snap.objects
+            .range(from..)
+            .take_while(move |(k, _)| k.starts_with(prefix.as_str()))
+            .map(|(_, v)| v),
+    )
 }

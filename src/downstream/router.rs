@@ -16,49 +16,19 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 
 use super::authz::AuthzError;
+use super::form::{self, Form};
 use super::limits::{self, LimitError};
+use super::read_point::{PassReason, ReadPoint};
 use super::websocket::{self, WebsocketError};
-use super::{health, list, watch};
-use crate::app::App;
-use crate::cache::ResourceCache;
-use kube_wire::options::{ListOptions, RvMatch};
+use super::{get, health, list, watch};
+use crate::app::{App, CacheSlot};
+use crate::cache::{ResourceCache, Snapshot};
+use kube_wire::negotiate::Target;
+use kube_wire::options::ListOptions;
 use kube_wire::path::{self, ApiPath};
 use kube_wire::response::{Body, status_response};
 use kube_wire::selector::{Filter, SelectorError};
 use kube_wire::status::Status;
-
-/// Whether the `Accept` header lets the cache answer with plain JSON: the first media range
-/// that names a representation we know decides. `as=Table`/`as=PartialObjectMetadata` and
-/// protobuf-only requests go to the upstream.
-pub fn accepts_plain_json(accept: Option<&str>) -> bool {
-    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
-        return true;
-    };
-    for mr in kube_wire::negotiate::media_ranges(accept) {
-        let json_like = matches!(mr.essence, "application/json" | "*/*" | "application/*");
-        if mr.param("as").is_some() {
-            return false;
-        }
-        if json_like {
-            return true;
-        }
-    }
-    false
-}
-
-/// Which LIST forms the cache answers (spec §1.5): RV=0 (any), and RV=N not-older-than.
-/// Everything else (consistent reads, exact RVs, continue pages) goes upstream.
-pub fn cache_answers_list(opts: &ListOptions) -> bool {
-    if opts.continue_token.is_some() {
-        return false;
-    }
-    match (opts.resource_version.as_deref(), opts.rv_match()) {
-        (Some("0"), None | Some(RvMatch::NotOlderThan)) => true,
-        (Some(rv), Some(RvMatch::NotOlderThan)) => rv.parse::<u64>().is_ok(),
-        (Some(rv), None) => opts.limit == 0 && rv.parse::<u64>().is_ok(),
-        _ => false,
-    }
-}
 
 /// Why the router answers a request itself, with a kube `Status`, rather than with the cache's
 /// or the upstream's answer.
@@ -95,16 +65,33 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
         return r;
     }
     let info = app.metrics.classify(&req);
-    let resp = match route_and_serve(&app, req).await {
+    let audit_id = kube_wire::response::audit_id(req.headers(), rand::random());
+    let pretty =
+        info.verb != "watch" && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
+    let mut resp = match route_and_serve(&app, req, pretty).await {
         Ok(r) => r,
         Err(e) => status_response(&Status::from(&e)),
     };
+    // Answers from watchmux itself carry what kube-apiserver's filters add; the upstream's
+    // carry the upstream's.
+    if resp
+        .extensions()
+        .get::<crate::metrics::PassedThrough>()
+        .is_none()
+    {
+        resp.headers_mut()
+            .insert(kube_wire::response::AUDIT_ID, audit_id);
+        if pretty && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+            resp = kube_wire::response::pretty_printed(resp).await;
+        }
+    }
     app.metrics.finish(&info, resp, &app.draining)
 }
 
 async fn route_and_serve(
     app: &Arc<App>,
     mut req: Request<Incoming>,
+    pretty: bool,
 ) -> Result<Response<Body>, RouteError> {
     let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     limits::check_url_length(url_len, app.max_url_bytes)?;
@@ -114,6 +101,7 @@ async fn route_and_serve(
             opts,
             filter,
             client,
+            form,
         } => {
             let permit = app.limits.acquire_watch(&client)?;
             // A websocket watch: check the subprotocols before anything else is started.
@@ -127,7 +115,7 @@ async fn route_and_serve(
             } else {
                 crate::metrics::TRANSPORT_CHUNKED
             };
-            let rx = watch::start(app, cache, opts, filter, transport)?;
+            let rx = watch::start(app, cache, opts, filter, transport, form)?;
             match ws {
                 None => Ok(limits::hold(watch::chunked_response(rx), permit)),
                 Some(protocol) => {
@@ -142,18 +130,43 @@ async fn route_and_serve(
         }
         Route::List {
             cache,
+            from,
             namespace,
             opts,
             filter,
+            form,
         } => {
             let permit = app.limits.acquire_list()?;
-            let gzip = kube_wire::response::accepts_gzip(req.headers());
-            let resp = list::serve(&cache, namespace.as_deref(), &opts, &filter, gzip);
+            // A pretty answer is re-indented whole: not compressed.
+            let gzip = !pretty && kube_wire::response::accepts_gzip(req.headers());
+            let resp = list::serve(
+                &cache,
+                from,
+                namespace.as_deref(),
+                &opts,
+                &filter,
+                &form,
+                gzip,
+            );
             Ok(limits::hold(resp, permit))
         }
-        Route::PassThrough => {
+        Route::Get {
+            cache,
+            snap,
+            namespace,
+            name,
+            form,
+        } => Ok(get::serve(
+            &cache.info,
+            &snap,
+            namespace.as_deref(),
+            &name,
+            &form,
+        )),
+        Route::PassThrough(reason) => {
             let mut r = crate::passthrough::pass_through(&app.upstream, req).await;
-            r.extensions_mut().insert(crate::metrics::PassedThrough);
+            r.extensions_mut()
+                .insert(crate::metrics::PassedThrough(reason));
             Ok(r)
         }
     }
@@ -163,47 +176,57 @@ async fn route_and_serve(
 enum Route {
     /// A WATCH the cache answers.
     Watch {
-        /// Synced, and at the requested resourceVersion when the watch sends initial events.
+        /// Synced; fresh (or at the requested resourceVersion) when the watch sends initial
+        /// events.
         cache: Arc<ResourceCache>,
         opts: ListOptions,
         filter: Filter,
         /// Whom the watch counts against (`server.max_watches_per_client`).
         client: String,
+        form: Form,
     },
-    /// A LIST the cache answers.
+    /// A LIST the cache answers, from `from`.
     List {
-        /// Synced, and at the requested resourceVersion.
         cache: Arc<ResourceCache>,
+        /// The state the request's resourceVersion rules ask for, and how the page is cut.
+        from: list::ListFrom,
         /// The path's namespace, if any.
         namespace: Option<String>,
         opts: ListOptions,
         filter: Filter,
+        form: Form,
+    },
+    /// A GET of one object the cache answers, from `snap`.
+    Get {
+        cache: Arc<ResourceCache>,
+        snap: Snapshot,
+        namespace: Option<String>,
+        name: String,
+        form: Form,
     },
     /// Anything else: the upstream answers.
-    PassThrough,
+    PassThrough(PassReason),
+}
+
+/// The three kinds of read the cache serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    List,
+    Get,
+    Watch,
 }
 
 async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> {
     let ApiPath::Resource(rp) = path::parse(req.uri().path()) else {
-        return Ok(Route::PassThrough);
+        return Ok(Route::PassThrough(PassReason::NotCached));
     };
-    if req.method() != Method::GET
-        || rp.subresource.is_some()
-        || (rp.name.is_some() && !rp.legacy_watch)
-    {
-        return Ok(Route::PassThrough);
+    if req.method() != Method::GET || rp.subresource.is_some() {
+        return Ok(Route::PassThrough(PassReason::NotCached));
     }
     let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
     let Some(slot) = app.slots.get(&key) else {
-        return Ok(Route::PassThrough);
+        return Ok(Route::PassThrough(PassReason::NotCached));
     };
-    let accept = req
-        .headers()
-        .get(http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
-    if !accepts_plain_json(accept) {
-        return Ok(Route::PassThrough);
-    }
     // kube has no route for a namespaced path of a cluster-scoped kind: 404 before the query
     // is even parsed (known once discovery answered; otherwise checked below).
     if rp.namespace.is_some() && slot.get().is_some_and(|c| !c.info.namespaced) {
@@ -211,16 +234,41 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
     }
     let mut opts = ListOptions::from_query(req.uri().query())?;
     opts.watch |= rp.legacy_watch;
-    if !opts.watch && !cache_answers_list(&opts) {
-        return Ok(Route::PassThrough);
+    let read = match (&rp.name, opts.watch) {
+        (_, true) => Read::Watch,
+        (None, false) => Read::List,
+        (Some(_), false) => Read::Get,
+    };
+    // A watch of one object by its path (`/pods/NAME?watch=1`, not the legacy `/watch/` form)
+    // still goes to the upstream.
+    if read == Read::Watch && rp.name.is_some() && !rp.legacy_watch {
+        return Ok(Route::PassThrough(PassReason::NotCached));
     }
+    // The wire form (JSON, Table, PartialObjectMetadata) the cache answers in, if any.
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let target = if read == Read::List {
+        Target::List
+    } else {
+        Target::Object
+    };
+    let Some(form) = form::negotiate(accept, req.uri().query(), target) else {
+        return Ok(Route::PassThrough(PassReason::Representation));
+    };
     // The cache will answer: with `server.authz = "delegated"`, authenticate and authorize now,
     // before anything (not even a validation error) is answered from it. Pass-through requests
     // are authorized by the upstream, with the client's own credentials.
     let mut client = None;
     if let Some(authz) = &app.authz {
         let attrs = kube_wire::access::Attributes {
-            verb: if opts.watch { "watch" } else { "list" }.to_string(),
+            verb: match read {
+                Read::Watch => "watch",
+                Read::List => "list",
+                Read::Get => "get",
+            }
+            .to_string(),
             group: rp.group.clone(),
             version: rp.version.clone(),
             resource: rp.resource.clone(),
@@ -240,14 +288,42 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
         Some(a) => format!("ip:{}", a.0),
         None => "ip:unknown".to_string(),
     });
-    // Before discovery answered we do not know the kind: the resource is not ready.
-    let cache = slot
-        .synced(app.cache_config.not_ready_wait)
-        .await
-        .ok_or(RouteError::NotReady)?;
+    // Before discovery answered we do not know the kind: the resource is not ready. As kube's
+    // cacher, a not-ready cache hands GETs, and LISTs with a limit and no selector, to the
+    // storage (here: the upstream); every other read gets 429.
+    let Some(cache) = slot.synced(app.cache_config.not_ready_wait).await else {
+        let delegated = match read {
+            Read::Get => true,
+            Read::List => {
+                opts.limit > 0 && opts.label_selector.is_empty() && opts.field_selector.is_empty()
+            }
+            Read::Watch => false,
+        };
+        if delegated {
+            return Ok(Route::PassThrough(PassReason::NotReady));
+        }
+        return Err(RouteError::NotReady);
+    };
     let info = &cache.info;
     if rp.namespace.is_some() && !info.namespaced {
         return Err(RouteError::NoRoute);
+    }
+    if !form::renders(&form, info) {
+        return Ok(Route::PassThrough(PassReason::Representation));
+    }
+    if read == Read::Get {
+        let point = ReadPoint::for_get(&opts)?;
+        let snap = match resolve(slot, &cache, point).await? {
+            Ok(s) => s,
+            Err(reason) => return Ok(Route::PassThrough(reason)),
+        };
+        return Ok(Route::Get {
+            cache,
+            snap,
+            namespace: rp.namespace,
+            name: rp.name.unwrap_or_default(),
+            form,
+        });
     }
     if opts.watch {
         opts.apply_watch_list_defaults();
@@ -271,79 +347,95 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
         opts.fold_name(name)?;
         filter = parse(&opts)?;
     }
-    // A LIST or watch-list that must reflect RV=N: the cache learns the upstream's progress only
-    // from events and bookmarks (kube sends those about once a minute), so an RV it has not
-    // reached may well exist upstream, where kube's cache would catch up at once (spec §3.5,
-    // §3.11). After kube's 3 s wait, the upstream answers: that RV's state, or its own 504.
-    let needs_rv = !opts.watch || opts.send_initial_events == Some(true);
-    if let Ok(Some(rv)) = opts.rv()
-        && needs_rv
-        && rv > cache.rv()
-        && !cache.wait_rv(rv, list::BLOCK_TIMEOUT).await
-    {
-        return Ok(Route::PassThrough);
-    }
-    Ok(if opts.watch {
-        Route::Watch {
+    if read == Read::Watch {
+        // Only a watch that sends initial events reads a state; one from a resourceVersion
+        // replays the log (or waits for the future), as kube's cacher does.
+        if opts.send_initial_events == Some(true) {
+            let point = ReadPoint::for_watch_list(&opts)?;
+            match resolve(slot, &cache, point).await? {
+                // The watch starts from a state at least this fresh (the cache only moves on).
+                Ok(snap) => opts.resource_version = Some(snap.rv.to_string()),
+                Err(reason) => return Ok(Route::PassThrough(reason)),
+            }
+        }
+        return Ok(Route::Watch {
             cache,
             opts,
             filter,
             client,
-        }
-    } else {
-        Route::List {
-            cache,
-            namespace: rp.namespace,
-            opts,
-            filter,
-        }
+            form,
+        });
+    }
+    let point = ReadPoint::for_list(&opts)?;
+    let snap = match resolve(slot, &cache, point.clone()).await? {
+        Ok(s) => s,
+        Err(reason) => return Ok(Route::PassThrough(reason)),
+    };
+    Ok(Route::List {
+        cache,
+        from: list::ListFrom::new(&point, snap),
+        namespace: rp.namespace,
+        opts,
+        filter,
+        form,
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The snapshot a read at `point` is served from, or why the upstream must answer it instead.
+/// Waits at most kube's 3 s ([`list::BLOCK_TIMEOUT`]) for the cache to catch up.
+async fn resolve(
+    slot: &CacheSlot,
+    cache: &ResourceCache,
+    point: ReadPoint,
+) -> Result<Result<Snapshot, PassReason>, RouteError> {
+    Ok(match point {
+        ReadPoint::Any => Ok(cache.snapshot()),
+        // The cache learns the upstream's progress only from events and bookmarks, so an RV it
+        // has not reached may well exist upstream, where kube's cache would catch up at once
+        // (spec §3.5, §3.11). After kube's 3 s wait, the upstream answers: that RV's state, or
+        // its own 504.
+        ReadPoint::NotOlderThan(n) => {
+            if n <= cache.rv() || cache.wait_rv(n, list::BLOCK_TIMEOUT).await {
+                Ok(cache.snapshot())
+            } else {
+                Err(PassReason::ResourceVersionAhead)
+            }
+        }
+        ReadPoint::Consistent => consistent(slot, cache).await,
+        // kube 1.34+ (ListFromCacheSnapshot): the state at exactly N, or the rest of a paged
+        // list, from the cache's snapshots while it has them (spec §1.5 L9–L11); otherwise the
+        // upstream serves it, or answers 410 Expired (with a new token for a continuation).
+        ReadPoint::Exact(n) => exactly(cache, n).await,
+        ReadPoint::Continue(t) => match u64::try_from(t.rv) {
+            Ok(n) => exactly(cache, n).await,
+            // rv −1, kube's "inconsistent continuation" after a 410: the rest of the list from
+            // the token's key, at the latest state (L12).
+            Err(_) => consistent(slot, cache).await,
+        },
+    })
+}
 
-    fn opts(q: &str) -> ListOptions {
-        ListOptions::from_query(Some(q)).unwrap()
+/// A consistent read: the current snapshot once the cache is proven to hold every write the
+/// upstream acknowledged before now.
+async fn consistent(slot: &CacheSlot, cache: &ResourceCache) -> Result<Snapshot, PassReason> {
+    match slot.freshness() {
+        Some(f) => match f.ensure_fresh(list::BLOCK_TIMEOUT).await {
+            Ok(_) => Ok(cache.snapshot()),
+            Err(_) => Err(PassReason::NotFresh),
+        },
+        None => Err(PassReason::NotFresh),
     }
+}
 
-    #[test]
-    fn cache_answers_the_forms_kube_serves_from_its_cache() {
-        assert!(cache_answers_list(&opts("resourceVersion=0")));
-        assert!(cache_answers_list(&opts("resourceVersion=0&limit=500")));
-        assert!(cache_answers_list(&opts(
-            "resourceVersion=5&resourceVersionMatch=NotOlderThan&limit=5"
-        )));
-        assert!(cache_answers_list(&opts("resourceVersion=5")));
-        assert!(
-            !cache_answers_list(&opts("")),
-            "consistent reads go upstream"
-        );
-        assert!(!cache_answers_list(&opts("limit=500")));
-        assert!(
-            !cache_answers_list(&opts("resourceVersion=5&limit=5")),
-            "legacy exact"
-        );
-        assert!(!cache_answers_list(&opts(
-            "resourceVersion=5&resourceVersionMatch=Exact"
-        )));
-        assert!(!cache_answers_list(&opts("resourceVersion=0&continue=abc")));
+/// The state at exactly `n`: a snapshot kept for a paged list at `n`, else the state rebuilt
+/// from the event log while it reaches back to `n`. An `n` the cache has not reached yet is
+/// waited for as a not-older-than read is (then the upstream answers, or gives its 504).
+async fn exactly(cache: &ResourceCache, n: u64) -> Result<Snapshot, PassReason> {
+    if let Some(s) = cache.retained_snapshot(n) {
+        return Ok(s);
     }
-
-    #[test]
-    fn accept_negotiation() {
-        assert!(accepts_plain_json(None));
-        assert!(accepts_plain_json(Some("application/json")));
-        assert!(accepts_plain_json(Some(
-            "application/vnd.kubernetes.protobuf, application/json"
-        )));
-        assert!(!accepts_plain_json(Some(
-            "application/vnd.kubernetes.protobuf"
-        )));
-        assert!(!accepts_plain_json(Some(
-            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
-        )));
-        assert!(accepts_plain_json(Some("*/*")));
+    if n > cache.rv() && !cache.wait_rv(n, list::BLOCK_TIMEOUT).await {
+        return Err(PassReason::ResourceVersionAhead);
     }
+    cache.snapshot_at(n).ok_or(PassReason::OutsideWindow)
 }

@@ -24,12 +24,14 @@ use rand::Rng;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
+use super::form::Form;
 use super::list::BLOCK_TIMEOUT;
+use super::table;
 use crate::app::App;
-use crate::cache::ResourceCache;
+use crate::cache::{CacheEvent, ResourceCache};
 use crate::hub::Subscription;
 use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
-use kube_wire::event::{EventType, FRAME_TAIL, bookmark_frame, error_frame};
+use kube_wire::event::{EventType, FRAME_TAIL, error_frame};
 use kube_wire::options::ListOptions;
 use kube_wire::response::{Body, stream_response};
 use kube_wire::selector::Filter;
@@ -59,14 +61,15 @@ pub enum Out {
 
 type Tx = mpsc::Sender<Out>;
 
-/// Starts a watch on `cache` and returns the stream of its events. Validation already
-/// happened in the router.
+/// Starts a watch on `cache` and returns the stream of its events, in `form` (plain JSON, a
+/// Table per event, or PartialObjectMetadata). Validation already happened in the router.
 pub fn start(
     proxy: &App,
     cache: Arc<ResourceCache>,
     opts: ListOptions,
     filter: Filter,
     transport: &'static str,
+    form: Form,
 ) -> Result<mpsc::Receiver<Out>, Status> {
     // A failed start answered with a Status is counted by the server (`Metrics::finish`).
     let rv = opts.rv()?;
@@ -91,6 +94,8 @@ pub fn start(
         metrics,
         tap,
         start_failed: false,
+        form,
+        headers_sent: !matches!(form, Form::Table { .. }),
     };
     // Draining (shutdown; a child of `cancel`) ends the watch: the stream ends cleanly.
     // A child token: every poll of a token takes its node's lock, and one token shared by
@@ -151,6 +156,11 @@ struct Watcher {
     tap: WatchTap,
     /// `start` already counted a failed start (410, 504).
     start_failed: bool,
+    /// The wire form of the events.
+    form: Form,
+    /// A Table watch sent its first event, the one with the column definitions (always true
+    /// for the other forms).
+    headers_sent: bool,
 }
 
 /// The watcher stops (client gone, closed by the hub, deadline).
@@ -200,9 +210,26 @@ impl Watcher {
                 } else {
                     None
                 };
+                // Age cells of a Table are printed against one clock reading per answer.
+                let now = table::now_unix();
                 for obj in snap.select(info, ns, &self.filter) {
                     let r = &obj.rec;
                     if !self.filter.matches(&r.namespace, &r.labels, |f| r.field(f)) {
+                        continue;
+                    }
+                    if self.form != Form::Json {
+                        let f = table::event_frame(
+                            info,
+                            EventType::Added,
+                            &obj.body,
+                            &self.form,
+                            self.headers_sent,
+                            now,
+                        );
+                        self.headers_sent = true;
+                        let (head, len) = frame_head_of(&f);
+                        self.send_out(Out::Frame(f), &sub).await?;
+                        self.tap.event(&head.0[..head.1], len);
                         continue;
                     }
                     // No copy: the constant head, the stored body, the tail.
@@ -241,14 +268,23 @@ impl Watcher {
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        table::bookmark_frame(&self.cache.info, rv, initial_end, &self.form)
+    }
+
+    /// The frame of a logged change for this watcher, in its form: shared with every watcher
+    /// of the same form (encoded once per event), except a Table watch's first event, which
+    /// alone carries the column definitions.
+    fn frame_of(&mut self, ev: &CacheEvent, emitted: EventType) -> Bytes {
         let info = &self.cache.info;
-        bookmark_frame(
-            &info.kind,
-            &info.api_version(),
-            info.builtin && info.group.is_empty(),
-            rv,
-            initial_end,
-        )
+        if !self.headers_sent {
+            self.headers_sent = true;
+            let body = ev.emitted_body(emitted);
+            return table::event_frame(info, emitted, &body, &self.form, false, table::now_unix());
+        }
+        let form = self.form;
+        ev.frame_in(info, emitted, &form, |body| {
+            table::event_frame(info, emitted, body, &form, true, table::now_unix())
+        })
     }
 
     /// kube: next bookmark at min(now + interval, deadline − 2 s); none once that has passed.
@@ -260,7 +296,10 @@ impl Watcher {
     }
 
     async fn stream(&mut self, mut sub: Subscription, mut cursor: u64) -> Result<(), Stop> {
-        let info = self.cache.info.clone();
+        // kube's cacher sends a watcher every bookmark whose resourceVersion is past the
+        // watch's start, even one equal to the last event already sent (observed-1.36.md): the
+        // periodic ones and the one just before the deadline.
+        let start_rv = cursor;
         let mut next_bookmark = self.next_bookmark();
         // The timer and the two "stop" futures live across iterations: building them anew for
         // every event would register and remove a timer and take the token's lock per delivery.
@@ -287,7 +326,7 @@ impl Watcher {
                 for ev in &batch.events {
                     cursor = cursor.max(ev.rv);
                     if let Some(emitted) = ev.emitted_for(&self.filter) {
-                        frames.push(ev.frame(&info, emitted), ev.rv);
+                        frames.push(self.frame_of(ev, emitted), ev.rv);
                         if frames.full() {
                             self.send_batch(&mut frames, &sub).await?;
                             sub.shared().set_cursor(cursor);
@@ -319,7 +358,7 @@ impl Watcher {
                     let mut frames = Batch::default();
                     if ev.rv > cursor {
                         cursor = ev.rv;
-                        frames.push(ev.frame(&info, emitted), ev.rv);
+                        frames.push(self.frame_of(&ev, emitted), ev.rv);
                     }
                     // Whatever else is already queued goes out with it: when the client or
                     // the machine is behind, one write carries many events.
@@ -327,7 +366,7 @@ impl Watcher {
                         let Some((ev, emitted)) = sub.try_recv() else { break };
                         if ev.rv > cursor {
                             cursor = ev.rv;
-                            frames.push(ev.frame(&info, emitted), ev.rv);
+                            frames.push(self.frame_of(&ev, emitted), ev.rv);
                         }
                     }
                     self.send_batch(&mut frames, &sub).await?;
@@ -339,7 +378,7 @@ impl Watcher {
                     }
                     if self.bookmarks
                         && let Some(rv) = self.cache.bookmark_rv(&sub, || sub.queue_is_empty())
-                        && rv > self.last_sent
+                        && rv > start_rv
                     {
                         self.last_sent = rv;
                         let b = self.bookmark(rv, false);

@@ -79,6 +79,15 @@ pub enum MalformedData {
         #[source]
         source: ParseIntError,
     },
+    /// A watch event's `metadata.resourceVersion` that is not a number.
+    #[error("event resourceVersion {value:?}")]
+    EventResourceVersion {
+        /// The value seen.
+        value: String,
+        /// Why it is not one.
+        #[source]
+        source: ParseIntError,
+    },
     /// A watch event of a type kube does not send.
     #[error("unknown event type {0:?}")]
     EventType(String),

@@ -20,7 +20,9 @@
 //!
 //! Beside the state machine, from the moment the cache exists, the reflector runs the cache's
 //! housekeeping once a second ([`CacheWriter::reap`]: eviction by age, closing slow watchers),
-//! during lists and backoffs too. Both stop when the cancellation token fires.
+//! during lists and backoffs too, and applies the proofs of the cache's [`Freshness`] check
+//! ([`Progress`], the counterpart of etcd's progress notifications). All stop when the
+//! cancellation token fires.
 //!
 //! This module must not serve clients (that is `crate::downstream`) nor hold watchers (that is
 //! `crate::hub`); it writes to the cache only through its [`CacheWriter`].
@@ -28,6 +30,7 @@
 mod backoff;
 mod discovery;
 mod error;
+pub mod freshness;
 mod list;
 mod watch;
 
@@ -36,6 +39,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{CacheSettings, CacheWriter, ResourceCache};
@@ -46,6 +50,7 @@ use crate::upstream::Upstream;
 pub use backoff::Backoff;
 pub use discovery::discover;
 pub use error::{MalformedData, ReflectorError};
+pub use freshness::{Freshness, NotFresh, Progress};
 pub use list::list_all;
 pub use watch::{WatchEnd, apply_line, watch};
 
@@ -87,6 +92,9 @@ pub struct Reflector<P> {
     publish: P,
     /// The cache's writer, once discovery created it: the only one there is.
     writer: OnceLock<CacheWriter>,
+    /// Where the cache's freshness check sends its proofs ([`Progress`]).
+    progress_tx: mpsc::Sender<Progress>,
+    progress_rx: Option<mpsc::Receiver<Progress>>,
 }
 
 impl<P> std::fmt::Debug for Reflector<P> {
@@ -97,9 +105,10 @@ impl<P> std::fmt::Debug for Reflector<P> {
     }
 }
 
-impl<P: Fn(Arc<ResourceCache>) + Send + Sync> Reflector<P> {
+impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
     /// The reflector of `spec`: it lists `page_size` objects per page, creates the cache with
-    /// `settings` once discovery answered and hands its read handle to `publish`.
+    /// `settings` once discovery answered and hands its read handle, with the freshness check
+    /// of consistent reads, to `publish`.
     pub fn new(
         up: Upstream,
         spec: ResourceSpec,
@@ -108,6 +117,7 @@ impl<P: Fn(Arc<ResourceCache>) + Send + Sync> Reflector<P> {
         metrics: Arc<ResourceMetrics>,
         publish: P,
     ) -> Self {
+        let (progress_tx, progress_rx) = mpsc::channel(16);
         Reflector {
             up,
             spec,
@@ -116,17 +126,35 @@ impl<P: Fn(Arc<ResourceCache>) + Send + Sync> Reflector<P> {
             metrics,
             publish,
             writer: OnceLock::new(),
+            progress_tx,
+            progress_rx: Some(progress_rx),
         }
     }
 
     /// Runs the life cycle, and the cache's housekeeping once the cache exists, until `cancel`.
-    pub async fn run(self, cancel: CancellationToken) {
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let progress = self.progress_rx.take();
         tokio::select! {
             biased;
             _ = cancel.cancelled() => {}
             _ = self.drive() => {}
             _ = self.housekeeping() => {}
+            _ = self.apply_progress(progress) => {}
         }
+    }
+
+    /// Applies the freshness check's proofs: the cache's resourceVersion advances to a point the
+    /// upstream proved has no event of the resource after what the cache holds (never ends by
+    /// itself).
+    async fn apply_progress(&self, rx: Option<mpsc::Receiver<Progress>>) {
+        if let Some(mut rx) = rx {
+            while let Some(p) = rx.recv().await {
+                if let Some(writer) = self.writer.get() {
+                    writer.advance_proven(p.after, p.rv);
+                }
+            }
+        }
+        std::future::pending::<()>().await;
     }
 
     /// The state machine, from `Discover` on (never ends by itself).
@@ -157,7 +185,14 @@ impl<P: Fn(Arc<ResourceCache>) + Send + Sync> Reflector<P> {
                 info.index_fields = self.spec.effective_index_fields();
                 let (_, writer) = ResourceCache::new(info, self.settings);
                 let writer = self.writer.get_or_init(|| writer);
-                (self.publish)(writer.cache().clone());
+                let freshness = Freshness::new(
+                    self.up.clone(),
+                    collection_path(&self.spec),
+                    writer.cache().clone(),
+                    self.progress_tx.clone(),
+                    self.metrics.clone(),
+                );
+                (self.publish)(writer.cache().clone(), freshness);
                 backoff.reset();
                 State::List {
                     writer,

@@ -57,6 +57,69 @@ struct RvOnly {
     resource_version: String,
 }
 
+/// The next complete, non-blank line of a watch stream in `buf` (without its newline), taken
+/// out of it; `None` until a whole line has arrived.
+pub(super) fn take_line(buf: &mut BytesMut) -> Option<BytesMut> {
+    while let Some(i) = memchr::memchr(b'\n', buf) {
+        let mut line = buf.split_to(i + 1);
+        line.truncate(i);
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            return Some(line);
+        }
+    }
+    None
+}
+
+/// What one watch line says, read no further than its resourceVersion (the freshness check's
+/// view of a stream: it applies nothing).
+#[derive(Debug)]
+pub(super) enum Line {
+    /// An ADDED, MODIFIED or DELETED event at this resourceVersion.
+    Event(u64),
+    /// A BOOKMARK at this resourceVersion.
+    Bookmark(u64),
+    /// An ERROR event.
+    Error(Status),
+}
+
+/// Reads one watch line's type and resourceVersion.
+pub(super) fn parse_line(line: &[u8]) -> Result<Line, ReflectorError> {
+    let ev: Envelope<'_> =
+        serde_json::from_slice(line).map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+    let obj = ev.object.get().as_bytes();
+    if ev.ty == "ERROR" {
+        let status =
+            Status::parse(obj, 500).map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+        return Ok(Line::Error(status));
+    }
+    let bookmark = ev.ty == "BOOKMARK";
+    if !bookmark && EventType::parse(ev.ty).is_none() {
+        return Err(ReflectorError::malformed(
+            WATCH_EVENT,
+            MalformedData::EventType(ev.ty.to_string()),
+        ));
+    }
+    let m: MetaOnly =
+        serde_json::from_slice(obj).map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+    let value = m.metadata.resource_version;
+    let rv = value.parse().map_err(|source| {
+        let value = value.clone();
+        ReflectorError::malformed(
+            WATCH_EVENT,
+            if bookmark {
+                MalformedData::BookmarkResourceVersion { value, source }
+            } else {
+                MalformedData::EventResourceVersion { value, source }
+            },
+        )
+    })?;
+    Ok(if bookmark {
+        Line::Bookmark(rv)
+    } else {
+        Line::Event(rv)
+    })
+}
+
 /// Applies one watch line to the cache, counting its event type in `m` if given.
 /// `Ok(Some(end))` ends the watch.
 pub fn apply_line(
@@ -157,13 +220,8 @@ pub async fn watch(
         };
         m.upstream_watch_bytes(data.len());
         buf.extend_from_slice(&data);
-        while let Some(i) = memchr::memchr(b'\n', &buf) {
-            let line = buf.split_to(i + 1);
-            let line = &line[..i];
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            if let Some(end) = apply_line(writer, line, Some(m))? {
+        while let Some(line) = take_line(&mut buf) {
+            if let Some(end) = apply_line(writer, &line, Some(m))? {
                 return Ok(end);
             }
             received += 1;

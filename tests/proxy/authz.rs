@@ -222,19 +222,31 @@ async fn cached_reads_answer_as_the_upstream_would() {
     };
     assert_eq!(
         get("Bearer nope", requests[0]).await.1,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+        concat!(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#,
+            "\n"
+        )
     );
     assert_eq!(
         get("Bearer alice-token", requests[1]).await.1,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"b\"","reason":"Forbidden","details":{"kind":"pods"},"code":403}"#
+        concat!(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"b\"","reason":"Forbidden","details":{"kind":"pods"},"code":403}"#,
+            "\n"
+        )
     );
     assert_eq!(
         get("Bearer mallory-token", requests[6]).await.1,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"mallory\" cannot watch resource \"pods\" in API group \"\" at the cluster scope","reason":"Forbidden","details":{"kind":"pods"},"code":403}"#
+        concat!(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"mallory\" cannot watch resource \"pods\" in API group \"\" at the cluster scope","reason":"Forbidden","details":{"kind":"pods"},"code":403}"#,
+            "\n"
+        )
     );
     assert_eq!(
         get("Bearer alice-token", requests[3]).await.1,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"p1\" is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"b\"","reason":"Forbidden","details":{"name":"p1","kind":"pods"},"code":403}"#
+        concat!(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"p1\" is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"b\"","reason":"Forbidden","details":{"name":"p1","kind":"pods"},"code":403}"#,
+            "\n"
+        )
     );
 }
 
@@ -462,7 +474,10 @@ async fn client_certificates_are_identities() {
     assert_eq!(s, StatusCode::FORBIDDEN);
     assert_eq!(
         b,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"eve\" cannot list resource \"pods\" in API group \"\" at the cluster scope","reason":"Forbidden","details":{"kind":"pods"},"code":403}"#
+        concat!(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"eve\" cannot list resource \"pods\" in API group \"\" at the cluster scope","reason":"Forbidden","details":{"kind":"pods"},"code":403}"#,
+            "\n"
+        )
     );
     proxy.cancel.cancel();
 }

@@ -124,17 +124,14 @@ async fn get_pods_watch_follows_a_change_made_in_the_simulator() {
         let l = next_line(&mut lines).await;
         assert!(l.starts_with("ADDED"), "the listed pods first: {l}");
     }
-    // kubectl watches from its list's RV once the list is printed; wait until its watch is
-    // open upstream (Table watches pass through) before changing anything.
+    // kubectl watches from its list's RV once the list is printed; wait until its (Table)
+    // watch is registered in watchmux's cache before changing anything.
+    let cache = px.proxy.cache("", "v1", "pods").expect("pods are cached");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while sim.stats()["resources"]["pods"]["openWatches"]
-        .as_i64()
-        .unwrap()
-        < 2
-    {
+    while cache.watcher_count() < 1 {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "kubectl's watch never reached the simulator"
+            "kubectl's watch never reached watchmux's cache"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -143,7 +143,7 @@ async fn concurrent_lists_are_limited_and_freed() {
     assert_eq!(w.status, StatusCode::OK);
     let (s, _, _) = request(
         Method::GET,
-        &format!("{}/api/v1/pods?limit=1", px.url),
+        &format!("{}/api/v1/services?limit=1", px.url),
         &[],
         "",
     )

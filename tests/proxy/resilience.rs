@@ -216,13 +216,15 @@ impl Drop for Recorder {
 /// `ns/name` → (rv, uid).
 type State = BTreeMap<String, (u64, String)>;
 
-/// Applies `seen` to `state`, checking kube's guarantees: RVs strictly increase (bookmarks
-/// included) above `after`; no ERROR; ADDED only for absent keys, MODIFIED/DELETED only for
-/// present ones with the same uid (a duplicate or a gap breaks one of these).
+/// Applies `seen` to `state`, checking kube's guarantees: event RVs strictly increase above
+/// `after`, and a bookmark never goes below the last RV sent (kube's cacher repeats it in its
+/// periodic and pre-deadline bookmarks); no ERROR; ADDED only for absent keys, MODIFIED/DELETED
+/// only for present ones with the same uid (a duplicate or a gap breaks one of these).
 fn fold(mut state: State, after: u64, seen: &[Seen]) -> Result<State, String> {
     let mut last = after;
     for (i, e) in seen.iter().enumerate() {
-        if e.rv <= last {
+        let bookmark = e.ty == "BOOKMARK";
+        if e.rv < last || (e.rv == last && !bookmark) {
             let context = &seen[i.saturating_sub(4)..(i + 3).min(seen.len())];
             let earlier: Vec<usize> = (0..i).filter(|&j| seen[j].rv == e.rv).collect();
             return Err(format!(

@@ -237,7 +237,8 @@ async fn bearer_token_upstream_from_kubeconfig_data() {
     let path = write_kubeconfig(dir.path(), &kc);
     let p = proxy_from(&path, None).await;
     wait_ready(&p).await;
-    let url = format!("{}/api/v1/namespaces/default", p.url);
+    // An uncached resource: the request goes to the upstream.
+    let url = format!("{}/api/v1/namespaces/default/services", p.url);
     // Anonymous client: pass-through with watchmux's token.
     let (status, ns) = crate::common::get_json(&url).await;
     assert_eq!(status, StatusCode::OK, "{ns}");

@@ -34,6 +34,7 @@ pub struct Faults {
     refuse_until: Mutex<Option<Instant>>,
     errors: Mutex<Option<ErrorFault>>,
     delay_ms: AtomicU64,
+    watch_lag_ms: AtomicU64,
     malformed: AtomicU32,
 }
 
@@ -44,6 +45,7 @@ impl Default for Faults {
             refuse_until: Mutex::new(None),
             errors: Mutex::new(None),
             delay_ms: AtomicU64::new(0),
+            watch_lag_ms: AtomicU64::new(0),
             malformed: AtomicU32::new(0),
         }
     }
@@ -116,6 +118,20 @@ impl Faults {
         Duration::from_millis(self.delay_ms.load(Ordering::Relaxed))
     }
 
+    /// Watch streams deliver new events up to `d` late (zero clears): a stream woken by a write
+    /// waits `d` before it sends what is new, as a busy apiserver's watch cache or a congested
+    /// network does. Writes are acknowledged at once, so a client that reads right after its
+    /// write may be ahead of every watcher — what a consistent read must not be fooled by.
+    pub fn set_watch_lag(&self, d: Duration) {
+        self.watch_lag_ms
+            .store(d.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// The current watch delivery lag.
+    pub fn watch_lag(&self) -> Duration {
+        Duration::from_millis(self.watch_lag_ms.load(Ordering::Relaxed))
+    }
+
     /// The next watch event written by any watch stream is preceded by one malformed line.
     pub fn send_malformed_event(&self) {
         self.malformed.fetch_add(1, Ordering::SeqCst);
@@ -133,6 +149,7 @@ impl Faults {
         *self.refuse_until.lock() = None;
         *self.errors.lock() = None;
         self.delay_ms.store(0, Ordering::Relaxed);
+        self.watch_lag_ms.store(0, Ordering::Relaxed);
         self.malformed.store(0, Ordering::SeqCst);
     }
 }

@@ -13,7 +13,7 @@
 use rand::Rng;
 use serde_json::{Map, Value, json};
 
-use super::table::{format_rfc3339, parse_rfc3339};
+use kube_wire::table::{format_rfc3339, parse_rfc3339};
 
 /// Shape of a synthetic cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1142,8 +1142,8 @@ pub fn stamp_write_time(obj: &mut Value, unix_nanos: u128) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::table;
     use super::*;
+    use kube_wire::table;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
     use std::collections::HashSet;

@@ -22,7 +22,6 @@ use super::kinds::ResourceType;
 use super::patch::PatchType;
 use super::semantics::{DeleteOptions, UpdateScope, delete_success_status, returns_deleted_object};
 use super::store::{ListPage, ReadError, StoredObject};
-use super::table::{self, IncludeObject};
 use super::util::now_unix;
 use super::watch;
 use kube_wire::continue_token::ContinueToken;
@@ -30,6 +29,7 @@ use kube_wire::negotiate::{Repr, Target, negotiate};
 use kube_wire::options::{ListOptions, RvMatch};
 use kube_wire::path::{self, ApiPath, ResourcePath};
 use kube_wire::status::Status;
+use kube_wire::table::{self, IncludeObject};
 
 pub use kube_wire::response::{Body, full, json_response, status_response};
 
@@ -75,10 +75,21 @@ pub async fn handle(
         };
         return Ok(status_response(&s));
     }
-    let resp = match authorized_route(&state, req).await {
+    // What kube-apiserver's filters add to every answer: an `Audit-Id`, and indentation for
+    // `?pretty=true` and curl (never for a watch stream).
+    let audit_id = kube_wire::response::audit_id(req.headers(), rand::random());
+    let watching = matches!(path::parse(req.uri().path()), ApiPath::Resource(rp) if rp.legacy_watch)
+        || ListOptions::from_query(req.uri().query()).is_ok_and(|o| o.watch);
+    let pretty = !watching && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
+    let mut resp = match authorized_route(&state, req).await {
         Ok(r) => r,
         Err(s) => status_response(&s),
     };
+    resp.headers_mut()
+        .insert(kube_wire::response::AUDIT_ID, audit_id);
+    if pretty && resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+        resp = kube_wire::response::pretty_printed(resp).await;
+    }
     Ok(resp)
 }
 
@@ -305,12 +316,13 @@ async fn resource(
                 wait_for(state, rv).await?;
             }
             let obj = state.ops.get(&rt, ns.as_deref(), &name)?;
+            let include = table_include(repr, query.as_deref())?;
             Ok(object_response(
                 state,
                 &rt,
                 &obj,
                 repr,
-                query.as_deref(),
+                include,
                 StatusCode::OK,
             ))
         }
@@ -324,7 +336,7 @@ async fn resource(
                 &rt,
                 &obj,
                 Repr::Json,
-                None,
+                IncludeObject::Metadata,
                 StatusCode::CREATED,
             ))
         }
@@ -338,7 +350,7 @@ async fn resource(
                 &rt,
                 &obj,
                 Repr::Json,
-                None,
+                IncludeObject::Metadata,
                 StatusCode::OK,
             ))
         }
@@ -364,7 +376,7 @@ async fn resource(
                 &rt,
                 &obj,
                 Repr::Json,
-                None,
+                IncludeObject::Metadata,
                 StatusCode::OK,
             ))
         }
@@ -385,7 +397,7 @@ async fn resource(
                 &rt,
                 &r.object,
                 Repr::Json,
-                None,
+                IncludeObject::Metadata,
                 StatusCode::OK,
             ))
         }
@@ -421,7 +433,14 @@ async fn resource(
                 last_key: None,
                 remaining: None,
             };
-            Ok(list_response(state, &rt, &page, None, Repr::Json, None))
+            Ok(list_response(
+                state,
+                &rt,
+                &page,
+                None,
+                Repr::Json,
+                IncludeObject::Metadata,
+            ))
         }
         _ => Err(Status::method_not_allowed()),
     }
@@ -462,15 +481,14 @@ async fn wait_for(state: &SimState, rv: u64) -> Result<(), Status> {
     }
 }
 
-fn include_object(query: Option<&str>) -> IncludeObject {
-    query
-        .and_then(|q| {
-            form_urlencoded::parse(q.as_bytes())
-                .find(|(k, _)| k == "includeObject")
-                .map(|(_, v)| v.into_owned())
-        })
-        .and_then(|v| IncludeObject::parse(&v))
-        .unwrap_or(IncludeObject::Metadata)
+/// The `includeObject` of a Table answer: kube reads and validates it only when answering with a
+/// Table, after the read itself succeeded (its 400 comes after a 404 or 410).
+pub(crate) fn table_include(repr: Repr, query: Option<&str>) -> Result<IncludeObject, Status> {
+    if repr == Repr::Table {
+        IncludeObject::from_query(query)
+    } else {
+        Ok(IncludeObject::default())
+    }
 }
 
 fn object_response(
@@ -478,26 +496,20 @@ fn object_response(
     rt: &ResourceType,
     obj: &StoredObject,
     repr: Repr,
-    query: Option<&str>,
+    include: IncludeObject,
     code: StatusCode,
 ) -> Response<Body> {
     let body: Bytes = match repr {
         Repr::Json => obj.full_bytes(rt),
-        Repr::Table => {
-            let v = obj.to_value(rt);
-            let meta = json!({"resourceVersion": obj.rv.to_string()});
-            let t = table::table(
-                &rt.group,
-                &rt.kind,
-                &[&v],
-                &meta,
-                include_object(query),
-                false,
-                now_unix(),
-            );
-            Bytes::from(super::util::to_go_json(&t))
-        }
-        Repr::Metadata => Bytes::from(super::util::to_go_json(&table::partial_object_metadata(
+        Repr::Table => Bytes::from(table::to_go_json(&table::object_table(
+            &rt.group,
+            &rt.kind,
+            &obj.to_value(rt),
+            include,
+            false,
+            now_unix(),
+        ))),
+        Repr::Metadata => Bytes::from(table::to_go_json(&table::partial_object_metadata(
             &obj.to_value(rt),
         ))),
     };
@@ -592,7 +604,8 @@ async fn list(
     let token = page.last_key.as_ref().map(|k| {
         ContinueToken::after(page.rev as i64, k.strip_prefix(&prefix).unwrap_or(k)).encode()
     });
-    Ok(list_response(state, rt, &page, token, repr, query))
+    let include = table_include(repr, query)?;
+    Ok(list_response(state, rt, &page, token, repr, include))
 }
 
 /// Builds a list body from stored bytes without re-encoding items (JSON), or a Table /
@@ -603,8 +616,13 @@ fn list_response(
     page: &ListPage,
     token: Option<String>,
     repr: Repr,
-    query: Option<&str>,
+    include: IncludeObject,
 ) -> Response<Body> {
+    state
+        .stats
+        .resource(rt.index)
+        .list_items_sent
+        .fetch_add(page.items.len() as u64, Ordering::Relaxed);
     let mut meta = serde_json::Map::new();
     meta.insert("resourceVersion".into(), json!(page.rev.to_string()));
     if let Some(t) = &token {
@@ -632,31 +650,18 @@ fn list_response(
             state.stats.sent(Some(rt.index), len);
             return resp;
         }
-        Repr::Table => {
-            let values: Vec<Value> = page.items.iter().map(|o| o.to_value(rt)).collect();
-            let refs: Vec<&Value> = values.iter().collect();
-            table::table(
-                &rt.group,
-                &rt.kind,
-                &refs,
-                &meta,
-                include_object(query),
-                false,
-                now_unix(),
-            )
-        }
-        Repr::Metadata => {
-            let items: Vec<Value> = page
-                .items
-                .iter()
-                .map(|o| table::partial_object_metadata(&o.to_value(rt)))
-                .collect();
-            json!({"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":meta,"items":items})
-        }
+        Repr::Table => table::table_list(
+            &rt.group,
+            &rt.kind,
+            page.items.iter().map(|o| o.to_value(rt)),
+            &meta,
+            include,
+            now_unix(),
+        ),
+        Repr::Metadata => table::metadata_list(page.items.iter().map(|o| o.to_value(rt)), &meta),
     };
-    let b = super::util::to_go_json(&body);
-    state.stats.sent(Some(rt.index), b.len());
-    json_response(StatusCode::OK, b)
+    state.stats.sent(Some(rt.index), body.len());
+    json_response(StatusCode::OK, body)
 }
 
 /// `/sim/...` control endpoints: stats, faults, compaction.

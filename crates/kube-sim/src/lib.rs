@@ -30,7 +30,6 @@ pub mod patch;
 pub mod semantics;
 pub mod stats;
 pub mod store;
-pub mod table;
 pub mod testkit;
 pub mod tls;
 pub mod util;

@@ -106,13 +106,7 @@ impl StoredObject {
 
     /// The full object (with `kind`/`apiVersion` first) as a JSON value.
     pub fn to_value(&self, rt: &ResourceType) -> Value {
-        let body: Map<String, Value> =
-            serde_json::from_slice(&self.body).expect("stored bodies are valid JSON objects");
-        let mut out = Map::with_capacity(body.len() + 2);
-        out.insert("kind".into(), Value::String(rt.kind.clone()));
-        out.insert("apiVersion".into(), Value::String(rt.api_version()));
-        out.extend(body);
-        Value::Object(out)
+        kube_wire::table::object_value(&rt.kind, &rt.api_version(), &self.body)
     }
 
     /// The full object's bytes (`kind`/`apiVersion` prepended), as GET and watch events carry it.

@@ -24,28 +24,17 @@ pub fn now_unix_nanos() -> u128 {
 
 /// RFC 3339 in UTC with second precision, as Kubernetes writes `metav1.Time`.
 pub fn rfc3339(secs: i64) -> String {
-    super::table::format_rfc3339(i128::from(secs) * 1_000_000_000)
+    kube_wire::table::format_rfc3339(i128::from(secs) * 1_000_000_000)
 }
 
 /// Parses an RFC 3339 timestamp into whole seconds since the UNIX epoch.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
-    super::table::parse_rfc3339(s).map(|ns| ns.div_euclid(1_000_000_000) as i64)
+    kube_wire::table::parse_rfc3339(s).map(|ns| ns.div_euclid(1_000_000_000) as i64)
 }
 
 /// A random version-4 UUID, the form kube-apiserver gives `metadata.uid`.
 pub fn new_uid() -> String {
-    let mut b: [u8; 16] = rand::rng().random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    kube_wire::response::uuid_v4(rand::rng().random())
 }
 
 /// The 5-character suffix kube appends to `generateName` (its alphabet avoids vowels and
@@ -59,11 +48,10 @@ pub fn generate_name_suffix() -> String {
 }
 
 /// Serialises compactly and applies Go `encoding/json`'s HTML escaping (`<`, `>`, `&`, U+2028,
-/// U+2029), so that bytes look exactly like kube-apiserver's. Those characters can only occur
-/// inside JSON strings, so a byte-level rewrite is safe.
+/// U+2029), so that bytes look exactly like kube-apiserver's (the encoder Tables are printed
+/// with, [`kube_wire::table::to_go_json`]).
 pub fn to_go_json(v: &serde_json::Value) -> Vec<u8> {
-    let raw = serde_json::to_vec(v).expect("a Value always serialises");
-    kube_wire::gofmt::escape_html(raw)
+    kube_wire::table::to_go_json(v)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use http::{Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use rand::Rng;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
@@ -28,12 +28,12 @@ use super::faults::MALFORMED_EVENT;
 use super::http::{Body, Filter};
 use super::kinds::ResourceType;
 use super::store::{Event, EventType, StoredObject, encode_frame};
-use super::table::{self, IncludeObject};
-use super::util::{now_unix, to_go_json};
+use super::util::now_unix;
 use kube_wire::event::{bookmark_object, error_frame};
 use kube_wire::negotiate::Repr;
 use kube_wire::options::ListOptions;
 use kube_wire::status::Status;
+use kube_wire::table::{self, IncludeObject};
 
 pub use kube_wire::event::INITIAL_EVENTS_END;
 /// Events read from the log per lock acquisition.
@@ -55,14 +55,8 @@ pub async fn serve(
 ) -> Result<Response<Body>, Status> {
     // A non-numeric resourceVersion is rejected before the stream starts.
     let rv = opts.rv()?;
-    let include = query
-        .and_then(|q| {
-            form_urlencoded::parse(q.as_bytes())
-                .find(|(k, _)| k == "includeObject")
-                .map(|(_, v)| v.into_owned())
-        })
-        .and_then(|v| IncludeObject::parse(&v))
-        .unwrap_or(IncludeObject::Metadata);
+    // kube validates a Table watch's `includeObject` before the stream starts.
+    let include = super::http::table_include(repr, query)?;
     let timeout = match opts.timeout_seconds {
         Some(s) if s > 0 => Duration::from_secs(s as u64),
         _ => {
@@ -196,8 +190,11 @@ impl Watcher {
             // Not reachable after watch-list defaulting; treat as "from now".
             (None, None) => store.revision(),
         };
-        // The client knows everything up to its start point: no bookmark may go below it.
+        // The client knows everything up to its start point: no bookmark may go below it. As
+        // kube's cacher, every bookmark past the start goes out, even one equal to the last
+        // event sent (observed-1.36.md): the periodic ones and the one before the deadline.
         self.last_sent = self.last_sent.max(cursor);
+        let start = cursor;
         let interval = self.state.config.bookmark_interval;
         let mut next_bookmark = self.next_bookmark(interval);
         let mut bookmark_due = false;
@@ -223,7 +220,7 @@ impl Watcher {
                 }
             };
             // The bookmark carries the revision read just now, with every event up to it sent.
-            if std::mem::take(&mut bookmark_due) && self.bookmarks && caught_up > self.last_sent {
+            if std::mem::take(&mut bookmark_due) && self.bookmarks && caught_up > start {
                 self.last_sent = caught_up;
                 let b = self.bookmark(caught_up, false);
                 if !self.send(b).await {
@@ -238,6 +235,10 @@ impl Watcher {
                 r = changed.changed() => {
                     if r.is_err() {
                         return End::Clean;
+                    }
+                    let lag = self.state.faults.watch_lag();
+                    if !lag.is_zero() {
+                        tokio::time::sleep(lag).await;
                     }
                     changed.borrow_and_update();
                 }
@@ -288,43 +289,30 @@ impl Watcher {
         }
     }
 
+    /// The frame of an event whose object is `v` in this watcher's representation; only the
+    /// first object of a Table watch carries the column definitions.
     fn wrap(&mut self, ty: &str, v: Value) -> Bytes {
-        let object = match self.repr {
-            Repr::Json => v,
-            Repr::Metadata => table::partial_object_metadata(&v),
-            Repr::Table => {
-                let rv = v["metadata"]["resourceVersion"].clone();
-                let t = table::table(
-                    &self.rt.group,
-                    &self.rt.kind,
-                    &[&v],
-                    &json!({"resourceVersion": rv}),
-                    self.include,
-                    !self.first_table,
-                    now_unix(),
-                );
-                self.first_table = false;
-                t
-            }
-        };
-        let mut out = to_go_json(&json!({"type": ty, "object": object}));
-        out.push(b'\n');
-        Bytes::from(out)
+        let object = table::event_object(
+            self.repr,
+            &self.rt.group,
+            &self.rt.kind,
+            &v,
+            self.include,
+            !self.first_table,
+            now_unix(),
+        );
+        if self.repr == Repr::Table {
+            self.first_table = false;
+        }
+        table::event_frame(ty, &object)
     }
 
-    /// A BOOKMARK: an empty object of the kind carrying only the resourceVersion.
+    /// A BOOKMARK: an empty object of the kind carrying only the resourceVersion (in a Table
+    /// watch, a row embedding it as PartialObjectMetadata so the annotation survives).
     fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
         let core = self.rt.builtin && self.rt.group.is_empty();
         let v = bookmark_object(&self.rt.kind, &self.rt.api_version(), core, rv, initial_end);
-        if self.repr == Repr::Table {
-            // A Table watch's bookmark row embeds PartialObjectMetadata so the annotation survives.
-            let pom = table::partial_object_metadata(&v);
-            let t = json!({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion": rv.to_string()},"rows":[{"cells":[],"object":pom}]});
-            let mut out = to_go_json(&json!({"type":"BOOKMARK","object":t}));
-            out.push(b'\n');
-            return Bytes::from(out);
-        }
-        self.wrap("BOOKMARK", v)
+        table::event_frame("BOOKMARK", &table::bookmark_event_object(self.repr, &v, rv))
     }
 
     async fn send_error(&mut self, s: &Status) {

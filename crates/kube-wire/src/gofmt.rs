@@ -1,5 +1,6 @@
 //! Go formatting that Kubernetes clients see byte for byte: `strconv.Quote` (`%q` in error
-//! messages), `%v` of a float64, and `encoding/json`'s HTML escaping.
+//! messages), `%v` of a float64, `encoding/json`'s HTML escaping, and its indentation
+//! (`json.MarshalIndent(v, "", "  ")`, kube's `?pretty=true`).
 //!
 //! Only the verbs whose output reaches a client are here: this is not a general `fmt` port.
 
@@ -116,4 +117,80 @@ pub fn escape_html(raw: Vec<u8>) -> Vec<u8> {
         i += 1;
     }
     out
+}
+
+/// Indents compact JSON as Go's `json.Indent(dst, src, "", "  ")` does (so
+/// `json.MarshalIndent`): a newline and two spaces per level after `{`, `[` and `,`, a space
+/// after `:`, empty objects and arrays kept as `{}` and `[]`, strings copied byte for byte (so
+/// Go's escaping survives). Whitespace between tokens is dropped; the input is not validated.
+pub fn indent(src: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(src.len() + src.len() / 2);
+    let mut depth = 0usize;
+    let mut i = 0;
+    let newline = |out: &mut Vec<u8>, depth: usize| {
+        out.push(b'\n');
+        out.extend(std::iter::repeat_n(b' ', depth * 2));
+    };
+    while i < src.len() {
+        let c = src[i];
+        match c {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < src.len() {
+                    match src[i] {
+                        b'\\' => i += 2,
+                        b'"' => break,
+                        _ => i += 1,
+                    }
+                }
+                i = (i + 1).min(src.len());
+                out.extend_from_slice(&src[start..i]);
+                continue;
+            }
+            b'{' | b'[' => {
+                out.push(c);
+                let close = if c == b'{' { b'}' } else { b']' };
+                let mut j = i + 1;
+                while j < src.len() && src[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if src.get(j) == Some(&close) {
+                    out.push(close);
+                    i = j + 1;
+                    continue;
+                }
+                depth += 1;
+                newline(&mut out, depth);
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            b',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            c if c.is_ascii_whitespace() => {}
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indents_like_go_marshal_indent() {
+        let src =
+            br#"{"kind":"PodList","metadata":{},"items":[{"a":[1,2],"b":"x,\"y:{"},{"e":[]}]}"#;
+        let want = "{\n  \"kind\": \"PodList\",\n  \"metadata\": {},\n  \"items\": [\n    {\n      \"a\": [\n        1,\n        2\n      ],\n      \"b\": \"x,\\\"y:{\"\n    },\n    {\n      \"e\": []\n    }\n  ]\n}";
+        assert_eq!(String::from_utf8(indent(src)).unwrap(), want);
+        assert_eq!(indent(b"{}"), b"{}");
+    }
 }

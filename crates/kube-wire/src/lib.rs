@@ -3,8 +3,8 @@
 //! resourceVersion rules ([`options`]), `continue` tokens ([`continue_token`]), label and field
 //! selectors ([`selector`]), watch-event frames and bookmarks ([`event`]), `metav1.Status`
 //! ([`status`]), who asks for what ([`access`]), content negotiation ([`negotiate`]), the HTTP
-//! answers built from them ([`response`]) and Go's formatting where clients see it byte for byte
-//! ([`gofmt`]).
+//! answers built from them ([`response`]), server-side Table printing and the metadata-only
+//! forms ([`table`]) and Go's formatting where clients see it byte for byte ([`gofmt`]).
 //!
 //! Pure functions and data only: nothing here opens a socket, reads a file or spawns a task.
 
@@ -18,3 +18,4 @@ pub mod path;
 pub mod response;
 pub mod selector;
 pub mod status;
+pub mod table;

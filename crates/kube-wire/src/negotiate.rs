@@ -1,8 +1,8 @@
 //! Content negotiation from the `Accept` header, as kube-apiserver does it for the
 //! representations the simulator serves: plain JSON, `as=Table`, `as=PartialObjectMetadata(List)`.
 //! Protobuf, YAML and CBOR are not produced: a client that lists only those gets 406, one that
-//! lists JSON after them (kubelet, controllers) gets JSON. watchmux uses only [`media_ranges`], to
-//! decide whether its cache can answer in plain JSON.
+//! lists JSON after them (kubelet, controllers) gets JSON. watchmux negotiates the same way
+//! (`downstream::form`), so both answer in the same [`Form`].
 //!
 //! Chooses a representation only: building a Table or metadata body is the server's job.
 
@@ -107,6 +107,43 @@ pub fn negotiate(accept: Option<&str>, target: Target, kind: &str) -> Result<Rep
     Err(Status::not_acceptable(
         "only the following media types are accepted: application/json",
     ))
+}
+
+/// The wire form of a read answered from stored objects: the objects themselves, a
+/// `meta.k8s.io/v1` Table (with what each row embeds), or PartialObjectMetadata(List). Each
+/// watch event is encoded once per form and shared by every watcher of that form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// The objects themselves (a `PodList`, a `Pod`, watch events of pods).
+    Json,
+    /// A `meta.k8s.io/v1` Table; `include_object` is what each row's `object` carries.
+    Table {
+        /// The request's `includeObject`.
+        include_object: crate::table::IncludeObject,
+    },
+    /// `PartialObjectMetadataList` for a LIST, `PartialObjectMetadata` for a GET and watch
+    /// events.
+    Metadata,
+}
+
+impl Form {
+    /// The representation, in the vocabulary of [`crate::table`].
+    pub fn repr(&self) -> Repr {
+        match self {
+            Form::Json => Repr::Json,
+            Form::Table { .. } => Repr::Table,
+            Form::Metadata => Repr::Metadata,
+        }
+    }
+
+    /// What a Table row's `object` carries (`Metadata`, kube's default, for the other forms,
+    /// which have no rows).
+    pub fn include_object(&self) -> crate::table::IncludeObject {
+        match self {
+            Form::Table { include_object } => *include_object,
+            _ => crate::table::IncludeObject::default(),
+        }
+    }
 }
 
 #[cfg(test)]

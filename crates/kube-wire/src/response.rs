@@ -32,9 +32,75 @@ pub fn empty() -> Body {
     Empty::new().map_err(|e: Infallible| match e {}).boxed()
 }
 
-/// A JSON response with kube-apiserver's standard headers.
+/// A JSON response with kube-apiserver's standard headers. The body ends with a newline, as
+/// Go's `json.Encoder` (kube's serializer) writes it; `body` is the encoded object without it.
 pub fn json_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    with_json_headers(Response::new(full(body)), code)
+    let body: Bytes = body.into();
+    let mut b = BytesMut::with_capacity(body.len() + 1);
+    b.put_slice(&body);
+    b.put_u8(b'\n');
+    with_json_headers(Response::new(full(b.freeze())), code)
+}
+
+/// The `Audit-Id` header kube-apiserver puts on every response: the request's own `Audit-Id` if
+/// it sent one, else a random (version 4) UUID made from `random`.
+pub fn audit_id(request: &http::HeaderMap, random: u128) -> HeaderValue {
+    if let Some(v) = request.get(AUDIT_ID).filter(|v| !v.is_empty()) {
+        return v.clone();
+    }
+    let id = uuid_v4(random.to_be_bytes());
+    HeaderValue::from_str(&id).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+/// `resp` with its whole body indented as Go's `json.MarshalIndent` writes it (kube's
+/// `?pretty=true`; see [`wants_pretty`]), without the trailing newline. The body must be a
+/// complete, uncompressed JSON answer (never a watch stream); one that fails to read is answered
+/// empty, the headers having promised JSON.
+pub async fn pretty_printed(resp: Response<Body>) -> Response<Body> {
+    let (mut parts, body) = resp.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, full(crate::gofmt::indent(&bytes)))
+}
+
+/// A version-4 UUID made from 16 random bytes, as Go's `uuid.New().String()` prints it (the
+/// form of kube's `metadata.uid` and `Audit-Id`).
+pub fn uuid_v4(mut b: [u8; 16]) -> String {
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The `Audit-Id` header name.
+pub const AUDIT_ID: &str = "audit-id";
+
+/// Whether kube-apiserver would pretty-print JSON for this request: `?pretty=true` (or `1`,
+/// as Go's `strconv.ParseBool` reads it), or no `pretty` parameter and a `User-Agent` that
+/// starts with `curl` or `Wget` (apiserver `handlers/negotiation` `isPrettyPrint`).
+pub fn wants_pretty(query: Option<&str>, headers: &http::HeaderMap) -> bool {
+    if let Some(q) = query {
+        for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+            if k == "pretty" {
+                return matches!(v.as_ref(), "1" | "t" | "T" | "true" | "TRUE" | "True");
+            }
+        }
+    }
+    headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ua| ua.starts_with("curl") || ua.starts_with("Wget"))
 }
 
 fn with_json_headers(mut r: Response<Body>, code: StatusCode) -> Response<Body> {
@@ -124,7 +190,8 @@ impl Iterator for ListChunks {
                     buf.put_slice(&item);
                 }
                 None => {
-                    buf.put_slice(b"]}");
+                    // Go's `json.Encoder` ends the body with a newline.
+                    buf.put_slice(b"]}\n");
                     self.finished = true;
                     break;
                 }
@@ -141,7 +208,7 @@ pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Resp
     let total = head.len()
         + items.iter().map(Bytes::len).sum::<usize>()
         + items.len().saturating_sub(1)
-        + 2;
+        + 3;
     let chunks = ListChunks {
         head: Some(head),
         items: items.into_iter().enumerate(),
@@ -218,7 +285,8 @@ mod tests {
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(
             &body[..],
-            br#"{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}"#
+            b"{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{},\"items\":[]}\n",
+            "ends with a newline, as Go's json.Encoder writes it"
         );
     }
 
@@ -282,5 +350,44 @@ mod tests {
         let r = status_response(&Status::too_many_requests("storage is (re)initializing", 1));
         assert_eq!(r.status(), 429);
         assert_eq!(r.headers()[RETRY_AFTER], "1");
+    }
+
+    #[test]
+    fn audit_id_echoes_the_request_or_is_a_v4_uuid() {
+        let mut h = http::HeaderMap::new();
+        let id = audit_id(&h, u128::MAX);
+        let s = id.to_str().unwrap();
+        assert_eq!(s.len(), 36);
+        assert_eq!(&s[14..15], "4", "version 4: {s}");
+        assert!(matches!(&s[19..20], "8" | "9" | "a" | "b"), "variant: {s}");
+        assert_ne!(audit_id(&h, 1), audit_id(&h, 2));
+        h.insert(AUDIT_ID, HeaderValue::from_static("abc"));
+        assert_eq!(audit_id(&h, 1), "abc");
+    }
+
+    #[test]
+    fn pretty_for_the_parameter_or_curl() {
+        let mut h = http::HeaderMap::new();
+        assert!(!wants_pretty(None, &h));
+        assert!(wants_pretty(Some("pretty=true"), &h));
+        assert!(wants_pretty(Some("limit=1&pretty=1"), &h));
+        h.insert(
+            http::header::USER_AGENT,
+            HeaderValue::from_static("curl/8.5.0"),
+        );
+        assert!(wants_pretty(None, &h));
+        assert!(!wants_pretty(Some("pretty=false"), &h));
+        h.insert(
+            http::header::USER_AGENT,
+            HeaderValue::from_static("kubectl/v1.36.0"),
+        );
+        assert!(!wants_pretty(None, &h));
+    }
+
+    #[tokio::test]
+    async fn pretty_printing_indents_a_json_answer_without_its_newline() {
+        let r = pretty_printed(json_response(StatusCode::OK, &b"{\"a\":[1]}"[..])).await;
+        let b = r.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&b[..], b"{\n  \"a\": [\n    1\n  ]\n}");
     }
 }

@@ -430,6 +430,16 @@ pub async fn list(addr: SocketAddr, path_and_query: &str) -> std::io::Result<Lis
     list_on(&mut c, path_and_query).await
 }
 
+/// One GET on a new connection, keeping the whole body (small answers only: `/metrics`).
+pub async fn get_body(addr: SocketAddr, path_and_query: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut c = Conn::connect(addr).await?;
+    c.get(path_and_query).await?;
+    let head = c.read_head().await?;
+    let mut body = Vec::new();
+    c.read_body(&head, |p| body.extend_from_slice(p)).await?;
+    Ok((head.status, body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@
 //! children, so the bench process holds only clients.
 
 pub mod client;
+pub mod consistent;
 pub mod hist;
 pub mod limit;
 pub mod nginx;
@@ -18,6 +19,7 @@ pub mod plot;
 pub mod procs;
 pub mod report;
 pub mod scenarios;
+pub mod scrape;
 pub mod targets;
 
 use std::fmt::Write as _;
@@ -73,14 +75,17 @@ pub enum Scenario {
     Idle,
     /// S6: syncing a large resource.
     Sync,
+    /// S7: consistent reads (no resourceVersion) served after a freshness check.
+    Consistent,
 }
 
 impl Scenario {
     /// All, in run order.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Broadcast,
         Scenario::Idle,
         Scenario::List,
+        Scenario::Consistent,
         Scenario::Sync,
         Scenario::Fleet,
         Scenario::Herd,
@@ -97,9 +102,10 @@ impl std::str::FromStr for Scenario {
             "s4" | "herd" => Scenario::Herd,
             "s5" | "idle" => Scenario::Idle,
             "s6" | "sync" => Scenario::Sync,
+            "s7" | "consistent" => Scenario::Consistent,
             other => {
                 return Err(format!(
-                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync)"
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent)"
                 ));
             }
         })
@@ -135,6 +141,16 @@ pub struct Sizes {
     pub herd_deadline_secs: f64,
     /// S5 watchers.
     pub idle_watchers: usize,
+    /// Pod counts of S7's consistent LISTs (one simulator each).
+    pub consistent_pods: Vec<usize>,
+    /// S7 concurrent clients of the consistent LISTs.
+    pub consistent_clients: Vec<usize>,
+    /// Pods of the small simulator S7 measures the freshness check's latency on.
+    pub freshness_pods: usize,
+    /// S7: writes per second to those pods in the busy cases.
+    pub freshness_rate: f64,
+    /// S7: consistent + `resourceVersion=0` LIST pairs per freshness case and repeat.
+    pub freshness_rounds: usize,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -164,6 +180,11 @@ impl Sizes {
             herd_clients: 5000,
             herd_deadline_secs: 20.0,
             idle_watchers: 10_000,
+            consistent_pods: vec![20_000, 100_000],
+            consistent_clients: vec![1, 10],
+            freshness_pods: 1000,
+            freshness_rate: 1000.0,
+            freshness_rounds: 10,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -185,6 +206,11 @@ impl Sizes {
             herd_clients: 20,
             herd_deadline_secs: 30.0,
             idle_watchers: 50,
+            consistent_pods: vec![300],
+            consistent_clients: vec![2],
+            freshness_pods: 100,
+            freshness_rate: 100.0,
+            freshness_rounds: 2,
             window_secs: 0.5,
             repeats: 2,
         }
@@ -243,20 +269,27 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     let kinds = &opts.targets;
     let started = Instant::now();
     let mut samples = Vec::new();
-    let mut specs = Vec::new();
+    let mut specs: Vec<ScenarioSpec> = Vec::new();
     // S2, S4 and S6 share one large simulator: loading it is the slowest step of the suite.
     let mut big: Option<procs::Proc> = None;
     for sc in &opts.scenarios {
         let t0 = Instant::now();
-        let spec = match sc {
-            Scenario::Broadcast => scenarios::broadcast_spec(s),
-            Scenario::Fleet => scenarios::fleet_spec(s),
-            Scenario::List => scenarios::list_spec(s),
-            Scenario::Herd => scenarios::herd_spec(s),
-            Scenario::Idle => scenarios::idle_spec(s),
-            Scenario::Sync => scenarios::sync_spec(s),
+        // A scenario reports one table, S7 two.
+        let mine = match sc {
+            Scenario::Broadcast => vec![scenarios::broadcast_spec(s)],
+            Scenario::Fleet => vec![scenarios::fleet_spec(s)],
+            Scenario::List => vec![scenarios::list_spec(s)],
+            Scenario::Herd => vec![scenarios::herd_spec(s)],
+            Scenario::Idle => vec![scenarios::idle_spec(s)],
+            Scenario::Sync => vec![scenarios::sync_spec(s)],
+            Scenario::Consistent => consistent::specs(s),
         };
-        eprintln!("{} {} …", spec.id, spec.name);
+        let title = mine
+            .iter()
+            .map(|x| format!("{} {}", x.id, x.name))
+            .collect::<Vec<_>>()
+            .join(", ");
+        eprintln!("{title} …");
         if matches!(sc, Scenario::Fleet | Scenario::Herd | Scenario::Sync) && big.is_none() {
             big = Some(targets::start_sim(&env, s.fleet_nodes, s.fleet_pods).await?);
         }
@@ -276,9 +309,10 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
                 let sim = big.as_ref().expect("started above");
                 scenarios::sync(&env, s, kinds, sim, &mut samples).await?
             }
+            Scenario::Consistent => consistent::run(&env, s, kinds, &mut samples).await?,
         }
-        eprintln!("{} done in {:.0} s", spec.id, t0.elapsed().as_secs_f64());
-        specs.push(spec);
+        eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
+        specs.extend(mine);
     }
     if let Some(b) = big {
         b.stop().await;

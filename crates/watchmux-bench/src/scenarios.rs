@@ -1,5 +1,6 @@
-//! The six scenarios. S1 (broadcast), S2 (fleet) and S3 (list) start every target once in front
-//! of one simulator (S1 and S3 their own, S2 the suite's shared large one) and then run their
+//! Scenarios S1–S6 (S7, consistent reads, is in [`super::consistent`]). S1 (broadcast), S2
+//! (fleet) and S3 (list) start every target once in front of one simulator (S1 and S3 their
+//! own, S2 the suite's shared large one) and then run their
 //! cases with the targets interleaved inside each repeat, so drift over time (page cache, heat,
 //! the simulator's growing history) falls on every target alike. S4 (herd) and S5 (idle) start
 //! fresh target processes every repeat, because a cold start and memory growth are what they
@@ -23,11 +24,11 @@ use super::targets::{self, Env, Target, TargetKind};
 use super::{BenchError, Sizes};
 use kube_sim::fleet::node_name;
 
-const MB: f64 = 1_000_000.0;
+pub(crate) const MB: f64 = 1_000_000.0;
 /// Handshakes in flight at once while thousands of watchers connect.
 const CONNECT_CONCURRENCY: usize = 256;
 
-fn m(key: &'static str, label: &'static str, higher_is_better: bool) -> Metric {
+pub(crate) fn m(key: &'static str, label: &'static str, higher_is_better: bool) -> Metric {
     Metric {
         key,
         label,
@@ -115,7 +116,7 @@ async fn drain(stats: &WatchStats, expected: u64, quiet: Duration, max: Duration
 
 /// Starts every requested target in front of `sim`; a target that cannot start (nginx not
 /// installed) is reported and left out.
-async fn start_targets(
+pub(crate) async fn start_targets(
     env: &Env,
     kinds: &[TargetKind],
     sim: &Proc,
@@ -134,7 +135,7 @@ async fn start_targets(
     Ok(out)
 }
 
-async fn stop_all(ts: Vec<Target>) {
+pub(crate) async fn stop_all(ts: Vec<Target>) {
     for t in ts {
         t.stop().await;
     }
@@ -358,7 +359,7 @@ pub async fn broadcast(
     Ok(())
 }
 
-fn brief(s: &Sample) -> String {
+pub(crate) fn brief(s: &Sample) -> String {
     s.values
         .iter()
         .map(|(k, v)| format!("{k}={}", super::report::fmt_num(*v)))
@@ -682,7 +683,7 @@ pub async fn herd(
             if served < s.herd_clients {
                 secs = s.herd_deadline_secs;
             }
-            let (l1, w1, b1) = targets::sim_requests(sim.addr, "pods").await?;
+            let (l1, w1, b1) = targets::settled_requests(sim.addr, "pods").await?;
             drop(conns);
             let sample = Sample {
                 scenario: "S4",

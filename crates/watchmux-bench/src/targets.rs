@@ -174,6 +174,24 @@ pub async fn sim_requests(sim: SocketAddr, resource: &str) -> Result<(u64, u64, 
     ))
 }
 
+/// [`sim_requests`] once the counters stop moving (at most a second): the simulator counts a
+/// watch when its stream starts, which can be a moment after the client read the response head.
+pub async fn settled_requests(
+    sim: SocketAddr,
+    resource: &str,
+) -> Result<(u64, u64, u64), BenchError> {
+    let mut last = sim_requests(sim, resource).await?;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = sim_requests(sim, resource).await?;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    Ok(last)
+}
+
 /// The current resourceVersion of `resource` (a consistent LIST of one item).
 pub async fn current_rv(addr: SocketAddr, resource: &str) -> Result<String, BenchError> {
     let l = client::list(addr, &format!("/api/v1/{resource}?limit=1"))

@@ -28,7 +28,7 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
     let report = watchmux_bench::run(&opts).await.expect("bench runs");
     let s = &report.samples;
     let ids: Vec<&str> = report.specs.iter().map(|x| x.id).collect();
-    assert_eq!(ids, ["S1", "S5", "S3", "S6", "S2", "S4"]);
+    assert_eq!(ids, ["S1", "S5", "S3", "S7.1", "S7.2", "S6", "S2", "S4"]);
 
     // Every streaming and list scenario measured every target, each case twice.
     let mut expected = vec![TargetKind::Watchmux, TargetKind::Direct, TargetKind::Limit];
@@ -80,6 +80,50 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
     }
     for r in values(s, "S4", TargetKind::Watchmux, "upstream_requests") {
         assert!(r <= 4.0, "watchmux herd cost {r} upstream requests");
+    }
+
+    // S7.1: consistent LISTs hand out the same pods through watchmux as from the simulator,
+    // each watchmux LIST after a freshness check (shared or not) instead of the upstream's list.
+    let sizes = Sizes::smoke();
+    let s71 = |t| {
+        s.iter()
+            .filter(|x| x.scenario == "S7.1" && x.target == t)
+            .count()
+    };
+    let per_target = sizes.repeats * sizes.consistent_pods.len() * sizes.consistent_clients.len();
+    assert_eq!(s71(TargetKind::Watchmux), per_target);
+    assert_eq!(s71(TargetKind::Direct), per_target);
+    assert_eq!(s71(TargetKind::Nginx) + s71(TargetKind::Limit), 0);
+    let direct = values(s, "S7.1", TargetKind::Direct, "body_mb")[0];
+    for b in values(s, "S7.1", TargetKind::Watchmux, "body_mb") {
+        assert!(
+            (b - direct).abs() / direct < 0.01,
+            "S7.1 body {b} vs {direct}"
+        );
+    }
+    let full_kb = values(s, "S7.1", TargetKind::Direct, "upstream_kb_per_list");
+    for kb in values(s, "S7.1", TargetKind::Watchmux, "upstream_kb_per_list") {
+        assert!(
+            kb < full_kb[0] / 4.0,
+            "watchmux sent {kb} KB upstream per LIST"
+        );
+    }
+    for c in values(s, "S7.1", TargetKind::Watchmux, "checks_per_list") {
+        assert!(c > 0.0 && c <= 1.0, "checks per LIST {c}");
+    }
+    // S7.2: every case ran its rounds, and watchmux checked freshness for its consistent LISTs
+    // (at most one check per LIST; whether a check beat its 3 s budget is timing, not asserted).
+    let s72: Vec<&Sample> = s.iter().filter(|x| x.scenario == "S7.2").collect();
+    assert_eq!(s72.len(), 4 * sizes.repeats);
+    for x in &s72 {
+        let get = |k: &str| x.values.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        let lists = sizes.freshness_rounds as f64;
+        assert_eq!(get("lists"), Some(lists), "{x:?}");
+        let checks: f64 = ["ahead", "caught_up", "event", "bookmark", "failed"]
+            .iter()
+            .filter_map(|k| get(k))
+            .sum();
+        assert!((1.0..=lists).contains(&checks), "{x:?}");
     }
 
     // S6: watchmux synced the fleet's pods.

@@ -72,3 +72,17 @@ pub async fn proxy_for(
         url: format!("http://{addr}"),
     }
 }
+
+/// `path?query` with `resourceVersion`/`resourceVersionMatch` removed and `continue` set, as
+/// client-go's pager builds the next page's request.
+pub fn continuation(pq: &str, token: &str) -> String {
+    let (path, q) = pq.split_once('?').unwrap_or((pq, ""));
+    let mut s = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+        if k != "resourceVersion" && k != "resourceVersionMatch" && k != "continue" {
+            s.append_pair(&k, &v);
+        }
+    }
+    s.append_pair("continue", token);
+    format!("{path}?{}", s.finish())
+}

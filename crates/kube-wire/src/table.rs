@@ -1,21 +1,32 @@
-//! Server-side Table printing: what kube-apiserver returns for
-//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` and what `kubectl get` prints.
+//! Server-side Table printing and the metadata-only forms: what kube-apiserver returns for
+//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` (what `kubectl get` prints) and for
+//! `as=PartialObjectMetadata(List)` (metadata informers), as whole bodies, single objects and
+//! watch-event objects. The simulator and watchmux both print with these functions, so the two
+//! can only ever print one way.
 //!
 //! Behaviour follows kube's per-type printers (`pkg/printers/internalversion/printers.go` in
 //! kubernetes/kubernetes), which the apiserver always runs with `Wide: true` (every column,
 //! priority 0 and 1, gets a cell; kubectl hides priority-1 columns unless `-o wide`), and the
 //! generic `DefaultTableConvertor` (k8s.io/apiserver `pkg/registry/rest/table.go`: columns
-//! "Name" + "Created At") for every other kind. JSON shapes follow `meta/v1` `Table`,
-//! `TableColumnDefinition`, `TableRow` and `PartialObjectMetadata`.
+//! "Name" + "Created At") for every other kind ([`has_printer`] tells them apart). JSON shapes
+//! follow `meta/v1` `Table`, `TableColumnDefinition`, `TableRow` and `PartialObjectMetadata`;
+//! bytes are Go's (`encoding/json` HTML escaping).
 //!
 //! All functions work on plain `serde_json::Value` objects as they are stored (v1 JSON), and take
-//! the current time as an argument, so the output is deterministic. Choosing a Table at all is
-//! content negotiation's job (`kube_wire::negotiate`), not this module's.
+//! the current time as an argument, so the output is deterministic. Pure: no I/O, no clock.
+//! Choosing a Table at all is content negotiation's job ([`crate::negotiate`]), not this module's.
 
+use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use crate::negotiate::Repr;
+use crate::status::Status;
+
+/// `apiVersion` of every Table and PartialObjectMetadata(List) printed here.
+pub const META_V1: &str = "meta.k8s.io/v1";
+
 /// Value of the `includeObject` query parameter: what each row's `object` carries.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum IncludeObject {
     /// `includeObject=None`: `"object": null`.
     None,
@@ -28,7 +39,7 @@ pub enum IncludeObject {
 
 impl IncludeObject {
     /// Parses the query parameter value. The empty string means the default (`Metadata`), as in
-    /// kube; anything unrecognised is `None` (kube answers 400 "unrecognized includeObject value").
+    /// kube; anything unrecognised is `None` (see [`IncludeObject::from_query`] for kube's 400).
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "None" => Some(IncludeObject::None),
@@ -36,6 +47,27 @@ impl IncludeObject {
             "Object" => Some(IncludeObject::Object),
             _ => None,
         }
+    }
+
+    /// The `includeObject` of a request's query (the first value, as kube's parameter codec
+    /// takes; absent means `Metadata`), or kube's 400 for an unrecognised value
+    /// (`handlers/response.go` `optionsForTransform`, `ValidateTableOptions`). kube checks it
+    /// only when answering with a Table, after the read itself succeeded.
+    pub fn from_query(query: Option<&str>) -> Result<IncludeObject, Status> {
+        let value = query.and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "includeObject")
+                .map(|(_, v)| v.into_owned())
+        });
+        let Some(value) = value else {
+            return Ok(IncludeObject::Metadata);
+        };
+        IncludeObject::parse(&value).ok_or_else(|| {
+            Status::bad_request(format!(
+                "Unable to convert to Table as requested: includeObject: Invalid value: {}: must be 'Metadata', 'Object', 'None', or empty",
+                crate::gofmt::quote(&value)
+            ))
+        })
     }
 }
 
@@ -307,6 +339,16 @@ fn row(printer: Printer, obj: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
     }
 }
 
+/// Whether kube prints this kind with a per-type printer that this module reproduces (pods,
+/// nodes, namespaces, services, config maps, secrets, events, endpoints, endpoint slices).
+/// Every other kind gets the generic convertor's "Name" + "Created At" here, which is what
+/// kube-apiserver prints only for kinds without a printer of their own: custom resources get
+/// their CRD's `additionalPrinterColumns` (by default "Name" + "Age"), and most other built-in
+/// kinds (deployments, jobs, …) have printers not reproduced here.
+pub fn has_printer(group: &str, kind: &str) -> bool {
+    printer_for(group, kind) != Printer::Default
+}
+
 /// A whole Table as kube-apiserver returns it.
 ///
 /// * `list_meta`: the list's metadata (or `{"resourceVersion": <object's RV>}` for a single
@@ -324,7 +366,163 @@ pub fn table(
     now_unix: i64,
 ) -> Value {
     let printer = printer_for(group, kind);
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|obj| table_row(printer, group, kind, obj, include_object, now_unix))
+        .collect();
+    let mut t = envelope(group, kind, list_meta, no_headers);
+    t.insert("rows".to_string(), rows_value(printer, rows));
+    Value::Object(t)
+}
 
+/// The body of a Table answering a LIST: the bytes of [`table`] (with column definitions), built
+/// one object at a time, so only one parsed object is alive at once however long the list is.
+pub fn table_list(
+    group: &str,
+    kind: &str,
+    objects: impl IntoIterator<Item = Value>,
+    list_meta: &Value,
+    include_object: IncludeObject,
+    now_unix: i64,
+) -> Vec<u8> {
+    let printer = printer_for(group, kind);
+    let mut out = to_go_json(&Value::Object(envelope(group, kind, list_meta, false)));
+    // The envelope's closing brace: `rows` follows as its last member.
+    out.pop();
+    out.extend_from_slice(b",\"rows\":");
+    let mut n = 0usize;
+    for obj in objects {
+        out.push(if n == 0 { b'[' } else { b',' });
+        let row = table_row(printer, group, kind, &obj, include_object, now_unix);
+        out.extend_from_slice(&to_go_json(&row));
+        n += 1;
+    }
+    if n == 0 {
+        out.extend_from_slice(&to_go_json(&rows_value(printer, Vec::new())));
+    } else {
+        out.push(b']');
+    }
+    out.push(b'}');
+    out
+}
+
+/// The Table of one object, as a GET answers it and a Table watch sends each event's object:
+/// one row, and the object's resourceVersion as the Table's.
+pub fn object_table(
+    group: &str,
+    kind: &str,
+    obj: &Value,
+    include_object: IncludeObject,
+    no_headers: bool,
+    now_unix: i64,
+) -> Value {
+    let rv = obj
+        .pointer("/metadata/resourceVersion")
+        .cloned()
+        .unwrap_or(Value::Null);
+    table(
+        group,
+        kind,
+        &[obj],
+        &json!({ "resourceVersion": rv }),
+        include_object,
+        no_headers,
+        now_unix,
+    )
+}
+
+/// The object of a BOOKMARK in a Table watch: no columns, and one row without cells that embeds
+/// the bookmark object as `PartialObjectMetadata`, so that its `k8s.io/initial-events-end`
+/// annotation survives.
+pub fn bookmark_table(bookmark: &Value, rv: u64) -> Value {
+    json!({
+        "kind": "Table",
+        "apiVersion": META_V1,
+        "metadata": {"resourceVersion": rv.to_string()},
+        "rows": [{"cells": [], "object": partial_object_metadata(bookmark)}],
+    })
+}
+
+/// The object a watch event carries in `repr` for `obj` (a full object): the object itself, its
+/// `PartialObjectMetadata`, or its [`object_table`] (`include_object`, `no_headers` and
+/// `now_unix` matter only for a Table).
+pub fn event_object(
+    repr: Repr,
+    group: &str,
+    kind: &str,
+    obj: &Value,
+    include_object: IncludeObject,
+    no_headers: bool,
+    now_unix: i64,
+) -> Value {
+    match repr {
+        Repr::Json => obj.clone(),
+        Repr::Metadata => partial_object_metadata(obj),
+        Repr::Table => object_table(group, kind, obj, include_object, no_headers, now_unix),
+    }
+}
+
+/// The object a BOOKMARK carries in `repr` for `bookmark` (see
+/// [`crate::event::bookmark_object`]): itself, its `PartialObjectMetadata`, or a
+/// [`bookmark_table`].
+pub fn bookmark_event_object(repr: Repr, bookmark: &Value, rv: u64) -> Value {
+    match repr {
+        Repr::Json => bookmark.clone(),
+        Repr::Metadata => partial_object_metadata(bookmark),
+        Repr::Table => bookmark_table(bookmark, rv),
+    }
+}
+
+/// One chunked-JSON watch frame `{"type":…,"object":…}` and its newline, for an object built
+/// here (plain JSON frames of stored objects are [`crate::event::encode_frame`]'s).
+pub fn event_frame(ty: &str, object: &Value) -> Bytes {
+    let mut out = b"{\"type\":".to_vec();
+    out.extend_from_slice(&to_go_json(&Value::String(ty.to_string())));
+    out.extend_from_slice(b",\"object\":");
+    out.extend_from_slice(&to_go_json(object));
+    out.extend_from_slice(crate::event::FRAME_TAIL);
+    Bytes::from(out)
+}
+
+/// The body of a `PartialObjectMetadataList` answering a LIST, built one object at a time.
+pub fn metadata_list(objects: impl IntoIterator<Item = Value>, list_meta: &Value) -> Vec<u8> {
+    let mut out = format!(
+        "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{META_V1}\",\"metadata\":"
+    )
+    .into_bytes();
+    out.extend_from_slice(&to_go_json(list_meta));
+    out.extend_from_slice(b",\"items\":[");
+    for (i, obj) in objects.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&to_go_json(&partial_object_metadata(&obj)));
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// A stored object as the printers read it: `kind` and `apiVersion`, then the members of
+/// `body` (a stored body, which has no type meta; members of the same name win). A body that is
+/// not a JSON object (stored bodies always are: they were decoded when stored) has no members.
+pub fn object_value(kind: &str, api_version: &str, body: &[u8]) -> Value {
+    let members: Map<String, Value> = serde_json::from_slice(body).unwrap_or_default();
+    let mut out = Map::with_capacity(members.len() + 2);
+    out.insert("kind".into(), Value::String(kind.to_string()));
+    out.insert("apiVersion".into(), Value::String(api_version.to_string()));
+    out.extend(members);
+    Value::Object(out)
+}
+
+/// Serialises compactly with Go `encoding/json`'s HTML escaping, as kube-apiserver's bytes are.
+pub fn to_go_json(v: &Value) -> Vec<u8> {
+    // Serialising a `Value` into memory cannot fail.
+    crate::gofmt::escape_html(serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// `kind`, `apiVersion`, `metadata` and `columnDefinitions` of a Table: everything but `rows`,
+/// which comes last.
+fn envelope(group: &str, kind: &str, list_meta: &Value, no_headers: bool) -> Map<String, Value> {
     let mut meta = Map::new();
     for key in ["resourceVersion", "continue"] {
         if let Some(s) = list_meta.get(key).and_then(Value::as_str)
@@ -339,44 +537,51 @@ pub fn table(
     {
         meta.insert("remainingItemCount".to_string(), n.clone());
     }
-
     let columns = if no_headers {
         Value::Null
     } else {
         column_definitions(group, kind)
     };
+    let mut t = Map::new();
+    t.insert("kind".to_string(), json!("Table"));
+    t.insert("apiVersion".to_string(), json!(META_V1));
+    t.insert("metadata".to_string(), Value::Object(meta));
+    t.insert("columnDefinitions".to_string(), columns);
+    t
+}
 
-    let mut rows = Vec::with_capacity(objects.len());
-    for obj in objects {
-        let (cells, conditions) = row(printer, obj, now_unix);
-        let mut r = Map::new();
-        r.insert("cells".to_string(), Value::Array(cells));
-        if let Some(c) = conditions {
-            r.insert("conditions".to_string(), c);
-        }
-        let embedded = match include_object {
-            IncludeObject::None => Value::Null,
-            IncludeObject::Metadata => partial_object_metadata(obj),
-            IncludeObject::Object => full_object(group, kind, obj),
-        };
-        r.insert("object".to_string(), embedded);
-        rows.push(Value::Object(r));
+/// One `TableRow`: the cells, the row conditions if any, and the embedded object.
+fn table_row(
+    printer: Printer,
+    group: &str,
+    kind: &str,
+    obj: &Value,
+    include_object: IncludeObject,
+    now_unix: i64,
+) -> Value {
+    let (cells, conditions) = row(printer, obj, now_unix);
+    let mut r = Map::new();
+    r.insert("cells".to_string(), Value::Array(cells));
+    if let Some(c) = conditions {
+        r.insert("conditions".to_string(), c);
     }
-    // The per-type printers build `make([]TableRow, 0, n)` (an empty list prints `[]`); the
-    // default convertor appends to a nil slice, so an empty list prints `null`.
-    let rows = if rows.is_empty() && printer == Printer::Default {
+    let embedded = match include_object {
+        IncludeObject::None => Value::Null,
+        IncludeObject::Metadata => partial_object_metadata(obj),
+        IncludeObject::Object => full_object(group, kind, obj),
+    };
+    r.insert("object".to_string(), embedded);
+    Value::Object(r)
+}
+
+/// The `rows` member. The per-type printers build `make([]TableRow, 0, n)` (an empty list prints
+/// `[]`); the default convertor appends to a nil slice, so an empty list prints `null`.
+fn rows_value(printer: Printer, rows: Vec<Value>) -> Value {
+    if rows.is_empty() && printer == Printer::Default {
         Value::Null
     } else {
         Value::Array(rows)
-    };
-
-    let mut t = Map::new();
-    t.insert("kind".to_string(), json!("Table"));
-    t.insert("apiVersion".to_string(), json!("meta.k8s.io/v1"));
-    t.insert("metadata".to_string(), Value::Object(meta));
-    t.insert("columnDefinitions".to_string(), columns);
-    t.insert("rows".to_string(), rows);
-    Value::Object(t)
+    }
 }
 
 /// `PartialObjectMetadata` of an object:
@@ -390,7 +595,7 @@ pub fn partial_object_metadata(obj: &Value) -> Value {
         .unwrap_or_else(|| Value::Object(Map::new()));
     let mut m = Map::new();
     m.insert("kind".to_string(), json!("PartialObjectMetadata"));
-    m.insert("apiVersion".to_string(), json!("meta.k8s.io/v1"));
+    m.insert("apiVersion".to_string(), json!(META_V1));
     m.insert("metadata".to_string(), metadata);
     Value::Object(m)
 }
@@ -2086,5 +2291,155 @@ mod tests {
                 assert_eq!(keys, ["name", "type", "format", "description", "priority"]);
             }
         }
+    }
+
+    fn stored(kind: &str, api_version: &str, v: &Value) -> Value {
+        object_value(kind, api_version, &to_go_json(v))
+    }
+
+    #[test]
+    fn list_bodies_are_the_bytes_of_the_whole_table() {
+        let pod = |name: &str, age: i64| {
+            stored(
+                "Pod",
+                "v1",
+                &json!({"metadata": {"name": name, "namespace": "default", "resourceVersion": "7",
+                        "creationTimestamp": ts(age), "annotations": {"a": "<b>&"}},
+                        "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+                        "status": {"phase": "Running"}}),
+            )
+        };
+        let objs = [pod("a", 10), pod("b", 4000)];
+        let meta = json!({"resourceVersion": "12", "continue": "tok", "remainingItemCount": 3});
+        for include in [
+            IncludeObject::None,
+            IncludeObject::Metadata,
+            IncludeObject::Object,
+        ] {
+            let refs: Vec<&Value> = objs.iter().collect();
+            let whole = to_go_json(&table("", "Pod", &refs, &meta, include, false, NOW));
+            let streamed = table_list("", "Pod", objs.iter().cloned(), &meta, include, NOW);
+            assert_eq!(
+                String::from_utf8(streamed).unwrap(),
+                String::from_utf8(whole).unwrap()
+            );
+        }
+        // Empty lists: `[]` for a per-type printer, `null` for the generic convertor.
+        for (g, k) in [("", "Pod"), ("example.com", "Widget")] {
+            let whole = to_go_json(&table(
+                g,
+                k,
+                &[],
+                &meta,
+                IncludeObject::Metadata,
+                false,
+                NOW,
+            ));
+            let streamed = table_list(g, k, Vec::new(), &meta, IncludeObject::Metadata, NOW);
+            assert_eq!(streamed, whole, "{g}/{k}");
+        }
+        assert!(has_printer("", "Pod"));
+        assert!(has_printer("discovery.k8s.io", "EndpointSlice"));
+        assert!(!has_printer("apps", "Deployment"));
+        assert!(!has_printer("example.com", "Widget"));
+
+        let items: Vec<Value> = objs.iter().map(partial_object_metadata).collect();
+        let whole = to_go_json(
+            &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items}),
+        );
+        assert_eq!(metadata_list(objs.iter().cloned(), &meta), whole);
+        assert_eq!(
+            String::from_utf8(metadata_list(Vec::new(), &json!({"resourceVersion": "3"}))).unwrap(),
+            r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3"},"items":[]}"#
+        );
+    }
+
+    #[test]
+    fn watch_event_objects_and_frames() {
+        let pod = stored(
+            "Pod",
+            "v1",
+            &json!({"metadata": {"name": "p", "resourceVersion": "9"}, "spec": {}}),
+        );
+        let t = event_object(Repr::Table, "", "Pod", &pod, IncludeObject::None, true, NOW);
+        assert_eq!(t["metadata"], json!({"resourceVersion": "9"}));
+        assert_eq!(t["columnDefinitions"], Value::Null);
+        assert_eq!(t["rows"].as_array().unwrap().len(), 1);
+        let headed = event_object(
+            Repr::Table,
+            "",
+            "Pod",
+            &pod,
+            IncludeObject::None,
+            false,
+            NOW,
+        );
+        assert_eq!(headed["columnDefinitions"], column_definitions("", "Pod"));
+        assert_eq!(
+            event_object(
+                Repr::Metadata,
+                "",
+                "Pod",
+                &pod,
+                IncludeObject::None,
+                false,
+                NOW
+            ),
+            partial_object_metadata(&pod)
+        );
+        assert_eq!(
+            event_object(Repr::Json, "", "Pod", &pod, IncludeObject::None, false, NOW),
+            pod
+        );
+        let f = event_frame("ADDED", &json!({"a": "<"}));
+        assert_eq!(
+            &f[..],
+            b"{\"type\":\"ADDED\",\"object\":{\"a\":\"\\u003c\"}}\n"
+        );
+
+        let b = crate::event::bookmark_object("Pod", "v1", true, 11, true);
+        let bt = bookmark_event_object(Repr::Table, &b, 11);
+        assert_eq!(
+            String::from_utf8(to_go_json(&bt)).unwrap(),
+            r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"11"},"rows":[{"cells":[],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"11","annotations":{"k8s.io/initial-events-end":"true"}}}}]}"#
+        );
+        assert_eq!(
+            bookmark_event_object(Repr::Metadata, &b, 11),
+            partial_object_metadata(&b)
+        );
+        assert_eq!(bookmark_event_object(Repr::Json, &b, 11), b);
+    }
+
+    #[test]
+    fn object_values_lead_with_type_meta() {
+        let v = object_value("Pod", "v1", br#"{"metadata":{"name":"p"},"spec":{}}"#);
+        assert_eq!(
+            String::from_utf8(to_go_json(&v)).unwrap(),
+            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"spec":{}}"#
+        );
+        assert_eq!(
+            object_value("Pod", "v1", b"[1]"),
+            json!({"kind": "Pod", "apiVersion": "v1"})
+        );
+    }
+
+    #[test]
+    fn include_object_from_query_is_kubes_400() {
+        assert_eq!(IncludeObject::from_query(None), Ok(IncludeObject::Metadata));
+        assert_eq!(
+            IncludeObject::from_query(Some("watch=1&includeObject=Object&includeObject=x")),
+            Ok(IncludeObject::Object)
+        );
+        assert_eq!(
+            IncludeObject::from_query(Some("includeObject=")),
+            Ok(IncludeObject::Metadata)
+        );
+        let e = IncludeObject::from_query(Some("includeObject=object")).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(e.reason, "BadRequest");
+        assert_eq!(
+            e.message,
+            "Unable to convert to Table as requested: includeObject: Invalid value: \"object\": must be 'Metadata', 'Object', 'None', or empty"
+        );
     }
 }

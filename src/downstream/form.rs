@@ -1,0 +1,225 @@
+//! Content negotiation for the cache's answers: which wire form a read asks for ([`Form`]: the
+//! objects themselves, a `meta.k8s.io/v1` Table, or PartialObjectMetadata(List)), or that the
+//! cache cannot answer it, and the read goes to the upstream.
+//!
+//! The form is the one the simulator's negotiation ([`kube_wire::negotiate`]) settles on, so
+//! watchmux and its test upstream negotiate identically: JSON-like media ranges in the order
+//! listed, and plain JSON for a client that lists JSON after protobuf (kubelets, controllers:
+//! the cache never produces protobuf, YAML or CBOR). Everything else is left to the upstream,
+//! which then answers exactly as kube-apiserver does: no JSON form acceptable (a protobuf- or
+//! YAML-only client, or kube's 406 in kube's words), `meta.k8s.io/v1beta1` (the cache prints v1
+//! only), a list/object mismatch of PartialObjectMetadata (kube's 406 comes after the read) and
+//! an invalid `includeObject` (kube's 400 comes after the read too). So [`negotiate`] never
+//! fails: it returns the form, or `None`.
+//!
+//! Owns the decision only: it must not build bodies ([`super::table`] and [`super::list`] do)
+//! nor decide whether a read is served from the cache at all (the router does).
+
+use kube_wire::negotiate::{MediaRange, Repr, Target, media_ranges};
+use kube_wire::table::IncludeObject;
+
+use crate::cache::ResourceInfo;
+
+pub use kube_wire::negotiate::Form;
+
+/// Whether the cache prints `form` of `info`'s objects exactly as kube-apiserver does. False
+/// only for a Table of a kind without a per-type printer in [`kube_wire::table::has_printer`]:
+/// custom resources (kube prints their CRD's `additionalPrinterColumns`, which the cache does not
+/// know) and the built-in kinds whose printers are not reproduced. Those reads go to the
+/// upstream.
+pub fn renders(form: &Form, info: &ResourceInfo) -> bool {
+    match form {
+        Form::Table { .. } => kube_wire::table::has_printer(&info.group, &info.kind),
+        Form::Json | Form::Metadata => true,
+    }
+}
+
+/// The form of a read with this `Accept` header and query, answering a list
+/// ([`Target::List`]) or one object or watch events ([`Target::Object`]); `None` when the cache
+/// cannot answer it (see the module doc), and the read goes to the upstream.
+pub fn negotiate(accept: Option<&str>, query: Option<&str>, target: Target) -> Option<Form> {
+    let accept = accept.map(str::trim).filter(|a| !a.is_empty());
+    // The simulator's negotiation: its 406 means no JSON form is acceptable.
+    let repr = kube_wire::negotiate::negotiate(accept, target, "").ok()?;
+    // kube answers meta.k8s.io/v1beta1 in v1beta1; the cache prints v1 only.
+    if repr != Repr::Json
+        && accept
+            .and_then(converting_range)
+            .is_none_or(|r| r.param("v") != Some("v1"))
+    {
+        return None;
+    }
+    Some(match repr {
+        Repr::Json => Form::Json,
+        Repr::Metadata => Form::Metadata,
+        Repr::Table => Form::Table {
+            include_object: IncludeObject::from_query(query).ok()?,
+        },
+    })
+}
+
+/// The media range that [`kube_wire::negotiate::negotiate`] settles on when it answers with a
+/// Table or PartialObjectMetadata: the first JSON-like one that asks for no conversion or for
+/// one of those, in `meta.k8s.io/v1` or `v1beta1` (the same walk as the simulator's).
+fn converting_range(accept: &str) -> Option<MediaRange<'_>> {
+    media_ranges(accept).into_iter().find(|r| {
+        if !matches!(r.essence, "application/json" | "*/*" | "application/*") {
+            return false;
+        }
+        let Some(kind) = r.param("as") else {
+            return true;
+        };
+        r.param("g") == Some("meta.k8s.io")
+            && matches!(r.param("v"), Some("v1" | "v1beta1"))
+            && matches!(
+                kind,
+                "Table" | "PartialObjectMetadata" | "PartialObjectMetadataList"
+            )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBECTL: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+    const METADATA_LIST: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+
+    fn list(accept: &str) -> Option<Form> {
+        negotiate(Some(accept), None, Target::List)
+    }
+
+    #[test]
+    fn plain_json() {
+        assert_eq!(negotiate(None, None, Target::List), Some(Form::Json));
+        assert_eq!(list(""), Some(Form::Json));
+        assert_eq!(list("application/json"), Some(Form::Json));
+        assert_eq!(list("application/json, */*"), Some(Form::Json));
+        assert_eq!(list("*/*"), Some(Form::Json));
+        assert_eq!(list("application/*"), Some(Form::Json));
+        assert_eq!(list("application/json; charset=utf-8"), Some(Form::Json));
+        assert_eq!(list("text/html, application/json"), Some(Form::Json));
+        // Kubelets and controllers list JSON after protobuf: the cache answers in JSON, as the
+        // simulator does (it never produces protobuf).
+        assert_eq!(
+            list("application/vnd.kubernetes.protobuf, application/json"),
+            Some(Form::Json)
+        );
+        assert_eq!(
+            negotiate(
+                Some("application/vnd.kubernetes.protobuf, application/json"),
+                None,
+                Target::Object
+            ),
+            Some(Form::Json)
+        );
+    }
+
+    #[test]
+    fn no_json_form_goes_upstream() {
+        // Protobuf or YAML only: the upstream serves them; anything else gets kube's own 406.
+        assert_eq!(list("application/vnd.kubernetes.protobuf"), None);
+        assert_eq!(list("application/yaml"), None);
+        assert_eq!(list("text/html"), None);
+        assert_eq!(
+            list("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            Some(Form::Table {
+                include_object: IncludeObject::Metadata
+            })
+        );
+    }
+
+    #[test]
+    fn tables() {
+        assert_eq!(
+            list(KUBECTL),
+            Some(Form::Table {
+                include_object: IncludeObject::Metadata
+            })
+        );
+        assert_eq!(
+            negotiate(Some(KUBECTL), Some("includeObject=Object"), Target::Object),
+            Some(Form::Table {
+                include_object: IncludeObject::Object
+            })
+        );
+        assert_eq!(
+            negotiate(
+                Some(KUBECTL),
+                Some("watch=1&includeObject=None"),
+                Target::Object
+            ),
+            Some(Form::Table {
+                include_object: IncludeObject::None
+            })
+        );
+        assert_eq!(
+            negotiate(Some(KUBECTL), Some("includeObject=object"), Target::List),
+            None,
+            "kube's 400 comes from the upstream"
+        );
+        // v1beta1 first: kube answers meta.k8s.io/v1beta1.
+        assert_eq!(
+            list("application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
+            None
+        );
+        // Conversions to what neither serves are skipped.
+        assert_eq!(
+            list(
+                "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json"
+            ),
+            Some(Form::Json)
+        );
+        assert_eq!(
+            list("application/json;as=Table;v=v1;g=example.com,application/json"),
+            Some(Form::Json),
+        );
+        assert_eq!(
+            list(
+                "application/json;as=Foo;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io"
+            ),
+            Some(Form::Table {
+                include_object: IncludeObject::Metadata
+            }),
+        );
+    }
+
+    #[test]
+    fn metadata() {
+        // A metadata informer's LIST (protobuf first, then its JSON form).
+        assert_eq!(list(METADATA_LIST), Some(Form::Metadata));
+        let json_only = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(list(json_only), Some(Form::Metadata));
+        let object =
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(
+            negotiate(Some(object), None, Target::Object),
+            Some(Form::Metadata)
+        );
+        // The list/object mismatch is kube's 406, after the read: the upstream answers it.
+        assert_eq!(list(object), None);
+        assert_eq!(negotiate(Some(json_only), None, Target::Object), None);
+        assert_eq!(
+            list("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
+            None
+        );
+    }
+
+    #[test]
+    fn tables_only_for_kinds_printed_like_kube() {
+        let table = Form::Table {
+            include_object: IncludeObject::None,
+        };
+        let pods = ResourceInfo::new("", "v1", "pods", "Pod", true);
+        let deployments = ResourceInfo::new("apps", "v1", "deployments", "Deployment", true);
+        let widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
+        assert!(renders(&table, &pods));
+        assert!(!renders(&table, &deployments));
+        assert!(!renders(&table, &widgets));
+        assert!(renders(&Form::Metadata, &widgets));
+        assert!(renders(&Form::Json, &deployments));
+        assert_eq!(table.repr(), Repr::Table);
+        assert_eq!(table.include_object(), IncludeObject::None);
+        assert_eq!(Form::Json.include_object(), IncludeObject::Metadata);
+    }
+}

@@ -1,0 +1,312 @@
+//! The cache's answers in the forms other than plain JSON — a `meta.k8s.io/v1` Table, or
+//! PartialObjectMetadata(List) — for a LIST, a GET and watch events, and the GET of an object as
+//! plain JSON.
+//!
+//! Printing is [`kube_wire::table`]'s, the simulator's own printer, so the cache prints exactly
+//! what the simulator prints; this module turns cached objects ([`Cached`]: stored bodies without
+//! type meta) into its input and its output into responses and watch frames. Age-like cells
+//! depend on the clock: each answer reads it once.
+//!
+//! It must not choose the form ([`super::form`] does, and says which kinds are printed like
+//! kube), read or wait for the cache (the router and the handlers hand it the objects), nor
+//! decide which watcher gets which frame ([`super::watch`] and the event log's shared frames do).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use serde_json::{Map, Value, json};
+
+use super::form::Form;
+use crate::cache::{Cached, ResourceInfo};
+use kube_wire::event::{EventType, bookmark_frame as json_bookmark_frame, bookmark_object};
+use kube_wire::response::{Body, json_response, list_head, stream_list_encoded};
+use kube_wire::table::{self as printer, to_go_json};
+
+/// The metadata of a list answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListMeta {
+    /// The list's resourceVersion (the snapshot's).
+    pub resource_version: u64,
+    /// The `continue` token of a page that is not the last.
+    pub continue_token: Option<String>,
+    /// Objects after this page (set only when counting them is allowed: no selectors).
+    pub remaining_item_count: Option<u64>,
+}
+
+impl ListMeta {
+    /// The `metadata` member of the list, as kube encodes `metav1.ListMeta`.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert(
+            "resourceVersion".into(),
+            json!(self.resource_version.to_string()),
+        );
+        if let Some(t) = &self.continue_token {
+            m.insert("continue".into(), json!(t));
+        }
+        if let Some(n) = self.remaining_item_count {
+            m.insert("remainingItemCount".into(), json!(n));
+        }
+        Value::Object(m)
+    }
+}
+
+/// Seconds since the UNIX epoch, now: the clock Age cells are printed against.
+pub fn now_unix() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// A cached object as the printers read it: `kind` and `apiVersion`, then the stored body.
+fn value_of(info: &ResourceInfo, obj: &Cached) -> Value {
+    printer::object_value(&info.kind, &info.api_version(), &obj.body)
+}
+
+/// A LIST answer of `items` (in order) in `form`: the kind's List, a Table, or a
+/// PartialObjectMetadataList; gzip-compressed when `gzip` (the client accepts it) and the body is
+/// large, as kube-apiserver does. Objects are printed one at a time (one parsed object alive).
+pub fn list_response<'a>(
+    info: &ResourceInfo,
+    items: impl IntoIterator<Item = &'a Cached>,
+    meta: &ListMeta,
+    form: &Form,
+    gzip: bool,
+) -> Response<Body> {
+    let list_meta = meta.to_value();
+    let items = items.into_iter();
+    let body = match form {
+        Form::Json => {
+            let head = list_head(&info.list_kind(), &info.api_version(), &list_meta);
+            let items = items.map(|c| info.list_item(c)).collect();
+            return stream_list_encoded(head, items, gzip).0;
+        }
+        Form::Table { include_object } => printer::table_list(
+            &info.group,
+            &info.kind,
+            items.map(|c| value_of(info, c)),
+            &list_meta,
+            *include_object,
+            now_unix(),
+        ),
+        Form::Metadata => printer::metadata_list(items.map(|c| value_of(info, c)), &list_meta),
+    };
+    list_body_response(body, gzip)
+}
+
+/// A whole list body as the answer, through the list writer (Go's trailing newline, gzip when
+/// large and accepted): the writer appends the closing `]}` of the items array itself. A body
+/// that does not end with one (a generic Table without rows: `"rows":null`) is small, never
+/// compressed.
+fn list_body_response(body: Vec<u8>, gzip: bool) -> Response<Body> {
+    let body = if body.ends_with(b"]}") {
+        match String::from_utf8(body) {
+            Ok(mut head) => {
+                head.truncate(head.len() - 2);
+                return stream_list_encoded(head, Vec::new(), gzip).0;
+            }
+            Err(e) => e.into_bytes(),
+        }
+    } else {
+        body
+    };
+    json_response(StatusCode::OK, body)
+}
+
+/// The answer to a GET of one object in `form`: the object with its `kind` and `apiVersion`
+/// (plain JSON), its PartialObjectMetadata, or a Table of it with column definitions.
+pub fn object_response(info: &ResourceInfo, obj: &Cached, form: &Form) -> Response<Body> {
+    let body = match form {
+        Form::Json => info.full_object(obj),
+        Form::Metadata => Bytes::from(to_go_json(&printer::partial_object_metadata(&value_of(
+            info, obj,
+        )))),
+        Form::Table { include_object } => Bytes::from(to_go_json(&printer::object_table(
+            &info.group,
+            &info.kind,
+            &value_of(info, obj),
+            *include_object,
+            false,
+            now_unix(),
+        ))),
+    };
+    json_response(StatusCode::OK, body)
+}
+
+/// The watch frame of an event of type `ty` whose object is the stored `body`, in `form`: the
+/// object (plain JSON, with its type meta), its PartialObjectMetadata, or a one-row Table of it,
+/// with column definitions unless `no_headers` (kube sends them with a watcher's first event
+/// only). `now_unix` is the clock Age cells are printed against.
+pub fn event_frame(
+    info: &ResourceInfo,
+    ty: EventType,
+    body: &[u8],
+    form: &Form,
+    no_headers: bool,
+    now_unix: i64,
+) -> Bytes {
+    if *form == Form::Json {
+        return kube_wire::event::encode_frame(ty.as_str(), &info.type_prefix, body);
+    }
+    let object = printer::event_object(
+        form.repr(),
+        &info.group,
+        &info.kind,
+        &printer::object_value(&info.kind, &info.api_version(), body),
+        form.include_object(),
+        no_headers,
+        now_unix,
+    );
+    printer::event_frame(ty.as_str(), &object)
+}
+
+/// A BOOKMARK frame at `rv` in `form` (the first one after a watch-list's initial events carries
+/// the `k8s.io/initial-events-end` annotation): an empty object of the kind, its
+/// PartialObjectMetadata, or a Table whose one row embeds that PartialObjectMetadata.
+pub fn bookmark_frame(info: &ResourceInfo, rv: u64, initial_end: bool, form: &Form) -> Bytes {
+    let core = info.builtin && info.group.is_empty();
+    let api_version = info.api_version();
+    if *form == Form::Json {
+        return json_bookmark_frame(&info.kind, &api_version, core, rv, initial_end);
+    }
+    let b = bookmark_object(&info.kind, &api_version, core, rv, initial_end);
+    printer::event_frame(
+        "BOOKMARK",
+        &printer::bookmark_event_object(form.repr(), &b, rv),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::record::decode_object;
+    use http_body_util::BodyExt;
+    use kube_wire::table::IncludeObject;
+
+    fn pods() -> ResourceInfo {
+        ResourceInfo::new("", "v1", "pods", "Pod", true)
+    }
+
+    fn pod(name: &str, rv: u64) -> Cached {
+        let raw = format!(
+            r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"d","resourceVersion":"{rv}","creationTimestamp":"2026-01-01T00:00:00Z"}},"spec":{{"containers":[{{"name":"c"}}]}},"status":{{"phase":"Pending"}}}}"#
+        );
+        decode_object(&pods(), raw.as_bytes()).expect("a pod")
+    }
+
+    async fn body(r: Response<Body>) -> Value {
+        let b = r.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(
+            b.last(),
+            Some(&b'\n'),
+            "Go's encoder ends bodies with a newline"
+        );
+        serde_json::from_slice(&b).expect("JSON")
+    }
+
+    #[test]
+    fn list_meta_is_kubes_list_meta() {
+        let m = ListMeta {
+            resource_version: 7,
+            continue_token: Some("t".into()),
+            remaining_item_count: Some(2),
+        };
+        assert_eq!(
+            serde_json::to_string(&m.to_value()).unwrap(),
+            r#"{"resourceVersion":"7","continue":"t","remainingItemCount":2}"#
+        );
+        assert_eq!(
+            ListMeta::default().to_value(),
+            json!({"resourceVersion": "0"})
+        );
+    }
+
+    #[tokio::test]
+    async fn lists_in_every_form() {
+        let info = pods();
+        let objs = [pod("a", 3), pod("b", 4)];
+        let meta = ListMeta {
+            resource_version: 9,
+            ..Default::default()
+        };
+        let json = body(list_response(&info, &objs, &meta, &Form::Json, false)).await;
+        assert_eq!(json["kind"], "PodList");
+        assert_eq!(json["items"][1]["metadata"]["name"], "b");
+        let t = Form::Table {
+            include_object: IncludeObject::None,
+        };
+        let table = body(list_response(&info, &objs, &meta, &t, false)).await;
+        assert_eq!(table["kind"], "Table");
+        assert_eq!(table["metadata"]["resourceVersion"], "9");
+        assert_eq!(table["rows"][0]["cells"][0], "a");
+        assert_eq!(table["rows"][1]["object"], Value::Null);
+        let m = body(list_response(&info, &objs, &meta, &Form::Metadata, false)).await;
+        assert_eq!(m["kind"], "PartialObjectMetadataList");
+        assert_eq!(m["items"][0]["kind"], "PartialObjectMetadata");
+        assert_eq!(m["items"][0]["metadata"]["resourceVersion"], "3");
+        // The generic convertor's empty Table (`"rows":null`) is answered whole.
+        let widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
+        let empty = body(list_response(&widgets, [], &meta, &t, true)).await;
+        assert_eq!(empty["rows"], Value::Null);
+    }
+
+    #[tokio::test]
+    async fn objects_in_every_form() {
+        let info = pods();
+        let p = pod("a", 3);
+        let json = body(object_response(&info, &p, &Form::Json)).await;
+        assert_eq!(json["kind"], "Pod");
+        assert_eq!(json["apiVersion"], "v1");
+        let t = Form::Table {
+            include_object: IncludeObject::Object,
+        };
+        let table = body(object_response(&info, &p, &t)).await;
+        assert_eq!(table["metadata"]["resourceVersion"], "3");
+        assert!(table["columnDefinitions"].is_array());
+        assert_eq!(table["rows"][0]["object"]["kind"], "Pod");
+        let m = body(object_response(&info, &p, &Form::Metadata)).await;
+        assert_eq!(m["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn frames_in_every_form() {
+        let info = pods();
+        let p = pod("a", 3);
+        let json = event_frame(&info, EventType::Added, &p.body, &Form::Json, true, 0);
+        assert_eq!(
+            json,
+            kube_wire::event::encode_frame("ADDED", &info.type_prefix, &p.body)
+        );
+        let t = Form::Table {
+            include_object: IncludeObject::Metadata,
+        };
+        let headed = event_frame(&info, EventType::Modified, &p.body, &t, false, 0);
+        let v: Value = serde_json::from_slice(&headed).unwrap();
+        assert_eq!(v["type"], "MODIFIED");
+        assert!(v["object"]["columnDefinitions"].is_array());
+        let bare = event_frame(&info, EventType::Modified, &p.body, &t, true, 0);
+        let v: Value = serde_json::from_slice(&bare).unwrap();
+        assert_eq!(v["object"]["columnDefinitions"], Value::Null);
+        assert_eq!(
+            v["object"]["rows"][0]["object"]["kind"],
+            "PartialObjectMetadata"
+        );
+
+        assert_eq!(
+            bookmark_frame(&info, 5, true, &Form::Json),
+            kube_wire::event::bookmark_frame("Pod", "v1", true, 5, true)
+        );
+        let b: Value = serde_json::from_slice(&bookmark_frame(&info, 5, true, &t)).unwrap();
+        assert_eq!(b["type"], "BOOKMARK");
+        assert_eq!(
+            b["object"]["rows"][0]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+        let b: Value =
+            serde_json::from_slice(&bookmark_frame(&info, 5, false, &Form::Metadata)).unwrap();
+        assert_eq!(b["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(b["object"]["metadata"]["resourceVersion"], "5");
+    }
+}

@@ -1,0 +1,371 @@
+//! Consistent reads from the cache: proving, with two small upstream requests shared by every
+//! reader that waits, that the cache holds every write the upstream acknowledged before a
+//! moment (kube-apiserver's "consistent reads from cache", KEP-2340, as a proxy can do it).
+//!
+//! kube-apiserver asks etcd for its current revision and waits until its watch cache reaches
+//! it, making etcd send progress notifications meanwhile. A proxy cannot ask the upstream for
+//! progress on its watch, and the upstream's bookmarks come about once a minute, so a
+//! [`Freshness`] check proves freshness itself, per resource:
+//!
+//! 1. **The target.** A consistent LIST of one item (`?limit=1`, no resourceVersion) answers
+//!    with the upstream's current resourceVersion `R`: kube serves it from etcd (≤ 1.33) or from
+//!    its own cache after the same freshness wait (1.34+), so `R` is at least the revision of
+//!    every write acknowledged before the LIST was sent. The resourceVersion is global: other
+//!    resources move it, so the cache may well hold every event of *its* resource up to `R`
+//!    without its own resourceVersion ever reaching `R`.
+//! 2. **The proof.** If the cache's resourceVersion `c` is below `R`, a short watch from `c`
+//!    (`allowWatchBookmarks`, `timeoutSeconds=3`) replays, in order, exactly the events of the
+//!    resource after `c`. The proof is complete at the first event at or after `R`, or at a
+//!    BOOKMARK at or after `R` — kube sends one two seconds before the watch's deadline, with
+//!    its cache's resourceVersion, which reached `R` in step 1 (the simulator does the same).
+//!    Every event of the resource in `(c, R]` was then seen; once the cache has applied the
+//!    last of them (its own watch delivers them), no other event lies below `R`, and the
+//!    reflector may advance the cache's resourceVersion to `R` (or the bookmark's) like a
+//!    bookmark — a [`Progress`] notification, the counterpart of etcd's. Meanwhile the cache's
+//!    own watch may reach `R` first, which ends the check at once.
+//!
+//! **Why it is linearizable.** A read that arrives at `t` waits for the next check whose LIST is
+//! sent after `t` (checks already under way started too early). That LIST's `R` covers every
+//! write acknowledged before `t`; the proof shows the cache then holds the resource's state at
+//! some resourceVersion `≥ R`, which is a state the upstream had at or after `t` and before the
+//! answer. Checks run one at a time per resource and every reader that arrived while one ran
+//! shares the next, so the upstream sees at most two small requests per batch of readers, never
+//! one per reader. A check that cannot finish within kube's 3 s fails ([`NotFresh`]) and the
+//! caller does what kube-apiserver does: the upstream answers the read.
+//!
+//! Owns the check and its batching. It must not write to the cache (the reflector applies the
+//! [`Progress`] it sends) nor answer clients.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use serde::Deserialize;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, timeout_at};
+
+use super::watch::{Line, parse_line, take_line};
+use super::{ReflectorError, read_body};
+use crate::cache::ResourceCache;
+use crate::metrics::ResourceMetrics;
+use crate::upstream::Upstream;
+
+/// How long one check may take: kube's wait for a fresh cache (`blockTimeout`).
+pub const CHECK_BUDGET: Duration = Duration::from_secs(3);
+
+/// The short watch's `timeoutSeconds`: the upstream sends its pre-deadline bookmark 2 s before
+/// the deadline, so 3 s asks for one about a second after the watch starts.
+const PROOF_WATCH_SECONDS: u64 = 3;
+
+/// A proof that the resource had no event in `(after, rv]`: once the cache's resourceVersion is
+/// at least `after`, the reflector may advance it to `rv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The last event of the resource at or below the proven point.
+    pub after: u64,
+    /// The proven point.
+    pub rv: u64,
+}
+
+/// Why a consistent read cannot be served from the cache.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotFresh {
+    /// The check did not finish within the caller's or kube's bound.
+    #[error("the cache could not be proven fresh within {0:?}")]
+    Timeout(Duration),
+    /// An upstream request of the check failed.
+    #[error("freshness check failed")]
+    Upstream(#[source] Arc<ReflectorError>),
+    /// The cache's resourceVersion is too old for the upstream to replay from.
+    #[error("the cache's resourceVersion is too old to replay from")]
+    Expired,
+}
+
+/// How a check ended (the `outcome` label of the freshness metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// The cache was already at the target.
+    Ahead,
+    /// The cache's own watch reached the target during the check.
+    Caught,
+    /// The short watch showed an event at or after the target.
+    Event,
+    /// The short watch's bookmark reached the target.
+    Bookmark,
+}
+
+impl Proof {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::Ahead => "ahead",
+            Proof::Caught => "caught_up",
+            Proof::Event => "event",
+            Proof::Bookmark => "bookmark",
+        }
+    }
+}
+
+type Outcome = Option<Result<u64, NotFresh>>;
+
+/// The readers waiting for the next check, and whether one runs.
+#[derive(Default)]
+struct Rounds {
+    running: bool,
+    next: Option<watch::Sender<Outcome>>,
+}
+
+/// The freshness check of one resource (see the module doc), shared by its readers.
+pub struct Freshness {
+    up: Upstream,
+    path: String,
+    cache: Arc<ResourceCache>,
+    progress: mpsc::Sender<Progress>,
+    metrics: Arc<ResourceMetrics>,
+    rounds: Mutex<Rounds>,
+    unchecked: AtomicBool,
+}
+
+impl std::fmt::Debug for Freshness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Freshness")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Freshness {
+    /// The check for the resource at collection `path`, whose cache is `cache`; proofs go to
+    /// the reflector through `progress`.
+    pub fn new(
+        up: Upstream,
+        path: String,
+        cache: Arc<ResourceCache>,
+        progress: mpsc::Sender<Progress>,
+        metrics: Arc<ResourceMetrics>,
+    ) -> Arc<Freshness> {
+        Arc::new(Freshness {
+            up,
+            path,
+            cache,
+            progress,
+            metrics,
+            rounds: Mutex::new(Rounds::default()),
+            unchecked: AtomicBool::new(false),
+        })
+    }
+
+    /// Breaks the check on purpose: the cache is taken as fresh as it is. Only for tests that
+    /// show the check is what makes consistent reads linearizable.
+    #[doc(hidden)]
+    pub fn set_unchecked(&self, unchecked: bool) {
+        self.unchecked.store(unchecked, Ordering::Relaxed);
+    }
+
+    /// Waits, at most `within`, until a check that started after this call proved the cache
+    /// fresh; returns the resourceVersion the cache then had (at least the upstream's at the
+    /// call). A snapshot taken after this returns serves a consistent read.
+    pub async fn ensure_fresh(self: &Arc<Self>, within: Duration) -> Result<u64, NotFresh> {
+        if self.unchecked.load(Ordering::Relaxed) {
+            return Ok(self.cache.rv());
+        }
+        let deadline = Instant::now() + within;
+        let mut rx = {
+            let mut r = self.rounds.lock();
+            let tx = r.next.get_or_insert_with(|| watch::channel(None).0);
+            let rx = tx.subscribe();
+            if !r.running {
+                r.running = true;
+                let me = self.clone();
+                tokio::spawn(async move { me.drive().await });
+            }
+            rx
+        };
+        match timeout_at(deadline, rx.wait_for(Option::is_some)).await {
+            Ok(Ok(outcome)) => outcome.clone().unwrap_or(Err(NotFresh::Timeout(within))),
+            _ => Err(NotFresh::Timeout(within)),
+        }
+    }
+
+    /// Runs checks one after the other while readers wait for one.
+    async fn drive(self: Arc<Self>) {
+        loop {
+            // Taken just before the LIST goes out: every reader in this round arrived before it.
+            let round = {
+                let mut r = self.rounds.lock();
+                match r.next.take() {
+                    Some(tx) => tx,
+                    None => {
+                        r.running = false;
+                        return;
+                    }
+                }
+            };
+            let started = Instant::now();
+            let result = self.check(started + CHECK_BUDGET).await;
+            self.metrics.freshness_checked(
+                result.as_ref().map(|(_, p)| p.as_str()).unwrap_or("failed"),
+                started.elapsed(),
+            );
+            if let Err(e) = &result {
+                tracing::debug!(resource = %self.cache.info.group_resource(), error = %e, "freshness check failed");
+            }
+            round.send_replace(Some(result.map(|(rv, _)| rv)));
+        }
+    }
+
+    /// One check (see the module doc), bounded by `deadline`.
+    async fn check(&self, deadline: Instant) -> Result<(u64, Proof), NotFresh> {
+        let budget = CHECK_BUDGET;
+        let target = timeout_at(deadline, self.upstream_rv())
+            .await
+            .map_err(|_| NotFresh::Timeout(budget))??;
+        loop {
+            let from = self.cache.rv();
+            if from >= target {
+                return Ok((from, Proof::Ahead));
+            }
+            let proof = tokio::select! {
+                biased;
+                caught = self.cache.wait_rv(target, deadline.saturating_duration_since(Instant::now())) => {
+                    if caught {
+                        return Ok((self.cache.rv(), Proof::Caught));
+                    }
+                    return Err(NotFresh::Timeout(budget));
+                }
+                p = timeout_at(deadline, self.replay(from, target)) => p.map_err(|_| NotFresh::Timeout(budget))??,
+            };
+            // The stream ended before it proved anything (an upstream restart, a short answer):
+            // try again from wherever the cache is now.
+            let Some((last, proven, how)) = proof else {
+                continue;
+            };
+            // Every event of the resource up to `target` is `last` or before it: once the cache
+            // holds `last`, nothing lies between it and `proven`.
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !self.cache.wait_rv(last, left).await {
+                return Err(NotFresh::Timeout(budget));
+            }
+            if self.cache.rv() < target {
+                let _ = self.progress.try_send(Progress {
+                    after: last,
+                    rv: proven,
+                });
+                let left = deadline.saturating_duration_since(Instant::now());
+                if !self.cache.wait_rv(target, left).await {
+                    return Err(NotFresh::Timeout(budget));
+                }
+            }
+            return Ok((self.cache.rv(), how));
+        }
+    }
+
+    /// Step 1: the upstream's current resourceVersion, from a consistent LIST of one item.
+    async fn upstream_rv(&self) -> Result<u64, NotFresh> {
+        let q = format!("{}?limit=1", self.path);
+        let resp = self.up.get(&q, "application/json").await;
+        self.metrics
+            .upstream_request("freshness", resp.as_ref().ok().map(|r| r.status().as_u16()));
+        let resp = resp.map_err(|e| NotFresh::Upstream(Arc::new(e.into())))?;
+        let code = resp.status();
+        let body = read_body(resp, &q)
+            .await
+            .map_err(|e| NotFresh::Upstream(Arc::new(e)))?;
+        if !code.is_success() {
+            return Err(NotFresh::Upstream(Arc::new(ReflectorError::from_answer(
+                code, &q, &body,
+            ))));
+        }
+        #[derive(Deserialize)]
+        struct Head {
+            metadata: Meta,
+        }
+        #[derive(Deserialize)]
+        struct Meta {
+            #[serde(rename = "resourceVersion")]
+            resource_version: String,
+        }
+        let head: Head = serde_json::from_slice(&body)
+            .map_err(|e| NotFresh::Upstream(Arc::new(ReflectorError::malformed(&q, e))))?;
+        head.metadata.resource_version.parse().map_err(|source| {
+            NotFresh::Upstream(Arc::new(ReflectorError::malformed(
+                &q,
+                super::MalformedData::ListResourceVersion {
+                    value: head.metadata.resource_version.clone(),
+                    source,
+                },
+            )))
+        })
+    }
+
+    /// Step 2: a short watch from `from`, read until it proves that every event of the resource
+    /// up to `target` was seen. Returns the last event at or below `target` (or `from`), the
+    /// proven resourceVersion and how it was proven; `None` if the stream ended first.
+    async fn replay(&self, from: u64, target: u64) -> Result<Option<(u64, u64, Proof)>, NotFresh> {
+        let q = format!(
+            "{}?watch=1&allowWatchBookmarks=true&resourceVersion={from}&timeoutSeconds={PROOF_WATCH_SECONDS}",
+            self.path
+        );
+        let resp = self.up.get(&q, "application/json").await;
+        self.metrics
+            .upstream_request("freshness", resp.as_ref().ok().map(|r| r.status().as_u16()));
+        let resp = resp.map_err(|e| NotFresh::Upstream(Arc::new(e.into())))?;
+        let code = resp.status();
+        if !code.is_success() {
+            let body = read_body(resp, &q)
+                .await
+                .map_err(|e| NotFresh::Upstream(Arc::new(e)))?;
+            return Err(match ReflectorError::from_answer(code, &q, &body) {
+                ReflectorError::Expired(_) => NotFresh::Expired,
+                e => NotFresh::Upstream(Arc::new(e)),
+            });
+        }
+        let mut body = resp.into_body();
+        let mut buf = BytesMut::new();
+        let mut last = from;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                NotFresh::Upstream(Arc::new(ReflectorError::malformed(
+                    &q,
+                    super::MalformedData::StreamBroke(e),
+                )))
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            buf.extend_from_slice(&data);
+            while let Some(line) = take_line(&mut buf) {
+                match parse_line(&line).map_err(|e| NotFresh::Upstream(Arc::new(e)))? {
+                    Line::Event(rv) if rv >= target => {
+                        if rv == target {
+                            last = rv;
+                        }
+                        return Ok(Some((last, target, Proof::Event)));
+                    }
+                    Line::Event(rv) => last = last.max(rv),
+                    Line::Bookmark(rv) if rv >= target => {
+                        return Ok(Some((last, rv, Proof::Bookmark)));
+                    }
+                    Line::Bookmark(_) => {}
+                    Line::Error(s) if s.is_expired() => return Err(NotFresh::Expired),
+                    Line::Error(s) => {
+                        return Err(NotFresh::Upstream(Arc::new(ReflectorError::Status {
+                            what: "watch".into(),
+                            status: s,
+                        })));
+                    }
+                }
+            }
+            if buf.len() > 64 << 20 {
+                return Err(NotFresh::Upstream(Arc::new(ReflectorError::malformed(
+                    &q,
+                    super::MalformedData::EventTooLarge,
+                ))));
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,265 @@
+//! Consistent reads (no resourceVersion) answered from the cache are linearizable: a LIST, a GET
+//! or a watch-list (how client-go ≥ 1.35 informers start) issued right after a write was
+//! acknowledged by the upstream contains that write — while the upstream's watch streams lag
+//! behind its acknowledgements, other resources move the global resourceVersion, and the read
+//! resource stays quiet for long stretches. A deliberately broken freshness check fails the same
+//! test; the reads stay in the cache (the upstream sees only the small freshness requests,
+//! shared between concurrent readers).
+
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+const NS: &str = "default";
+const CMS: usize = 20;
+
+/// How late the simulator's watch streams deliver new events: far more than a read needs to
+/// arrive after its write, so a cache that trusted its own watch would miss the write.
+const WATCH_LAG: Duration = Duration::from_millis(300);
+
+fn cm_url(base: &str, name: Option<&str>) -> String {
+    match name {
+        Some(n) => format!("{base}/api/v1/namespaces/{NS}/configmaps/{n}"),
+        None => format!("{base}/api/v1/namespaces/{NS}/configmaps"),
+    }
+}
+
+/// Writes `cm-{i % CMS}` with `data.i = i` through the simulator (creates it when `create`);
+/// returns its resourceVersion.
+async fn write_as(sim_url: &str, i: usize, create: bool) -> u64 {
+    let name = format!("cm-{}", i % CMS);
+    let obj = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":name,"namespace":NS},"data":{"i":i.to_string()}});
+    let (method, url) = if create {
+        (Method::POST, cm_url(sim_url, None))
+    } else {
+        (Method::PUT, cm_url(sim_url, Some(&name)))
+    };
+    let (code, v) = send_json(method, &url, "application/json", &obj).await;
+    assert!(code.is_success(), "write {i}: {code} {v}");
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("written object has a resourceVersion")
+}
+
+/// Updates `cm-{i % CMS}` to `data.i = i` (see [`write_as`]).
+async fn write(sim_url: &str, i: usize) -> u64 {
+    write_as(sim_url, i, false).await
+}
+
+/// Pods created on the side, moving the global resourceVersion while configmaps stay quiet.
+async fn churn_other(sim_url: &str, n: usize, tag: &str) {
+    for k in 0..n {
+        let p = pod(&format!("churn-{tag}-{k}"), "n1", json!({}));
+        let (code, v) = send_json(
+            Method::POST,
+            &format!("{sim_url}/api/v1/namespaces/{NS}/pods"),
+            "application/json",
+            &p,
+        )
+        .await;
+        assert!(code.is_success(), "churn: {code} {v}");
+    }
+}
+
+fn data_i(obj: &Value) -> Option<usize> {
+    obj["data"]["i"].as_str().and_then(|s| s.parse().ok())
+}
+
+/// What a consistent LIST through `base` says `name` holds.
+async fn list_sees(base: &str, name: &str) -> Option<usize> {
+    let (code, v) = get_json(&cm_url(base, None)).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    v["items"]
+        .as_array()?
+        .iter()
+        .find(|o| o["metadata"]["name"] == name)
+        .and_then(data_i)
+}
+
+/// What a consistent GET through `base` says `name` holds.
+async fn get_sees(base: &str, name: &str) -> Option<usize> {
+    let (code, v) = get_json(&cm_url(base, Some(name))).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    data_i(&v)
+}
+
+/// What the initial events of a watch-list through `base` say `name` holds.
+async fn watch_list_sees(base: &str, name: &str) -> Option<usize> {
+    let url = format!(
+        "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10",
+        cm_url(base, None)
+    );
+    let mut w = watch(&url).await;
+    assert_eq!(w.status, StatusCode::OK);
+    let mut seen = None;
+    loop {
+        let ev = w.next_event(Duration::from_secs(10)).await;
+        if ev["type"] == "BOOKMARK" {
+            if ev["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true" {
+                return seen;
+            }
+            continue;
+        }
+        assert_eq!(ev["type"], "ADDED", "initial events are ADDED: {ev}");
+        if ev["object"]["metadata"]["name"] == name {
+            seen = data_i(&ev["object"]);
+        }
+    }
+}
+
+/// Writes `rounds` times; right after each acknowledgement, a consistent LIST, GET and
+/// watch-list through watchmux run at once. Returns the reads that missed the write they
+/// followed. Every third round the configmaps stay quiet for a while first, while pods churn.
+async fn reads_after_writes(sim_url: &str, proxy_url: &str, rounds: usize) -> Vec<String> {
+    let mut missed = Vec::new();
+    let mut last: Option<(String, usize)> = None;
+    for i in 0..rounds {
+        if i % 3 == 2 {
+            churn_other(sim_url, 5, &i.to_string()).await;
+            tokio::time::sleep(WATCH_LAG * 2).await;
+            // Configmaps have been quiet while pods moved the global resourceVersion: the
+            // cache's own resourceVersion is behind the upstream's, yet it holds every
+            // configmap write. A consistent read must be served (proven by the upstream's
+            // bookmark), and show the last write.
+            if let Some((name, v)) = &last {
+                let (l, g) = tokio::join!(list_sees(proxy_url, name), get_sees(proxy_url, name));
+                for (what, got) in [("quiet list", l), ("quiet get", g)] {
+                    if got.is_none_or(|g| g < *v) {
+                        missed.push(format!("{what} after write {v} saw {got:?}"));
+                    }
+                }
+            }
+        }
+        // Values above every earlier one: a read that shows an older state is caught.
+        let v = CMS * (i + 1) + i;
+        write(sim_url, v).await;
+        let name = format!("cm-{}", v % CMS);
+        let (l, g, w) = tokio::join!(
+            list_sees(proxy_url, &name),
+            get_sees(proxy_url, &name),
+            watch_list_sees(proxy_url, &name)
+        );
+        for (what, got) in [("list", l), ("get", g), ("watch-list", w)] {
+            if got.is_none_or(|g| g < v) {
+                missed.push(format!("{what} after write {v} saw {got:?}"));
+            }
+        }
+        last = Some((name, v));
+    }
+    missed
+}
+
+async fn setup() -> (kube_sim::Simulator, TestProxy) {
+    // kube's bookmark frequency (the test kit's default is 1 s): the cache's own watch does not
+    // tell it that the upstream moved on.
+    let sim = sim_with(|c| c.bookmark_interval = Duration::from_secs(60)).await;
+    for i in 0..CMS {
+        write_as(&sim.url(), i, true).await;
+    }
+    let p = proxy_for(&sim, |_| {}).await;
+    sim.faults().set_watch_lag(WATCH_LAG);
+    (sim, p)
+}
+
+fn configmaps(sim: &kube_sim::Simulator) -> Value {
+    sim.stats()["resources"]["configmaps"].clone()
+}
+
+fn freshness(p: &TestProxy) -> &std::sync::Arc<watchmux::reflector::Freshness> {
+    p.proxy
+        .slot("", "v1", "configmaps")
+        .and_then(|s| s.freshness())
+        .expect("configmaps are cached")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistent_reads_see_every_acknowledged_write_and_stay_in_the_cache() {
+    let (sim, p) = setup().await;
+    let before = configmaps(&sim);
+    let rounds = 12;
+    let missed = reads_after_writes(&sim.url(), &p.url, rounds).await;
+    assert!(missed.is_empty(), "read-your-writes violated: {missed:#?}");
+    // No full LIST reached the upstream: a freshness check's LIST carries at most one item
+    // (a full one would carry all {CMS}).
+    let after = configmaps(&sim);
+    let items =
+        after["listItemsSent"].as_u64().unwrap() - before["listItemsSent"].as_u64().unwrap();
+    let lists = after["listRequests"].as_u64().unwrap() - before["listRequests"].as_u64().unwrap();
+    assert!(
+        items <= lists && lists > 0,
+        "upstream saw {lists} LISTs with {items} items for {rounds} rounds of reads"
+    );
+    let m = p.proxy.metrics.render();
+    assert!(
+        m.lines().any(|l| l.starts_with(
+            "watchmux_freshness_checks_total{outcome=\"bookmark\",resource=\"configmaps\"}"
+        ) && !l.ends_with(" 0")),
+        "a quiet resource was proven fresh by the upstream's bookmark:\n{}",
+        m.lines()
+            .filter(|l| l.contains("freshness"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_freshness_check_serves_stale_reads() {
+    let (sim, p) = setup().await;
+    freshness(&p).set_unchecked(true);
+    let missed = reads_after_writes(&sim.url(), &p.url, 6).await;
+    assert!(
+        missed.len() >= 6,
+        "without the check, reads right after a write must miss it (the watch lags {WATCH_LAG:?}); missed only {missed:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_consistent_reads_share_the_freshness_requests() {
+    let (sim, p) = setup().await;
+    write(&sim.url(), 1000).await;
+    let before = configmaps(&sim);
+    let readers = 50;
+    let reads = (0..readers).map(|_| list_sees(&p.url, "cm-0"));
+    let seen = futures_util::future::join_all(reads).await;
+    assert!(seen.iter().all(|s| *s == Some(1000)), "{seen:?}");
+    let after = configmaps(&sim);
+    let delta = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    // Two rounds at most (one under way, one for everyone who arrived meanwhile), each a LIST
+    // of one item and at most one short watch.
+    assert!(
+        delta("listRequests") <= 3 && delta("watchRequests") <= 3,
+        "{readers} concurrent consistent LISTs cost the upstream {} LISTs and {} watches",
+        delta("listRequests"),
+        delta("watchRequests")
+    );
+    assert!(delta("listItemsSent") <= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprovable_read_goes_to_the_upstream() {
+    let (sim, p) = setup().await;
+    // The upstream fails the freshness check's first request: the read cannot be proven fresh
+    // from the cache, so the upstream answers it, as kube-apiserver falls back to etcd.
+    let i = 2000;
+    write(&sim.url(), i).await;
+    let before = configmaps(&sim);
+    sim.faults().fail_next(500, 1, 0, "/configmaps");
+    assert_eq!(list_sees(&p.url, "cm-0").await, Some(i));
+    let after = configmaps(&sim);
+    assert!(
+        after["listItemsSent"].as_u64().unwrap() - before["listItemsSent"].as_u64().unwrap()
+            >= CMS as u64,
+        "the full LIST went to the upstream"
+    );
+    sim.faults().clear();
+    let m = p.proxy.metrics.render();
+    assert!(
+        m.lines().any(|l| l.starts_with("watchmux_reads_total{reason=\"not_fresh\",resource=\"configmaps\",source=\"pass_through\",verb=\"list\"}") && l.ends_with(" 1")),
+        "{}",
+        m.lines().filter(|l| l.starts_with("watchmux_reads_total{") && l.contains("configmaps")).collect::<Vec<_>>().join("\n")
+    );
+}

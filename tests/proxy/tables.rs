@@ -1,0 +1,572 @@
+//! Tables and metadata-only answers from watchmux's cache (issue 13): what `kubectl get`
+//! (`as=Table`) and metadata informers (`as=PartialObjectMetadata(List)`) receive.
+//!
+//! For every kind the test proxy caches, watchmux's answer equals the simulator's own answer to
+//! the same request byte for byte, with two allowances: a list's own resourceVersion (the
+//! cache's is its resource's, the simulator's its store's), and time — answers are compared only
+//! when the simulator answered the same just before and just after ours, so no Age cell ticked in
+//! between; watch events, printed when they happen, are compared byte for byte when their Age
+//! cells agree and cell for cell otherwise. Reads the cache answers must not reach the simulator.
+//!
+//! The first tests print the cache's objects with `downstream::table` directly (the printing);
+//! the last ones go through watchmux's router (the plumbing).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use http_body_util::BodyExt;
+use kube_sim::Simulator;
+use kube_sim::fleet::FleetSpec;
+use kube_wire::negotiate::Target;
+use kube_wire::table::IncludeObject;
+use serde_json::{Value, json};
+use watchmux::cache::ResourceCache;
+use watchmux::downstream::form::{self, Form};
+use watchmux::downstream::table::{self, ListMeta};
+
+use crate::common::{Next, TestProxy, WatchStream};
+
+/// Upper bound for anything we wait on (a hang guard, never a timing assertion).
+const T: Duration = Duration::from_secs(10);
+/// The resources the test proxy caches (all cluster-scoped or core namespaced kinds).
+const CACHED: [&str; 4] = ["pods", "nodes", "namespaces", "configmaps"];
+/// What `kubectl get` and `kubectl get -w` send.
+const KUBECTL: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+/// What a metadata informer's LIST sends (its JSON fallback form).
+const METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// What a metadata informer's WATCH and GET send.
+const METADATA: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+fn table_form(include_object: IncludeObject) -> Form {
+    Form::Table { include_object }
+}
+
+/// The LIST forms compared: `Accept`, query, and the form watchmux negotiates for them.
+fn list_forms() -> [(&'static str, &'static str, Form); 4] {
+    [
+        (KUBECTL, "", table_form(IncludeObject::Metadata)),
+        (
+            KUBECTL,
+            "includeObject=None",
+            table_form(IncludeObject::None),
+        ),
+        (
+            KUBECTL,
+            "includeObject=Object",
+            table_form(IncludeObject::Object),
+        ),
+        (METADATA_LIST, "", Form::Metadata),
+    ]
+}
+
+/// A simulator with a small fleet (nodes with status, pods in assorted states, namespaces) and
+/// config maps with data, binary data, HTML characters or nothing; watchmux in front of it.
+async fn env() -> (Simulator, TestProxy) {
+    let sim = crate::common::sim_with(|c| {
+        c.fleet = Some(FleetSpec {
+            nodes: 3,
+            pods: 24,
+            namespaces: 2,
+            seed: 13,
+        })
+    })
+    .await;
+    create_configmap(
+        &sim,
+        "fleet-0",
+        json!({"metadata": {"name": "html", "labels": {"app": "<web>"}},
+               "data": {"k": "<v> & more", "l": "x"}, "binaryData": {"b": "AA=="}}),
+    );
+    create_configmap(&sim, "fleet-1", json!({"metadata": {"name": "empty"}}));
+    let px = crate::common::proxy_for(&sim, |_| {}).await;
+    (sim, px)
+}
+
+fn create_configmap(sim: &Simulator, ns: &str, obj: Value) {
+    let rt = sim.resource("", "v1", "configmaps").expect("served");
+    sim.ops()
+        .create(&rt, Some(ns), obj, false)
+        .unwrap_or_else(|s| panic!("create configmap: {}", s.message));
+}
+
+fn cache(px: &TestProxy, resource: &str) -> std::sync::Arc<ResourceCache> {
+    px.proxy
+        .cache("", "v1", resource)
+        .expect("cache discovered")
+}
+
+/// GETs `path_query` from `base` with `accept`: status and body.
+async fn get(base: &str, path_query: &str, accept: &str) -> (StatusCode, Bytes) {
+    let (s, _, b) = crate::common::request(
+        Method::GET,
+        &format!("{base}{path_query}"),
+        &[("accept", accept)],
+        "",
+    )
+    .await;
+    (s, b)
+}
+
+/// The simulator's answer (which must be a 200).
+async fn sim_answer(sim: &Simulator, path_query: &str, accept: &str) -> Bytes {
+    let (s, b) = get(&sim.url(), path_query, accept).await;
+    assert_eq!(
+        s,
+        StatusCode::OK,
+        "{path_query}: {}",
+        String::from_utf8_lossy(&b)
+    );
+    b
+}
+
+async fn body_of(resp: http::Response<kube_wire::response::Body>) -> Bytes {
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp.into_body().collect().await.expect("body").to_bytes()
+}
+
+/// `body` with the list's own resourceVersion (the first one: the list's metadata) blanked.
+fn without_list_rv(body: &[u8]) -> String {
+    let s = String::from_utf8(body.to_vec()).expect("UTF-8");
+    let key = "\"metadata\":{\"resourceVersion\":\"";
+    let Some(i) = s.find(key) else { return s };
+    let start = i + key.len();
+    let end = start + s[start..].find('"').expect("closing quote");
+    format!("{}{}", &s[..start], &s[end..])
+}
+
+/// Calls `ours` (watchmux's answer) between two identical answers of the simulator to
+/// `path_query` with no write in between, the cache having reached the simulator's revision,
+/// and returns both answers.
+async fn with_sim_still<F, Fut>(
+    sim: &Simulator,
+    cache: &ResourceCache,
+    path_query: &str,
+    accept: &str,
+    mut ours: F,
+) -> (Bytes, Bytes)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Bytes>,
+{
+    for _ in 0..20 {
+        let rev = sim.store().revision();
+        let before = sim_answer(sim, path_query, accept).await;
+        assert!(
+            cache.wait_rv(rev, T).await,
+            "the cache did not reach revision {rev}"
+        );
+        let answer = ours().await;
+        let after = sim_answer(sim, path_query, accept).await;
+        if before == after && sim.store().revision() == rev {
+            return (answer, before);
+        }
+    }
+    panic!("{path_query}: the simulator's answer never held still");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The printing, on the cache's objects
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn cached_lists_print_as_the_simulator() {
+    let (sim, px) = env().await;
+    for r in CACHED {
+        let c = cache(&px, r);
+        for (accept, query, want) in list_forms() {
+            let got = form::negotiate(Some(accept), Some(query), Target::List);
+            assert_eq!(got, Some(want), "{accept} {query}");
+            assert!(watchmux::downstream::form::renders(&want, &c.info), "{r}");
+            let path = format!("/api/v1/{r}?{query}");
+            let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || async {
+                let snap = c.snapshot();
+                let meta = ListMeta {
+                    resource_version: snap.rv,
+                    ..Default::default()
+                };
+                let items = snap.objects.values().map(|o| &**o);
+                body_of(table::list_response(&c.info, items, &meta, &want, false)).await
+            })
+            .await;
+            assert_eq!(
+                without_list_rv(&ours),
+                without_list_rv(&theirs),
+                "{r}: {accept} {query}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn large_table_lists_are_gzipped_when_accepted() {
+    let (_sim, px) = env().await;
+    let c = cache(&px, "pods");
+    let snap = c.snapshot();
+    let meta = ListMeta {
+        resource_version: snap.rv,
+        continue_token: Some("tok".into()),
+        remaining_item_count: Some(3),
+    };
+    let form = table_form(IncludeObject::Object);
+    let items = || snap.objects.values().map(|o| &**o);
+    let plain = body_of(table::list_response(&c.info, items(), &meta, &form, false)).await;
+    let v: Value = serde_json::from_slice(&plain).expect("a Table");
+    assert_eq!(
+        v["metadata"],
+        json!({"resourceVersion": snap.rv.to_string(), "continue": "tok", "remainingItemCount": 3})
+    );
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(snap.objects.len()));
+    // Large enough only when repeated: gzip applies above kube's 128 KiB.
+    let many: Vec<_> = (0..40).flat_map(|_| items()).collect();
+    let resp = table::list_response(&c.info, many.iter().copied(), &meta, &form, true);
+    assert_eq!(resp.headers()[http::header::CONTENT_ENCODING], "gzip");
+    let gz = body_of(resp).await;
+    let mut unzipped = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut unzipped)
+        .expect("gzip");
+    let v: Value = serde_json::from_slice(&unzipped).expect("a Table");
+    assert_eq!(
+        v["rows"].as_array().map(Vec::len),
+        Some(40 * snap.objects.len())
+    );
+}
+
+#[tokio::test]
+async fn cached_objects_print_as_the_simulator() {
+    let (sim, px) = env().await;
+    let forms = [
+        ("application/json", "", Form::Json),
+        (KUBECTL, "", table_form(IncludeObject::Metadata)),
+        (
+            KUBECTL,
+            "includeObject=Object",
+            table_form(IncludeObject::Object),
+        ),
+        (METADATA, "", Form::Metadata),
+    ];
+    for r in CACHED {
+        let c = cache(&px, r);
+        let snap = c.snapshot();
+        let obj = snap
+            .objects
+            .values()
+            .next_back()
+            .expect("an object")
+            .clone();
+        let path = match obj.rec.namespace.as_str() {
+            "" => format!("/api/v1/{r}/{}", obj.rec.name),
+            ns => format!("/api/v1/namespaces/{ns}/{r}/{}", obj.rec.name),
+        };
+        for (accept, query, want) in forms {
+            let got = form::negotiate(Some(accept), Some(query), Target::Object);
+            assert_eq!(got, Some(want), "{accept} {query}");
+            let path = format!("{path}?{query}");
+            let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || async {
+                body_of(table::object_response(&c.info, &obj, &want)).await
+            })
+            .await;
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&theirs),
+                "{path} {accept}"
+            );
+        }
+    }
+}
+
+/// Index of the Age column of `kind`'s Table, if it has one.
+fn age_column(kind: &str) -> Option<usize> {
+    kube_wire::table::column_definitions("", kind)
+        .as_array()?
+        .iter()
+        .position(|c| c["name"] == "Age")
+}
+
+/// One watch event line, parsed, with the Age cells of its Table rows blanked.
+fn without_ages(line: &[u8], kind: &str) -> Value {
+    let mut v: Value = serde_json::from_slice(line).expect("event JSON");
+    if let (Some(i), Some(rows)) = (age_column(kind), v["object"]["rows"].as_array_mut()) {
+        for row in rows {
+            if let Some(cell) = row["cells"].get_mut(i) {
+                *cell = Value::Null;
+            }
+        }
+    }
+    v
+}
+
+/// Asserts two watch event lines are equal: byte for byte when their Age cells agree, cell for
+/// cell otherwise.
+fn assert_same_event(ours: &[u8], theirs: &[u8], kind: &str, what: &str) {
+    let (a, b) = (without_ages(ours, kind), without_ages(theirs, kind));
+    assert_eq!(a, b, "{what}");
+    let full = |l: &[u8]| serde_json::from_slice::<Value>(l).expect("event JSON");
+    if full(ours) == full(theirs) {
+        assert_eq!(
+            String::from_utf8_lossy(ours),
+            String::from_utf8_lossy(theirs),
+            "{what}"
+        );
+    }
+}
+
+async fn next_line(w: &mut WatchStream, what: &str) -> Bytes {
+    match w.next_line(T).await {
+        Next::Line(l) => l,
+        other => panic!("{what}: expected an event, got {other:?}"),
+    }
+}
+
+/// Writes a config map's life (ADDED, MODIFIED, DELETED) and a change of another one.
+fn config_map_life(sim: &Simulator) {
+    let rt = sim.resource("", "v1", "configmaps").expect("served");
+    create_configmap(
+        sim,
+        "fleet-0",
+        json!({"metadata": {"name": "w1"}, "data": {"a": "1"}}),
+    );
+    sim.ops()
+        .modify(&rt, Some("fleet-0"), "w1", |v| {
+            v["data"]["b"] = json!("<2>");
+        })
+        .expect("modify");
+    sim.ops()
+        .modify(&rt, Some("fleet-1"), "empty", |v| {
+            v["metadata"]["labels"] = json!({"touched": "yes"});
+        })
+        .expect("modify");
+    sim.ops()
+        .delete(&rt, Some("fleet-0"), "w1", &Default::default())
+        .expect("delete");
+}
+
+#[tokio::test]
+async fn watch_frames_print_as_the_simulator() {
+    let (sim, px) = env().await;
+    let c = cache(&px, "configmaps");
+    let rv = sim.store().revision();
+    let watches = [
+        (KUBECTL, "", table_form(IncludeObject::Metadata)),
+        (
+            KUBECTL,
+            "&includeObject=None",
+            table_form(IncludeObject::None),
+        ),
+        (
+            KUBECTL,
+            "&includeObject=Object",
+            table_form(IncludeObject::Object),
+        ),
+        (METADATA, "", Form::Metadata),
+    ];
+    let mut streams = Vec::new();
+    for (accept, query, want) in watches {
+        let q = format!("watch=1&resourceVersion={rv}{query}");
+        assert_eq!(
+            form::negotiate(Some(accept), Some(&q), Target::Object),
+            Some(want)
+        );
+        let url = format!("{}/api/v1/configmaps?{q}", sim.url());
+        let w = crate::common::watch_with(&url, &[("accept", accept)]).await;
+        assert_eq!(w.status, StatusCode::OK);
+        streams.push((w, want));
+    }
+    config_map_life(&sim);
+    assert!(c.wait_rv(sim.store().revision(), T).await);
+    let events = c.events_after(rv, 16).expect("in the log").events;
+    assert_eq!(events.len(), 4);
+    for (w, form) in &mut streams {
+        let mut headers_sent = !matches!(form, Form::Table { .. });
+        for (i, ev) in events.iter().enumerate() {
+            let theirs = next_line(w, "simulator watch").await;
+            let emitted = ev.ty;
+            let now = table::now_unix();
+            // A watcher's first Table event carries the column definitions, in a frame of its
+            // own; the others are shared.
+            let ours = if headers_sent {
+                ev.frame_in(&c.info, emitted, form, |body| {
+                    table::event_frame(&c.info, emitted, body, form, true, now)
+                })
+            } else {
+                headers_sent = true;
+                table::event_frame(
+                    &c.info,
+                    emitted,
+                    &ev.emitted_body(emitted),
+                    form,
+                    false,
+                    now,
+                )
+            };
+            assert_eq!(ours.last(), Some(&b'\n'));
+            assert_same_event(
+                &ours[..ours.len() - 1],
+                &theirs,
+                "ConfigMap",
+                &format!("{form:?} event {i}"),
+            );
+        }
+    }
+    // Shared frames are encoded once per form.
+    let f = table_form(IncludeObject::None);
+    let a = events[1].frame_in(&c.info, events[1].ty, &f, |_| Bytes::from_static(b"x"));
+    let b = events[1].frame_in(&c.info, events[1].ty, &f, |_| Bytes::from_static(b"y"));
+    assert_eq!(a, b);
+    assert_ne!(&a[..], b"x", "already encoded by the loop above");
+}
+
+#[tokio::test]
+async fn bookmark_frames_print_as_the_simulator() {
+    let (sim, px) = env().await;
+    let c = cache(&px, "pods");
+    // A watch-list of an empty selection: no events, then the initial-events-end bookmark.
+    let q = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&labelSelector=none%3Dnone";
+    for (accept, want) in [
+        (KUBECTL, table_form(IncludeObject::Metadata)),
+        (METADATA, Form::Metadata),
+        ("application/json", Form::Json),
+    ] {
+        let url = format!("{}/api/v1/pods?{q}", sim.url());
+        let mut w = crate::common::watch_with(&url, &[("accept", accept)]).await;
+        let theirs = next_line(&mut w, "simulator bookmark").await;
+        let v: Value = serde_json::from_slice(&theirs).expect("JSON");
+        assert_eq!(
+            v["type"],
+            "BOOKMARK",
+            "{}",
+            String::from_utf8_lossy(&theirs)
+        );
+        let rv: u64 = v["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .expect("rv")
+            .parse()
+            .expect("numeric rv");
+        let ours = table::bookmark_frame(&c.info, rv, true, &want);
+        assert_eq!(
+            String::from_utf8_lossy(&ours[..ours.len() - 1]),
+            String::from_utf8_lossy(&theirs),
+            "{want:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through watchmux
+// ---------------------------------------------------------------------------------------------
+
+/// List, get and watch requests the simulator has served for the cached resources.
+fn upstream_reads(sim: &Simulator) -> (u64, u64, u64) {
+    let s = sim.stats();
+    let sum = |k: &str| {
+        CACHED
+            .iter()
+            .map(|r| s["resources"][r][k].as_u64().expect("counter"))
+            .sum::<u64>()
+    };
+    (
+        sum("listRequests"),
+        sum("otherRequests"),
+        sum("watchRequests"),
+    )
+}
+
+/// watchmux's answer to `path` with `accept`, which must not reach the simulator.
+async fn from_the_cache(sim: &Simulator, px: &TestProxy, path: &str, accept: &str) -> Bytes {
+    let before = upstream_reads(sim);
+    let (s, b) = get(&px.url, path, accept).await;
+    assert_eq!(s, StatusCode::OK, "{path}: {}", String::from_utf8_lossy(&b));
+    assert_eq!(
+        upstream_reads(sim),
+        before,
+        "{path} ({accept}) reached the simulator"
+    );
+    b
+}
+
+#[tokio::test]
+async fn tables_and_metadata_through_watchmux_do_not_reach_the_simulator() {
+    let (sim, px) = env().await;
+    for r in CACHED {
+        let c = cache(&px, r);
+        for (accept, query, _) in list_forms() {
+            // resourceVersion=0: served from the cache as it is, without a freshness check.
+            let path = format!("/api/v1/{r}?resourceVersion=0&{query}");
+            let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || {
+                from_the_cache(&sim, &px, &path, accept)
+            })
+            .await;
+            assert_eq!(
+                without_list_rv(&ours),
+                without_list_rv(&theirs),
+                "{path} {accept}"
+            );
+        }
+        // One object, by name.
+        let snap = c.snapshot();
+        let obj = snap.objects.values().next().expect("an object").clone();
+        let path = match obj.rec.namespace.as_str() {
+            "" => format!("/api/v1/{r}/{}?resourceVersion=0", obj.rec.name),
+            ns => format!(
+                "/api/v1/namespaces/{ns}/{r}/{}?resourceVersion=0",
+                obj.rec.name
+            ),
+        };
+        for accept in [KUBECTL, METADATA] {
+            let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || {
+                from_the_cache(&sim, &px, &path, accept)
+            })
+            .await;
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&theirs),
+                "{path} {accept}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn kubectl_get_watch_through_watchmux_matches_the_simulator() {
+    let (sim, px) = env().await;
+    let c = cache(&px, "configmaps");
+    assert!(c.wait_rv(sim.store().revision(), T).await);
+    // `kubectl get -w`: a Table LIST, then a Table watch from its resourceVersion.
+    let (s, list) = get(&px.url, "/api/v1/configmaps?resourceVersion=0", KUBECTL).await;
+    assert_eq!(s, StatusCode::OK);
+    let list: Value = serde_json::from_slice(&list).expect("a Table");
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("list rv")
+        .to_string();
+    let q = format!("/api/v1/configmaps?watch=1&resourceVersion={rv}");
+    let mut theirs =
+        crate::common::watch_with(&format!("{}{q}", sim.url()), &[("accept", KUBECTL)]).await;
+    let before = upstream_reads(&sim);
+    let mut ours =
+        crate::common::watch_with(&format!("{}{q}", px.url), &[("accept", KUBECTL)]).await;
+    assert_eq!(ours.status, StatusCode::OK);
+    assert_eq!(
+        ours.headers.get("content-type"),
+        theirs.headers.get("content-type")
+    );
+    config_map_life(&sim);
+    for i in 0..4 {
+        let a = next_line(&mut ours, "watchmux watch").await;
+        let b = next_line(&mut theirs, "simulator watch").await;
+        assert_same_event(&a, &b, "ConfigMap", &format!("event {i}"));
+        let v: Value = serde_json::from_slice(&a).expect("event");
+        assert_eq!(
+            v["object"]["columnDefinitions"].is_array(),
+            i == 0,
+            "only the first event carries the column definitions"
+        );
+    }
+    assert_eq!(
+        upstream_reads(&sim),
+        before,
+        "the watch was served from the cache"
+    );
+}
