@@ -3,8 +3,9 @@
 //! requests to the slots; [`App::shutdown_within`] drains it.
 //!
 //! Owns the state every request handler shares (slots, upstream client, limits, metrics, the
-//! cancellation tokens and task trackers). It must not serve HTTP itself (that is
-//! [`crate::downstream`]) nor touch the upstream directly (that is [`crate::reflector`]).
+//! printer columns of cached custom resources, the cancellation tokens and task trackers). It
+//! must not serve HTTP itself (that is [`crate::downstream`]) nor touch the upstream directly
+//! (that is [`crate::reflector`], whose CRD watch it starts).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tokio_util::task::TaskTracker;
 use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, Config, ResourceSpec};
 use crate::downstream::limits;
+use crate::reflector::crd::CrdColumns;
 use crate::reflector::{Freshness, Reflector};
 use crate::upstream::Upstream;
 
@@ -90,6 +92,9 @@ pub struct App {
     pub max_header_bytes: usize,
     /// `server.header_read_timeout_secs`.
     pub header_read_timeout: Duration,
+    /// The printer columns of the cached custom resources, kept current by one upstream watch
+    /// of their CRDs (started only when a custom resource is cached).
+    pub crd_columns: Arc<CrdColumns>,
 }
 
 impl std::fmt::Debug for App {
@@ -115,6 +120,14 @@ impl App {
             );
         }
         let cancel = CancellationToken::new();
+        let crd_columns = Arc::new(CrdColumns::new(
+            config
+                .cache
+                .resources
+                .iter()
+                .filter(|s| !kube_wire::selector::selectable::is_builtin_group(&s.group))
+                .map(|s| (s.group.as_str(), s.resource.as_str())),
+        ));
         let authz =
             (config.server.authz_mode() == crate::config::AuthzMode::Delegated).then(|| {
                 Arc::new(crate::downstream::authz::Authorizer::new(
@@ -140,7 +153,18 @@ impl App {
             tasks: TaskTracker::new(),
             conns: TaskTracker::new(),
             metrics: Arc::new(crate::metrics::Metrics::new(config)),
+            crd_columns,
         });
+        if proxy.crd_columns.wants_any() {
+            let (up, columns, cancel) = (
+                proxy.upstream.watch_client(),
+                proxy.crd_columns.clone(),
+                proxy.cancel.clone(),
+            );
+            proxy
+                .tasks
+                .spawn(crate::reflector::crd::run(up, columns, cancel));
+        }
         for spec in &config.cache.resources {
             let p = proxy.clone();
             let spec = spec.clone();

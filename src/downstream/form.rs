@@ -12,25 +12,46 @@
 //! an invalid `includeObject` (kube's 400 comes after the read too). So [`negotiate`] never
 //! fails: it returns the form, or `None`.
 //!
+//! A Table is printed like kube only for the kinds it has a printer for: the built-in kinds whose
+//! printers kube-wire reproduces, and custom resources once their CRD's printer columns are
+//! known ([`printer`], from [`CrdColumns`]).
+//!
 //! Owns the decision only: it must not build bodies ([`super::table`] and [`super::list`] do)
 //! nor decide whether a read is served from the cache at all (the router does).
 
 use kube_wire::negotiate::{MediaRange, Repr, Target, media_ranges};
-use kube_wire::table::IncludeObject;
+use kube_wire::table::{IncludeObject, TablePrinter};
 
 use crate::cache::ResourceInfo;
+use crate::reflector::crd::CrdColumns;
 
 pub use kube_wire::negotiate::Form;
 
-/// Whether the cache prints `form` of `info`'s objects exactly as kube-apiserver does. False
-/// only for a Table of a kind without a per-type printer in [`kube_wire::table::has_printer`]:
-/// custom resources (kube prints their CRD's `additionalPrinterColumns`, which the cache does not
-/// know) and the built-in kinds whose printers are not reproduced. Those reads go to the
-/// upstream.
+/// Whether the cache prints `form` of `info`'s objects exactly as kube-apiserver does, knowing
+/// no CRD's columns: [`printer`] without any. False only for a Table of a kind without a
+/// per-type printer in [`kube_wire::table::has_printer`]: custom resources and the built-in
+/// kinds whose printers are not reproduced.
 pub fn renders(form: &Form, info: &ResourceInfo) -> bool {
+    printer(form, info, &CrdColumns::default()).is_some()
+}
+
+/// How the cache prints `form` of `info`'s objects exactly as kube-apiserver does, or `None`
+/// when it cannot, and the read goes to the upstream. Only a Table can be `None`: a built-in
+/// kind is printed by its per-type printer ([`kube_wire::table::has_printer`]; the kinds whose
+/// printers are not reproduced go upstream), a custom resource with its CRD version's
+/// `additionalPrinterColumns` once `crds` knows them (until then, or when a column's JSONPath is
+/// beyond kube-wire's, it goes upstream). An aggregated API's kind is not a CRD's: never known.
+pub fn printer(form: &Form, info: &ResourceInfo, crds: &CrdColumns) -> Option<TablePrinter> {
+    let for_kind = TablePrinter::for_kind(&info.group, &info.kind);
     match form {
-        Form::Table { .. } => kube_wire::table::has_printer(&info.group, &info.kind),
-        Form::Json | Form::Metadata => true,
+        Form::Table { .. } if !kube_wire::table::has_printer(&info.group, &info.kind) => {
+            if info.builtin {
+                None
+            } else {
+                crds.printer(&info.group, &info.version, &info.resource)
+            }
+        }
+        _ => Some(for_kind),
     }
 }
 
@@ -218,6 +239,16 @@ mod tests {
         assert!(!renders(&table, &widgets));
         assert!(renders(&Form::Metadata, &widgets));
         assert!(renders(&Form::Json, &deployments));
+        // A custom resource's Table once its CRD's columns are known.
+        let crds = CrdColumns::new([("example.com", "widgets")]);
+        assert!(printer(&table, &widgets, &crds).is_none());
+        crds.replace_for_test(
+            &serde_json::json!({"metadata": {"name": "widgets.example.com"},
+            "spec": {"versions": [{"name": "v1"}]}}),
+        );
+        assert!(printer(&table, &widgets, &crds).is_some_and(|p| p.is_crd()));
+        assert!(printer(&table, &deployments, &crds).is_none());
+        assert!(printer(&table, &pods, &crds).is_some_and(|p| !p.is_crd()));
         assert_eq!(table.repr(), Repr::Table);
         assert_eq!(table.include_object(), IncludeObject::None);
         assert_eq!(Form::Json.include_object(), IncludeObject::Metadata);

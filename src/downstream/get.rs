@@ -10,21 +10,24 @@ use super::form::Form;
 use crate::cache::{ResourceInfo, Snapshot};
 use kube_wire::response::{Body, status_response};
 use kube_wire::status::Status;
+use kube_wire::table::TablePrinter;
 
-/// The answer to a GET of `name` (in `namespace`, ignored for a cluster-scoped kind) from `snap`.
+/// The answer to a GET of `name` (in `namespace`, ignored for a cluster-scoped kind) from `snap`
+/// (a Table printed by `printer`).
 pub fn serve(
     info: &ResourceInfo,
     snap: &Snapshot,
     namespace: Option<&str>,
     name: &str,
     form: &Form,
+    printer: &TablePrinter,
 ) -> http::Response<Body> {
     let key = match namespace.filter(|_| info.namespaced) {
         Some(ns) => format!("{ns}/{name}"),
         None => name.to_string(),
     };
     match snap.objects.get(key.as_str()) {
-        Some(obj) => super::table::object_response(info, obj, form),
+        Some(obj) => super::table::object_response_with(info, printer, obj, form),
         None => status_response(&Status::not_found(&info.group, &info.resource, name)),
     }
 }

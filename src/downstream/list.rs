@@ -21,6 +21,7 @@ use kube_wire::continue_token::ContinueToken;
 use kube_wire::options::ListOptions;
 use kube_wire::response::Body;
 use kube_wire::selector::Filter;
+use kube_wire::table::TablePrinter;
 
 /// How long a read waits for a resourceVersion the cache has not reached (kube's `blockTimeout`).
 pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -64,8 +65,9 @@ struct Page<'a> {
 }
 
 /// Serves a LIST the router decided the cache answers, from `from`, in `namespace` (ignored for
-/// a cluster-scoped kind); gzip-compressed when `gzip` and the body is large. When the page
+/// a cluster-scoped kind), a Table printed by `printer`; gzip-compressed when `gzip` and the body is large. When the page
 /// leaves items, its snapshot is kept as `config`'s `snapshot_*` keys allow.
+#[allow(clippy::too_many_arguments)]
 pub fn serve(
     cache: &ResourceCache,
     from: ListFrom,
@@ -73,6 +75,7 @@ pub fn serve(
     opts: &ListOptions,
     filter: &Filter,
     form: &Form,
+    printer: &TablePrinter,
     gzip: bool,
 ) -> http::Response<Body> {
     let info = &cache.info;
@@ -92,7 +95,14 @@ pub fn serve(
         continue_token: page.token,
         remaining_item_count: page.remaining,
     };
-    super::table::list_response(info, page.items.iter().map(|o| &***o), &meta, form, gzip)
+    super::table::list_response_with(
+        info,
+        printer,
+        page.items.iter().map(|o| &***o),
+        &meta,
+        form,
+        gzip,
+    )
 }
 
 /// Cuts the page of at most `limit` (0: all) matching objects of `from` in `ns`, as kube's

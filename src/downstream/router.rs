@@ -29,6 +29,7 @@ use kube_wire::path::{self, ApiPath};
 use kube_wire::response::{Body, status_response};
 use kube_wire::selector::{Filter, SelectorError};
 use kube_wire::status::Status;
+use kube_wire::table::TablePrinter;
 
 /// Why the router answers a request itself, with a kube `Status`, rather than with the cache's
 /// or the upstream's answer.
@@ -102,6 +103,7 @@ async fn route_and_serve(
             filter,
             client,
             form,
+            printer,
         } => {
             let permit = app.limits.acquire_watch(&client)?;
             // A websocket watch: check the subprotocols before anything else is started.
@@ -115,7 +117,7 @@ async fn route_and_serve(
             } else {
                 crate::metrics::TRANSPORT_CHUNKED
             };
-            let rx = watch::start(app, cache, opts, filter, transport, form)?;
+            let rx = watch::start(app, cache, opts, filter, transport, form, printer)?;
             match ws {
                 None => Ok(limits::hold(watch::chunked_response(rx), permit)),
                 Some(protocol) => {
@@ -135,6 +137,7 @@ async fn route_and_serve(
             opts,
             filter,
             form,
+            printer,
         } => {
             let permit = app.limits.acquire_list()?;
             // A pretty answer is re-indented whole: not compressed.
@@ -146,6 +149,7 @@ async fn route_and_serve(
                 &opts,
                 &filter,
                 &form,
+                &printer,
                 gzip,
             );
             Ok(limits::hold(resp, permit))
@@ -156,12 +160,14 @@ async fn route_and_serve(
             namespace,
             name,
             form,
+            printer,
         } => Ok(get::serve(
             &cache.info,
             &snap,
             namespace.as_deref(),
             &name,
             &form,
+            &printer,
         )),
         Route::PassThrough(reason) => {
             let mut r = crate::passthrough::pass_through(&app.upstream, req).await;
@@ -184,6 +190,8 @@ enum Route {
         /// Whom the watch counts against (`server.max_watches_per_client`).
         client: String,
         form: Form,
+        /// How its Tables are printed (for the whole watch, as kube's storage does).
+        printer: TablePrinter,
     },
     /// A LIST the cache answers, from `from`.
     List {
@@ -195,6 +203,7 @@ enum Route {
         opts: ListOptions,
         filter: Filter,
         form: Form,
+        printer: TablePrinter,
     },
     /// A GET of one object the cache answers, from `snap`.
     Get {
@@ -203,6 +212,7 @@ enum Route {
         namespace: Option<String>,
         name: String,
         form: Form,
+        printer: TablePrinter,
     },
     /// Anything else: the upstream answers.
     PassThrough(PassReason),
@@ -308,9 +318,10 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
     if rp.namespace.is_some() && !info.namespaced {
         return Err(RouteError::NoRoute);
     }
-    if !form::renders(&form, info) {
+    // How a Table is printed (a custom resource's: with its CRD's columns, once known).
+    let Some(printer) = form::printer(&form, info, &app.crd_columns) else {
         return Ok(Route::PassThrough(PassReason::Representation));
-    }
+    };
     if read == Read::Get {
         let point = ReadPoint::for_get(&opts)?;
         let snap = match resolve(slot, &cache, point).await? {
@@ -323,6 +334,7 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
             namespace: rp.namespace,
             name: rp.name.unwrap_or_default(),
             form,
+            printer,
         });
     }
     if opts.watch {
@@ -364,6 +376,7 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
             filter,
             client,
             form,
+            printer,
         });
     }
     let point = ReadPoint::for_list(&opts)?;
@@ -378,6 +391,7 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
         opts,
         filter,
         form,
+        printer,
     })
 }
 

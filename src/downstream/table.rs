@@ -3,7 +3,8 @@
 //! plain JSON.
 //!
 //! Printing is [`kube_wire::table`]'s, the simulator's own printer, so the cache prints exactly
-//! what the simulator prints; this module turns cached objects ([`Cached`]: stored bodies without
+//! what the simulator prints: with a kind's printer, or (the `_with` functions) with the
+//! [`TablePrinter`] the router chose, a custom resource's CRD columns. This module turns cached objects ([`Cached`]: stored bodies without
 //! type meta) into its input and its output into responses and watch frames. Age-like cells
 //! depend on the clock: each answer reads it once.
 //!
@@ -21,7 +22,7 @@ use super::form::Form;
 use crate::cache::{Cached, ResourceInfo};
 use kube_wire::event::{EventType, bookmark_frame as json_bookmark_frame, bookmark_object};
 use kube_wire::response::{Body, json_response, list_head, stream_list_encoded};
-use kube_wire::table::{self as printer, to_go_json};
+use kube_wire::table::{self as printer, TablePrinter, to_go_json};
 
 /// The metadata of a list answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,6 +76,19 @@ pub fn list_response<'a>(
     form: &Form,
     gzip: bool,
 ) -> Response<Body> {
+    let p = TablePrinter::for_kind(&info.group, &info.kind);
+    list_response_with(info, &p, items, meta, form, gzip)
+}
+
+/// [`list_response`], a Table printed by `p`.
+pub fn list_response_with<'a>(
+    info: &ResourceInfo,
+    p: &TablePrinter,
+    items: impl IntoIterator<Item = &'a Cached>,
+    meta: &ListMeta,
+    form: &Form,
+    gzip: bool,
+) -> Response<Body> {
     let list_meta = meta.to_value();
     let items = items.into_iter();
     let body = match form {
@@ -83,7 +97,7 @@ pub fn list_response<'a>(
             let items = items.map(|c| info.list_item(c)).collect();
             return stream_list_encoded(head, items, gzip).0;
         }
-        Form::Table { include_object } => printer::table_list(
+        Form::Table { include_object } => p.table_list(
             &info.group,
             &info.kind,
             items.map(|c| value_of(info, c)),
@@ -118,12 +132,23 @@ fn list_body_response(body: Vec<u8>, gzip: bool) -> Response<Body> {
 /// The answer to a GET of one object in `form`: the object with its `kind` and `apiVersion`
 /// (plain JSON), its PartialObjectMetadata, or a Table of it with column definitions.
 pub fn object_response(info: &ResourceInfo, obj: &Cached, form: &Form) -> Response<Body> {
+    let p = TablePrinter::for_kind(&info.group, &info.kind);
+    object_response_with(info, &p, obj, form)
+}
+
+/// [`object_response`], a Table printed by `p`.
+pub fn object_response_with(
+    info: &ResourceInfo,
+    p: &TablePrinter,
+    obj: &Cached,
+    form: &Form,
+) -> Response<Body> {
     let body = match form {
         Form::Json => info.full_object(obj),
         Form::Metadata => Bytes::from(to_go_json(&printer::partial_object_metadata(&value_of(
             info, obj,
         )))),
-        Form::Table { include_object } => Bytes::from(to_go_json(&printer::object_table(
+        Form::Table { include_object } => Bytes::from(to_go_json(&p.object_table(
             &info.group,
             &info.kind,
             &value_of(info, obj),
@@ -147,10 +172,24 @@ pub fn event_frame(
     no_headers: bool,
     now_unix: i64,
 ) -> Bytes {
+    let p = TablePrinter::for_kind(&info.group, &info.kind);
+    event_frame_with(info, &p, ty, body, form, no_headers, now_unix)
+}
+
+/// [`event_frame`], a Table printed by `p`.
+pub fn event_frame_with(
+    info: &ResourceInfo,
+    p: &TablePrinter,
+    ty: EventType,
+    body: &[u8],
+    form: &Form,
+    no_headers: bool,
+    now_unix: i64,
+) -> Bytes {
     if *form == Form::Json {
         return kube_wire::event::encode_frame(ty.as_str(), &info.type_prefix, body);
     }
-    let object = printer::event_object(
+    let object = p.event_object(
         form.repr(),
         &info.group,
         &info.kind,

@@ -36,6 +36,7 @@ use kube_wire::options::ListOptions;
 use kube_wire::response::{Body, stream_response};
 use kube_wire::selector::Filter;
 use kube_wire::status::Status;
+use kube_wire::table::TablePrinter;
 
 /// Log events read per catch-up step.
 const BATCH: usize = 256;
@@ -70,6 +71,7 @@ pub fn start(
     filter: Filter,
     transport: &'static str,
     form: Form,
+    printer: TablePrinter,
 ) -> Result<mpsc::Receiver<Out>, Status> {
     // A failed start answered with a Status is counted by the server (`Metrics::finish`).
     let rv = opts.rv()?;
@@ -95,6 +97,7 @@ pub fn start(
         tap,
         start_failed: false,
         form,
+        printer,
         headers_sent: !matches!(form, Form::Table { .. }),
     };
     // Draining (shutdown; a child of `cancel`) ends the watch: the stream ends cleanly.
@@ -158,6 +161,9 @@ struct Watcher {
     start_failed: bool,
     /// The wire form of the events.
     form: Form,
+    /// How its Tables are printed: chosen at the start, for the whole watch (kube serves a watch
+    /// from its CRD's storage and table convertor as they were when it started).
+    printer: TablePrinter,
     /// A Table watch sent its first event, the one with the column definitions (always true
     /// for the other forms).
     headers_sent: bool,
@@ -218,8 +224,9 @@ impl Watcher {
                         continue;
                     }
                     if self.form != Form::Json {
-                        let f = table::event_frame(
+                        let f = table::event_frame_with(
                             info,
+                            &self.printer,
                             EventType::Added,
                             &obj.body,
                             &self.form,
@@ -273,13 +280,23 @@ impl Watcher {
 
     /// The frame of a logged change for this watcher, in its form: shared with every watcher
     /// of the same form (encoded once per event), except a Table watch's first event, which
-    /// alone carries the column definitions.
+    /// alone carries the column definitions, and the Tables of a custom resource, whose columns
+    /// are this watch's own (they may have changed since other watches started).
     fn frame_of(&mut self, ev: &CacheEvent, emitted: EventType) -> Bytes {
         let info = &self.cache.info;
-        if !self.headers_sent {
+        if !self.headers_sent || self.printer.is_crd() {
+            let no_headers = self.headers_sent;
             self.headers_sent = true;
             let body = ev.emitted_body(emitted);
-            return table::event_frame(info, emitted, &body, &self.form, false, table::now_unix());
+            return table::event_frame_with(
+                info,
+                &self.printer,
+                emitted,
+                &body,
+                &self.form,
+                no_headers,
+                table::now_unix(),
+            );
         }
         let form = self.form;
         ev.frame_in(info, emitted, &form, |body| {

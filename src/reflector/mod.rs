@@ -28,6 +28,7 @@
 //! `crate::hub`); it writes to the cache only through its [`CacheWriter`].
 
 mod backoff;
+pub mod crd;
 mod discovery;
 mod error;
 pub mod freshness;

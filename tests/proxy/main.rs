@@ -10,6 +10,7 @@ mod cache_props;
 mod clients;
 mod conformance;
 mod consistency;
+mod crd_tables;
 mod kube;
 mod kubectl;
 mod limits;

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use http_body_util::BodyExt;
 use kube_sim::Simulator;
 use kube_sim::fleet::FleetSpec;
@@ -25,7 +25,7 @@ use watchmux::cache::ResourceCache;
 use watchmux::downstream::form::{self, Form};
 use watchmux::downstream::table::{self, ListMeta};
 
-use crate::common::{Next, TestProxy, WatchStream};
+use crate::common::{Next, TestProxy, WatchStream, get_accepting, sim_answer};
 
 /// Upper bound for anything we wait on (a hang guard, never a timing assertion).
 const T: Duration = Duration::from_secs(10);
@@ -96,30 +96,6 @@ fn cache(px: &TestProxy, resource: &str) -> std::sync::Arc<ResourceCache> {
     px.proxy
         .cache("", "v1", resource)
         .expect("cache discovered")
-}
-
-/// GETs `path_query` from `base` with `accept`: status and body.
-async fn get(base: &str, path_query: &str, accept: &str) -> (StatusCode, Bytes) {
-    let (s, _, b) = crate::common::request(
-        Method::GET,
-        &format!("{base}{path_query}"),
-        &[("accept", accept)],
-        "",
-    )
-    .await;
-    (s, b)
-}
-
-/// The simulator's answer (which must be a 200).
-async fn sim_answer(sim: &Simulator, path_query: &str, accept: &str) -> Bytes {
-    let (s, b) = get(&sim.url(), path_query, accept).await;
-    assert_eq!(
-        s,
-        StatusCode::OK,
-        "{path_query}: {}",
-        String::from_utf8_lossy(&b)
-    );
-    b
 }
 
 async fn body_of(resp: http::Response<kube_wire::response::Body>) -> Bytes {
@@ -476,7 +452,7 @@ fn upstream_reads(sim: &Simulator) -> (u64, u64, u64) {
 /// watchmux's answer to `path` with `accept`, which must not reach the simulator.
 async fn from_the_cache(sim: &Simulator, px: &TestProxy, path: &str, accept: &str) -> Bytes {
     let before = upstream_reads(sim);
-    let (s, b) = get(&px.url, path, accept).await;
+    let (s, b) = get_accepting(&px.url, path, accept).await;
     assert_eq!(s, StatusCode::OK, "{path}: {}", String::from_utf8_lossy(&b));
     assert_eq!(
         upstream_reads(sim),
@@ -534,7 +510,7 @@ async fn kubectl_get_watch_through_watchmux_matches_the_simulator() {
     let c = cache(&px, "configmaps");
     assert!(c.wait_rv(sim.store().revision(), T).await);
     // `kubectl get -w`: a Table LIST, then a Table watch from its resourceVersion.
-    let (s, list) = get(&px.url, "/api/v1/configmaps?resourceVersion=0", KUBECTL).await;
+    let (s, list) = get_accepting(&px.url, "/api/v1/configmaps?resourceVersion=0", KUBECTL).await;
     assert_eq!(s, StatusCode::OK);
     let list: Value = serde_json::from_slice(&list).expect("a Table");
     let rv = list["metadata"]["resourceVersion"]

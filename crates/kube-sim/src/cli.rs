@@ -31,7 +31,8 @@ pub struct SimArgs {
     /// Seed for the fleet and churn.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// A CRD-like type to serve: group/version/resource=Kind[,cluster][,field=spec.x] (repeatable).
+    /// A CRD-like type to serve (repeatable):
+    /// group/version/resource=Kind[,cluster][,field=spec.x][,column=Name:type:priority:.json.path].
     #[arg(long = "crd")]
     pub crds: Vec<CustomType>,
     /// Seconds of event history kept per resource (older resourceVersions get 410).

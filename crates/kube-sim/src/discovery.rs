@@ -226,7 +226,15 @@ mod tests {
             .iter()
             .map(|g| g["name"].as_str().unwrap())
             .collect();
-        assert_eq!(gnames, vec!["discovery.k8s.io", "example.com"]);
+        // CustomResourceDefinitions are always served, as kube-apiserver does.
+        assert_eq!(
+            gnames,
+            vec!["discovery.k8s.io", "apiextensions.k8s.io", "example.com"]
+        );
+        let crds = resource_list(&reg, "apiextensions.k8s.io", "v1").unwrap();
+        assert_eq!(crds["resources"][0]["name"], "customresourcedefinitions");
+        assert_eq!(crds["resources"][0]["namespaced"], false);
+        assert_eq!(crds["resources"][0]["shortNames"], json!(["crd", "crds"]));
         assert_eq!(
             group(&reg, "example.com").unwrap()["preferredVersion"]["groupVersion"],
             "example.com/v1"

@@ -501,7 +501,7 @@ fn object_response(
 ) -> Response<Body> {
     let body: Bytes = match repr {
         Repr::Json => obj.full_bytes(rt),
-        Repr::Table => Bytes::from(table::to_go_json(&table::object_table(
+        Repr::Table => Bytes::from(table::to_go_json(&state.table_printer(rt).object_table(
             &rt.group,
             &rt.kind,
             &obj.to_value(rt),
@@ -650,7 +650,7 @@ fn list_response(
             state.stats.sent(Some(rt.index), len);
             return resp;
         }
-        Repr::Table => table::table_list(
+        Repr::Table => state.table_printer(rt).table_list(
             &rt.group,
             &rt.kind,
             page.items.iter().map(|o| o.to_value(rt)),

@@ -6,9 +6,14 @@
 //! kube-wire's `selector::selectable`, each with a generic default for kinds it does not list.
 //!
 //! The [`Registry`] is fixed when the simulator starts: no type is added or removed while it runs.
+//! Custom types are also described by `CustomResourceDefinition` objects
+//! ([`CustomType::crd_object`], stored at start and served like any object), whose printer
+//! columns the simulator prints custom resources' Tables with: those may change while it runs.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use serde_json::{Value, json};
 
 /// One group/version/resource the simulator serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,8 +78,91 @@ impl ResourceType {
     }
 }
 
+/// One of a custom type's `additionalPrinterColumns` (`apiextensions.k8s.io/v1`
+/// `CustomResourceColumnDefinition`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// Column name.
+    pub name: String,
+    /// `integer`, `number`, `string`, `boolean` or `date`.
+    pub ty: String,
+    /// The JSONPath of the cell, e.g. `.spec.replicas`.
+    pub json_path: String,
+    /// 0: shown by `kubectl get`; 1 and more: only with `-o wide`.
+    pub priority: i32,
+    /// Optional format (`int32`, `byte`, …); empty if none.
+    pub format: String,
+    /// Optional description; empty if none (kube then describes the JSONPath).
+    pub description: String,
+}
+
+impl PrinterColumn {
+    /// A column of type `ty` named `name`, with cells from `json_path`, priority 0.
+    pub fn new(name: &str, ty: &str, json_path: &str) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            ty: ty.into(),
+            json_path: json_path.into(),
+            priority: 0,
+            format: String::new(),
+            description: String::new(),
+        }
+    }
+
+    /// The same column with this priority.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The column as a CRD carries it (`omitempty` members left out, as kube encodes them).
+    pub fn to_value(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(self.name));
+        m.insert("type".into(), json!(self.ty));
+        if !self.format.is_empty() {
+            m.insert("format".into(), json!(self.format));
+        }
+        if !self.description.is_empty() {
+            m.insert("description".into(), json!(self.description));
+        }
+        if self.priority != 0 {
+            m.insert("priority".into(), json!(self.priority));
+        }
+        m.insert("jsonPath".into(), json!(self.json_path));
+        Value::Object(m)
+    }
+}
+
+impl std::str::FromStr for PrinterColumn {
+    type Err = String;
+
+    /// `Name:type:priority:jsonPath` (the JSONPath last: it may contain `:`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut parts = s.splitn(4, ':');
+        let (Some(name), Some(ty), Some(priority), Some(path)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(format!("{s:?}: expected Name:type:priority:jsonPath"));
+        };
+        if !matches!(ty, "integer" | "number" | "string" | "boolean" | "date") {
+            return Err(format!("{s:?}: unknown column type {ty:?}"));
+        }
+        let priority = priority
+            .parse()
+            .map_err(|_| format!("{s:?}: priority {priority:?} is not a number"))?;
+        if name.is_empty() || !path.starts_with('.') {
+            return Err(format!(
+                "{s:?}: a column needs a name and a JSONPath starting with '.'"
+            ));
+        }
+        Ok(PrinterColumn::new(name, ty, path).priority(priority))
+    }
+}
+
 /// A CRD-like type declared on the command line or in the simulator config:
-/// `group/version/resource` with kind and scope, e.g. `example.com/v1/widgets=Widget,namespaced`.
+/// `group/version/resource` with kind and scope, e.g. `example.com/v1/widgets=Widget,namespaced`,
+/// and optionally selectable fields and printer columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CustomType {
     /// Group (must be non-empty and contain a dot, as CRD groups do).
@@ -89,12 +177,96 @@ pub struct CustomType {
     pub namespaced: bool,
     /// Selectable fields.
     pub selectable_fields: Vec<String>,
+    /// `additionalPrinterColumns` of this version (none: kube prints Name and Age).
+    pub printer_columns: Vec<PrinterColumn>,
+}
+
+impl CustomType {
+    /// The same type with one more printer column.
+    pub fn with_column(mut self, column: PrinterColumn) -> Self {
+        self.printer_columns.push(column);
+        self
+    }
+
+    /// `widgets.example.com`: the name of the type's CRD.
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.resource, self.group)
+    }
+
+    /// The `CustomResourceDefinition` (`apiextensions.k8s.io/v1`, without type meta) that
+    /// describes `versions` (the declared types of one group and resource, the first one the
+    /// storage version), as kube-apiserver stores an established CRD.
+    pub fn crd_object(versions: &[&CustomType]) -> Option<Value> {
+        let first = versions.first()?;
+        let names = json!({
+            "plural": first.resource,
+            "singular": first.kind.to_ascii_lowercase(),
+            "kind": first.kind,
+            "listKind": format!("{}List", first.kind),
+        });
+        let vs: Vec<Value> = versions
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut v = json!({
+                    "name": t.version,
+                    "served": true,
+                    "storage": i == 0,
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true,
+                    }},
+                    "subresources": {"status": {}},
+                });
+                if !t.printer_columns.is_empty() {
+                    v["additionalPrinterColumns"] = Value::Array(
+                        t.printer_columns
+                            .iter()
+                            .map(PrinterColumn::to_value)
+                            .collect(),
+                    );
+                }
+                if !t.selectable_fields.is_empty() {
+                    v["selectableFields"] = Value::Array(
+                        t.selectable_fields
+                            .iter()
+                            .map(|f| json!({"jsonPath": format!(".{f}")}))
+                            .collect(),
+                    );
+                }
+                v
+            })
+            .collect();
+        let condition = |ty: &str, reason: &str, message: &str| {
+            json!({"type": ty, "status": "True", "lastTransitionTime": crate::util::rfc3339(crate::util::now_unix()),
+                   "reason": reason, "message": message})
+        };
+        Some(json!({
+            "metadata": {"name": first.crd_name()},
+            "spec": {
+                "group": first.group,
+                "names": names,
+                "scope": if first.namespaced { "Namespaced" } else { "Cluster" },
+                "versions": vs,
+                "conversion": {"strategy": "None"},
+            },
+            "status": {
+                "conditions": [
+                    condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+                    condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+                ],
+                "acceptedNames": names,
+                "storedVersions": [first.version],
+            },
+        }))
+    }
 }
 
 impl std::str::FromStr for CustomType {
     type Err = String;
 
-    /// `group/version/resource=Kind[,namespaced|,cluster][,field=spec.x]...`
+    /// `group/version/resource=Kind[,namespaced|,cluster][,field=spec.x][,column=Name:type:priority:.json.path]...`
+    /// (a column's JSONPath cannot contain `,`: declare such columns with [`CustomType::with_column`]).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (gvr, rest) = s
             .split_once('=')
@@ -120,12 +292,14 @@ impl std::str::FromStr for CustomType {
             kind,
             namespaced: true,
             selectable_fields: Vec::new(),
+            printer_columns: Vec::new(),
         };
         for opt in opts {
             match opt {
                 "namespaced" => ct.namespaced = true,
                 "cluster" => ct.namespaced = false,
                 f if f.starts_with("field=") => ct.selectable_fields.push(f[6..].to_string()),
+                c if c.starts_with("column=") => ct.printer_columns.push(c[7..].parse()?),
                 other => return Err(format!("{s:?}: unknown option {other:?}")),
             }
         }
@@ -207,7 +381,22 @@ const BUILTINS: &[Builtin] = &[
         &[],
         false,
     ),
+    (
+        CRD_GROUP,
+        "v1",
+        CRD_RESOURCE,
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        true,
+    ),
 ];
+
+/// The group of `CustomResourceDefinition`s.
+pub const CRD_GROUP: &str = "apiextensions.k8s.io";
+/// Their resource.
+pub const CRD_RESOURCE: &str = "customresourcedefinitions";
 
 impl Registry {
     /// The built-in kinds plus `custom`.
@@ -316,6 +505,24 @@ mod tests {
         assert_eq!(c.group, "example.com");
         assert!(!c.namespaced);
         assert_eq!(c.selectable_fields, vec!["spec.color".to_string()]);
+        let c: CustomType =
+            "example.com/v1/widgets=Widget,column=Ready:string:1:.status.conditions[?(@.type==\"Ready\")].status"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            c.printer_columns,
+            [PrinterColumn::new(
+                "Ready",
+                "string",
+                ".status.conditions[?(@.type==\"Ready\")].status"
+            )
+            .priority(1)]
+        );
+        assert!(
+            "example.com/v1/widgets=Widget,column=A:text:0:.a"
+                .parse::<CustomType>()
+                .is_err()
+        );
         assert!("widgets=Widget".parse::<CustomType>().is_err());
         assert!("example/v1/widgets=Widget".parse::<CustomType>().is_err());
         assert!(

@@ -50,6 +50,7 @@ use tokio_util::task::TaskTracker;
 use faults::Faults;
 use kinds::{CustomType, Registry, ResourceType};
 use kube_wire::status::Status;
+use kube_wire::table::{PrinterColumns, TablePrinter};
 use ops::{ControllerTimings, Ops};
 use stats::Stats;
 use store::{HistoryConfig, Store};
@@ -166,6 +167,27 @@ impl SimState {
     pub fn policy(&self) -> Option<Arc<authz::Policy>> {
         self.policy.read().clone()
     }
+
+    /// How Tables of `rt` are printed now: a built-in kind's printer, or a custom type's
+    /// printer columns read from its stored `CustomResourceDefinition` (kube's convertor stops
+    /// at a column whose JSONPath does not parse; a CRD or version that is gone prints kube's
+    /// default Name and Age).
+    pub fn table_printer(&self, rt: &ResourceType) -> TablePrinter {
+        if rt.builtin {
+            return TablePrinter::for_kind(&rt.group, &rt.kind);
+        }
+        let columns = self
+            .registry
+            .get(kinds::CRD_GROUP, "v1", kinds::CRD_RESOURCE)
+            .and_then(|crds| {
+                let name = format!("{}.{}", rt.resource, rt.group);
+                let crd = self.ops.get(crds, None, &name).ok()?;
+                PrinterColumns::of_crd(&crd.to_value(crds), &rt.version)
+            })
+            .map(|parsed| parsed.unwrap_or_else(|invalid| invalid.partial))
+            .unwrap_or_else(PrinterColumns::default_columns);
+        TablePrinter::crd(Arc::new(columns))
+    }
 }
 
 /// A running simulator. Dropping it stops the server and its tasks.
@@ -232,6 +254,31 @@ impl Simulator {
                 .ops
                 .create(&nsrt, None, json!({"metadata":{"name":ns}}), false)
                 .map_err(SimError::Load)?;
+        }
+        // One CustomResourceDefinition per custom group and resource, with its versions.
+        if let Some(crds) = self
+            .state
+            .registry
+            .get(kinds::CRD_GROUP, "v1", kinds::CRD_RESOURCE)
+            .cloned()
+        {
+            let custom = &self.state.config.custom_types;
+            let mut seen = std::collections::HashSet::new();
+            for t in custom {
+                if !seen.insert(t.crd_name()) {
+                    continue;
+                }
+                let versions: Vec<&CustomType> = custom
+                    .iter()
+                    .filter(|o| o.group == t.group && o.resource == t.resource)
+                    .collect();
+                if let Some(crd) = CustomType::crd_object(&versions) {
+                    self.state
+                        .ops
+                        .create(&crds, None, crd, true)
+                        .map_err(SimError::Load)?;
+                }
+            }
         }
         if let Some(spec) = &self.state.config.fleet {
             fleet_load(&self.state, spec).map_err(SimError::Load)?;

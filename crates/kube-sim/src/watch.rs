@@ -33,7 +33,7 @@ use kube_wire::event::{bookmark_object, error_frame};
 use kube_wire::negotiate::Repr;
 use kube_wire::options::ListOptions;
 use kube_wire::status::Status;
-use kube_wire::table::{self, IncludeObject};
+use kube_wire::table::{self, IncludeObject, TablePrinter};
 
 pub use kube_wire::event::INITIAL_EVENTS_END;
 /// Events read from the log per lock acquisition.
@@ -65,9 +65,13 @@ pub async fn serve(
         }
     };
     let (tx, mut rx) = mpsc::channel(16);
+    // A watch prints with the columns of its start: kube serves it from the storage (and table
+    // convertor) of the CRD as it was then.
+    let printer = state.table_printer(&rt);
     let w = Watcher {
         state: state.clone(),
         rt,
+        printer,
         filter,
         repr,
         include,
@@ -92,6 +96,8 @@ pub async fn serve(
 struct Watcher {
     state: Arc<SimState>,
     rt: Arc<ResourceType>,
+    /// How this watch prints Tables.
+    printer: TablePrinter,
     filter: Filter,
     repr: Repr,
     include: IncludeObject,
@@ -292,7 +298,7 @@ impl Watcher {
     /// The frame of an event whose object is `v` in this watcher's representation; only the
     /// first object of a Table watch carries the column definitions.
     fn wrap(&mut self, ty: &str, v: Value) -> Bytes {
-        let object = table::event_object(
+        let object = self.printer.event_object(
             self.repr,
             &self.rt.group,
             &self.rt.kind,

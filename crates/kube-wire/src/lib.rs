@@ -4,7 +4,8 @@
 //! selectors ([`selector`]), watch-event frames and bookmarks ([`event`]), `metav1.Status`
 //! ([`status`]), who asks for what ([`access`]), content negotiation ([`negotiate`]), the HTTP
 //! answers built from them ([`response`]), server-side Table printing and the metadata-only
-//! forms ([`table`]) and Go's formatting where clients see it byte for byte ([`gofmt`]).
+//! forms ([`table`]) with the JSONPath of CRD printer columns ([`jsonpath`]), and Go's
+//! formatting where clients see it byte for byte ([`gofmt`]).
 //!
 //! Pure functions and data only: nothing here opens a socket, reads a file or spawns a task.
 
@@ -12,6 +13,7 @@ pub mod access;
 pub mod continue_token;
 pub mod event;
 pub mod gofmt;
+pub mod jsonpath;
 pub mod negotiate;
 pub mod options;
 pub mod path;

@@ -8,7 +8,10 @@
 //! kubernetes/kubernetes), which the apiserver always runs with `Wide: true` (every column,
 //! priority 0 and 1, gets a cell; kubectl hides priority-1 columns unless `-o wide`), and the
 //! generic `DefaultTableConvertor` (k8s.io/apiserver `pkg/registry/rest/table.go`: columns
-//! "Name" + "Created At") for every other kind ([`has_printer`] tells them apart). JSON shapes
+//! "Name" + "Created At") for every other kind ([`has_printer`] tells them apart). Custom
+//! resources are printed with their CRD's `additionalPrinterColumns` ([`PrinterColumns`]) when
+//! the caller knows them: a [`TablePrinter`] is either a kind's printer or a CRD version's
+//! columns, and the free functions here are its methods for a kind's printer. JSON shapes
 //! follow `meta/v1` `Table`, `TableColumnDefinition`, `TableRow` and `PartialObjectMetadata`;
 //! bytes are Go's (`encoding/json` HTML escaping).
 //!
@@ -16,11 +19,16 @@
 //! the current time as an argument, so the output is deterministic. Pure: no I/O, no clock.
 //! Choosing a Table at all is content negotiation's job ([`crate::negotiate`]), not this module's.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use crate::negotiate::Repr;
 use crate::status::Status;
+
+mod crd;
+pub use crd::{InvalidColumn, PrinterColumns};
 
 /// `apiVersion` of every Table and PartialObjectMetadata(List) printed here.
 pub const META_V1: &str = "meta.k8s.io/v1";
@@ -184,7 +192,11 @@ fn age_col() -> Value {
 /// `{"name","type","format","description","priority"}` (all five keys always present, as
 /// `metav1.TableColumnDefinition` serialises them).
 pub fn column_definitions(group: &str, kind: &str) -> Value {
-    let cols = match printer_for(group, kind) {
+    columns_of(printer_for(group, kind))
+}
+
+fn columns_of(printer: Printer) -> Value {
+    let cols = match printer {
         Printer::Pod => vec![
             name_col(),
             col("Ready", "string", "", D_POD_READY, 0),
@@ -349,6 +361,218 @@ pub fn has_printer(group: &str, kind: &str) -> bool {
     printer_for(group, kind) != Printer::Default
 }
 
+/// How a Table prints the objects of one kind: a built-in kind's printer (or the generic
+/// convertor), or a CRD version's printer columns. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct TablePrinter(Columns);
+
+#[derive(Debug, Clone)]
+enum Columns {
+    Kind(Printer),
+    Crd(Arc<PrinterColumns>),
+}
+
+impl TablePrinter {
+    /// The printer of a kind (group `""` = core): a per-type printer ([`has_printer`]) or the
+    /// generic convertor's "Name" + "Created At".
+    pub fn for_kind(group: &str, kind: &str) -> TablePrinter {
+        TablePrinter(Columns::Kind(printer_for(group, kind)))
+    }
+
+    /// The printer of a custom resource whose CRD version has these columns.
+    pub fn crd(columns: Arc<PrinterColumns>) -> TablePrinter {
+        TablePrinter(Columns::Crd(columns))
+    }
+
+    /// Whether this prints a CRD's columns.
+    pub fn is_crd(&self) -> bool {
+        matches!(self.0, Columns::Crd(_))
+    }
+
+    /// The column definitions, as [`column_definitions`] for a kind.
+    pub fn column_definitions(&self) -> Value {
+        match &self.0 {
+            Columns::Kind(p) => columns_of(*p),
+            Columns::Crd(c) => Value::Array(c.definitions()),
+        }
+    }
+
+    /// One row's cells for `obj`, as [`row_cells`] for a kind.
+    pub fn row_cells(&self, obj: &Value, now_unix: i64) -> Value {
+        Value::Array(self.row(obj, now_unix).0)
+    }
+
+    fn row(&self, obj: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
+        match &self.0 {
+            Columns::Kind(p) => row(*p, obj, now),
+            Columns::Crd(c) => (c.cells(obj, now), None),
+        }
+    }
+
+    /// The `rows` member. The per-type printers build `make([]TableRow, 0, n)` and so does the
+    /// CRD convertor (`MetaToTableRow`): an empty list prints `[]`; the default convertor
+    /// appends to a nil slice, so an empty list prints `null`.
+    fn rows_value(&self, rows: Vec<Value>) -> Value {
+        if rows.is_empty() && matches!(self.0, Columns::Kind(Printer::Default)) {
+            Value::Null
+        } else {
+            Value::Array(rows)
+        }
+    }
+
+    /// [`table`] with this printer (`group` and `kind` name the objects' type, for
+    /// `includeObject=Object`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn table(
+        &self,
+        group: &str,
+        kind: &str,
+        objects: &[&Value],
+        list_meta: &Value,
+        include_object: IncludeObject,
+        no_headers: bool,
+        now_unix: i64,
+    ) -> Value {
+        let rows: Vec<Value> = objects
+            .iter()
+            .map(|obj| self.table_row(group, kind, obj, include_object, now_unix))
+            .collect();
+        let mut t = self.envelope(list_meta, no_headers);
+        t.insert("rows".to_string(), self.rows_value(rows));
+        Value::Object(t)
+    }
+
+    /// [`table_list`] with this printer.
+    pub fn table_list(
+        &self,
+        group: &str,
+        kind: &str,
+        objects: impl IntoIterator<Item = Value>,
+        list_meta: &Value,
+        include_object: IncludeObject,
+        now_unix: i64,
+    ) -> Vec<u8> {
+        let mut out = to_go_json(&Value::Object(self.envelope(list_meta, false)));
+        // The envelope's closing brace: `rows` follows as its last member.
+        out.pop();
+        out.extend_from_slice(b",\"rows\":");
+        let mut n = 0usize;
+        for obj in objects {
+            out.push(if n == 0 { b'[' } else { b',' });
+            let row = self.table_row(group, kind, &obj, include_object, now_unix);
+            out.extend_from_slice(&to_go_json(&row));
+            n += 1;
+        }
+        if n == 0 {
+            out.extend_from_slice(&to_go_json(&self.rows_value(Vec::new())));
+        } else {
+            out.push(b']');
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// [`object_table`] with this printer.
+    pub fn object_table(
+        &self,
+        group: &str,
+        kind: &str,
+        obj: &Value,
+        include_object: IncludeObject,
+        no_headers: bool,
+        now_unix: i64,
+    ) -> Value {
+        let rv = obj
+            .pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or(Value::Null);
+        self.table(
+            group,
+            kind,
+            &[obj],
+            &json!({ "resourceVersion": rv }),
+            include_object,
+            no_headers,
+            now_unix,
+        )
+    }
+
+    /// [`event_object`] with this printer.
+    #[allow(clippy::too_many_arguments)]
+    pub fn event_object(
+        &self,
+        repr: Repr,
+        group: &str,
+        kind: &str,
+        obj: &Value,
+        include_object: IncludeObject,
+        no_headers: bool,
+        now_unix: i64,
+    ) -> Value {
+        match repr {
+            Repr::Json => obj.clone(),
+            Repr::Metadata => partial_object_metadata(obj),
+            Repr::Table => {
+                self.object_table(group, kind, obj, include_object, no_headers, now_unix)
+            }
+        }
+    }
+
+    /// `kind`, `apiVersion`, `metadata` and `columnDefinitions` of a Table: everything but
+    /// `rows`, which comes last.
+    fn envelope(&self, list_meta: &Value, no_headers: bool) -> Map<String, Value> {
+        let mut meta = Map::new();
+        for key in ["resourceVersion", "continue"] {
+            if let Some(s) = list_meta.get(key).and_then(Value::as_str)
+                && !s.is_empty()
+            {
+                meta.insert(key.to_string(), json!(s));
+            }
+        }
+        if let Some(n) = list_meta
+            .get("remainingItemCount")
+            .filter(|v| v.is_number())
+        {
+            meta.insert("remainingItemCount".to_string(), n.clone());
+        }
+        let columns = if no_headers {
+            Value::Null
+        } else {
+            self.column_definitions()
+        };
+        let mut t = Map::new();
+        t.insert("kind".to_string(), json!("Table"));
+        t.insert("apiVersion".to_string(), json!(META_V1));
+        t.insert("metadata".to_string(), Value::Object(meta));
+        t.insert("columnDefinitions".to_string(), columns);
+        t
+    }
+
+    /// One `TableRow`: the cells, the row conditions if any, and the embedded object.
+    fn table_row(
+        &self,
+        group: &str,
+        kind: &str,
+        obj: &Value,
+        include_object: IncludeObject,
+        now_unix: i64,
+    ) -> Value {
+        let (cells, conditions) = self.row(obj, now_unix);
+        let mut r = Map::new();
+        r.insert("cells".to_string(), Value::Array(cells));
+        if let Some(c) = conditions {
+            r.insert("conditions".to_string(), c);
+        }
+        let embedded = match include_object {
+            IncludeObject::None => Value::Null,
+            IncludeObject::Metadata => partial_object_metadata(obj),
+            IncludeObject::Object => full_object(group, kind, obj),
+        };
+        r.insert("object".to_string(), embedded);
+        Value::Object(r)
+    }
+}
+
 /// A whole Table as kube-apiserver returns it.
 ///
 /// * `list_meta`: the list's metadata (or `{"resourceVersion": <object's RV>}` for a single
@@ -365,14 +589,15 @@ pub fn table(
     no_headers: bool,
     now_unix: i64,
 ) -> Value {
-    let printer = printer_for(group, kind);
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|obj| table_row(printer, group, kind, obj, include_object, now_unix))
-        .collect();
-    let mut t = envelope(group, kind, list_meta, no_headers);
-    t.insert("rows".to_string(), rows_value(printer, rows));
-    Value::Object(t)
+    TablePrinter::for_kind(group, kind).table(
+        group,
+        kind,
+        objects,
+        list_meta,
+        include_object,
+        no_headers,
+        now_unix,
+    )
 }
 
 /// The body of a Table answering a LIST: the bytes of [`table`] (with column definitions), built
@@ -385,25 +610,14 @@ pub fn table_list(
     include_object: IncludeObject,
     now_unix: i64,
 ) -> Vec<u8> {
-    let printer = printer_for(group, kind);
-    let mut out = to_go_json(&Value::Object(envelope(group, kind, list_meta, false)));
-    // The envelope's closing brace: `rows` follows as its last member.
-    out.pop();
-    out.extend_from_slice(b",\"rows\":");
-    let mut n = 0usize;
-    for obj in objects {
-        out.push(if n == 0 { b'[' } else { b',' });
-        let row = table_row(printer, group, kind, &obj, include_object, now_unix);
-        out.extend_from_slice(&to_go_json(&row));
-        n += 1;
-    }
-    if n == 0 {
-        out.extend_from_slice(&to_go_json(&rows_value(printer, Vec::new())));
-    } else {
-        out.push(b']');
-    }
-    out.push(b'}');
-    out
+    TablePrinter::for_kind(group, kind).table_list(
+        group,
+        kind,
+        objects,
+        list_meta,
+        include_object,
+        now_unix,
+    )
 }
 
 /// The Table of one object, as a GET answers it and a Table watch sends each event's object:
@@ -416,15 +630,10 @@ pub fn object_table(
     no_headers: bool,
     now_unix: i64,
 ) -> Value {
-    let rv = obj
-        .pointer("/metadata/resourceVersion")
-        .cloned()
-        .unwrap_or(Value::Null);
-    table(
+    TablePrinter::for_kind(group, kind).object_table(
         group,
         kind,
-        &[obj],
-        &json!({ "resourceVersion": rv }),
+        obj,
         include_object,
         no_headers,
         now_unix,
@@ -455,11 +664,15 @@ pub fn event_object(
     no_headers: bool,
     now_unix: i64,
 ) -> Value {
-    match repr {
-        Repr::Json => obj.clone(),
-        Repr::Metadata => partial_object_metadata(obj),
-        Repr::Table => object_table(group, kind, obj, include_object, no_headers, now_unix),
-    }
+    TablePrinter::for_kind(group, kind).event_object(
+        repr,
+        group,
+        kind,
+        obj,
+        include_object,
+        no_headers,
+        now_unix,
+    )
 }
 
 /// The object a BOOKMARK carries in `repr` for `bookmark` (see
@@ -518,70 +731,6 @@ pub fn object_value(kind: &str, api_version: &str, body: &[u8]) -> Value {
 pub fn to_go_json(v: &Value) -> Vec<u8> {
     // Serialising a `Value` into memory cannot fail.
     crate::gofmt::escape_html(serde_json::to_vec(v).unwrap_or_default())
-}
-
-/// `kind`, `apiVersion`, `metadata` and `columnDefinitions` of a Table: everything but `rows`,
-/// which comes last.
-fn envelope(group: &str, kind: &str, list_meta: &Value, no_headers: bool) -> Map<String, Value> {
-    let mut meta = Map::new();
-    for key in ["resourceVersion", "continue"] {
-        if let Some(s) = list_meta.get(key).and_then(Value::as_str)
-            && !s.is_empty()
-        {
-            meta.insert(key.to_string(), json!(s));
-        }
-    }
-    if let Some(n) = list_meta
-        .get("remainingItemCount")
-        .filter(|v| v.is_number())
-    {
-        meta.insert("remainingItemCount".to_string(), n.clone());
-    }
-    let columns = if no_headers {
-        Value::Null
-    } else {
-        column_definitions(group, kind)
-    };
-    let mut t = Map::new();
-    t.insert("kind".to_string(), json!("Table"));
-    t.insert("apiVersion".to_string(), json!(META_V1));
-    t.insert("metadata".to_string(), Value::Object(meta));
-    t.insert("columnDefinitions".to_string(), columns);
-    t
-}
-
-/// One `TableRow`: the cells, the row conditions if any, and the embedded object.
-fn table_row(
-    printer: Printer,
-    group: &str,
-    kind: &str,
-    obj: &Value,
-    include_object: IncludeObject,
-    now_unix: i64,
-) -> Value {
-    let (cells, conditions) = row(printer, obj, now_unix);
-    let mut r = Map::new();
-    r.insert("cells".to_string(), Value::Array(cells));
-    if let Some(c) = conditions {
-        r.insert("conditions".to_string(), c);
-    }
-    let embedded = match include_object {
-        IncludeObject::None => Value::Null,
-        IncludeObject::Metadata => partial_object_metadata(obj),
-        IncludeObject::Object => full_object(group, kind, obj),
-    };
-    r.insert("object".to_string(), embedded);
-    Value::Object(r)
-}
-
-/// The `rows` member. The per-type printers build `make([]TableRow, 0, n)` (an empty list prints
-/// `[]`); the default convertor appends to a nil slice, so an empty list prints `null`.
-fn rows_value(printer: Printer, rows: Vec<Value>) -> Value {
-    if rows.is_empty() && printer == Printer::Default {
-        Value::Null
-    } else {
-        Value::Array(rows)
-    }
 }
 
 /// `PartialObjectMetadata` of an object:

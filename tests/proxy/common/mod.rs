@@ -86,3 +86,31 @@ pub fn continuation(pq: &str, token: &str) -> String {
     s.append_pair("continue", token);
     format!("{path}?{}", s.finish())
 }
+
+/// GETs `path_query` from `base` with `accept`: status and body.
+pub async fn get_accepting(
+    base: &str,
+    path_query: &str,
+    accept: &str,
+) -> (http::StatusCode, bytes::Bytes) {
+    let (s, _, b) = request(
+        http::Method::GET,
+        &format!("{base}{path_query}"),
+        &[("accept", accept)],
+        "",
+    )
+    .await;
+    (s, b)
+}
+
+/// The simulator's answer to `path_query` with `accept` (which must be a 200).
+pub async fn sim_answer(sim: &Simulator, path_query: &str, accept: &str) -> bytes::Bytes {
+    let (s, b) = get_accepting(&sim.url(), path_query, accept).await;
+    assert_eq!(
+        s,
+        http::StatusCode::OK,
+        "{path_query}: {}",
+        String::from_utf8_lossy(&b)
+    );
+    b
+}
