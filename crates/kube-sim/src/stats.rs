@@ -71,12 +71,19 @@ impl Stats {
         &self.per_resource[i]
     }
 
-    /// Counts a watch as open until the guard drops.
-    pub fn open_watch(&self, i: usize) -> OpenWatchGuard<'_> {
+    /// Counts a watch as requested and open, before its response goes out (so a client that has
+    /// the response head always finds it counted); its stream adopts it with
+    /// [`Stats::adopt_open_watch`].
+    pub fn count_open_watch(&self, i: usize) {
         let r = &self.per_resource[i];
         r.open_watches.fetch_add(1, Ordering::Relaxed);
         r.watch_requests.fetch_add(1, Ordering::Relaxed);
-        OpenWatchGuard(r)
+    }
+
+    /// The guard that counts a watch counted by [`Stats::count_open_watch`] as closed when it
+    /// drops.
+    pub fn adopt_open_watch(&self, i: usize) -> OpenWatchGuard<'_> {
+        OpenWatchGuard(&self.per_resource[i])
     }
 
     /// Counts `n` bytes sent for resource `i` (None: not resource-specific).

@@ -82,6 +82,9 @@ pub async fn serve(
         last_sent: 0,
     };
     let sie = opts.send_initial_events;
+    // Counted before the response goes out: a client holding the response head finds its watch
+    // in the counters (the stream task adopts the count).
+    state.stats.count_open_watch(w.rt.index);
     state.tasks.spawn(async move { w.run(rv, sie).await });
     let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
     let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
@@ -120,7 +123,7 @@ enum End {
 impl Watcher {
     async fn run(mut self, rv: Option<u64>, sie: Option<bool>) {
         let state = self.state.clone();
-        let _open = state.stats.open_watch(self.rt.index);
+        let _open = state.stats.adopt_open_watch(self.rt.index);
         let mut drops = state.faults.watch_drops();
         drops.borrow_and_update();
         let tx = self.tx.clone();
