@@ -77,19 +77,18 @@ pub fn start(
     let rv = opts.rv()?;
     let metrics = proxy.metrics.for_info(&cache.info);
     let tap = metrics.watch_tap(transport);
-    let timeout = match opts.timeout_seconds {
-        Some(s) if s > 0 => Duration::from_secs(s as u64),
-        _ => {
-            let min = proxy.min_request_timeout;
-            min + min.mul_f64(rand::rng().random::<f64>())
-        }
-    };
+    // kube's arithmetic (`ListOptions::watch_timeout`): a client-supplied number never
+    // overflows the deadline.
+    let timeout = opts.watch_timeout().unwrap_or_else(|| {
+        let min = proxy.min_request_timeout;
+        min + min.mul_f64(rand::rng().random::<f64>())
+    });
     let (tx, rx) = mpsc::channel(64);
     let w = Watcher {
         cache,
         filter: Arc::new(filter),
         bookmarks: opts.allow_watch_bookmarks,
-        deadline: Instant::now() + timeout,
+        deadline: far_deadline(timeout),
         bookmark_interval: proxy.cache_config.bookmark_interval,
         tx,
         last_sent: 0,
@@ -500,6 +499,13 @@ fn frame_head_of(b: &Bytes) -> (([u8; 24], usize), usize) {
     let k = b.len().min(head.len());
     head[..k].copy_from_slice(&b[..k]);
     ((head, k), b.len())
+}
+
+/// `now + timeout`, or a deadline centuries away if that does not fit an `Instant`.
+fn far_deadline(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
 }
 
 #[cfg(test)]

@@ -1746,3 +1746,36 @@ async fn representations_are_negotiated_the_same_way() {
         .await;
     }
 }
+
+/// `timeoutSeconds` as kube-apiserver computes it (Go's wrapping `Duration * Second`): a number
+/// so large it wraps, or a negative one, ends the watch at once; the largest that does not wrap
+/// keeps it open. Neither panics a task (the number used to overflow the deadline).
+#[tokio::test]
+async fn extreme_timeout_seconds_end_or_keep_the_watch_as_kube_does() {
+    let e = env().await;
+    settle(&e).await;
+    let n = e.rv_before;
+    for t in ["9223372036854775807", "-1"] {
+        let w = format!("/api/v1/pods?watch=1&resourceVersion={n}&timeoutSeconds={t}");
+        let (mut d, mut p) = watch_both(&e, &w).await;
+        assert_eq!(
+            (d.status, p.status),
+            (StatusCode::OK, StatusCode::OK),
+            "{w}"
+        );
+        let (dl, ds) = read_until(&mut d, "sim", None).await;
+        let (pl, ps) = read_until(&mut p, "watchmux", None).await;
+        assert_eq!((ds, ps), (Stop::End, Stop::End), "{w}: both end at once");
+        assert_eq!(deterministic(&dl), deterministic(&pl), "{w}");
+    }
+    let w = format!("/api/v1/pods?watch=1&resourceVersion={n}&timeoutSeconds=9223372036");
+    let (mut d, mut p) = watch_both(&e, &w).await;
+    assert_eq!(
+        (d.status, p.status),
+        (StatusCode::OK, StatusCode::OK),
+        "{w}"
+    );
+    let rv = touch(&e.sim, "pods", Some("ns1"), "a");
+    read_until(&mut d, "sim", Some(rv)).await;
+    read_until(&mut p, "watchmux", Some(rv)).await;
+}

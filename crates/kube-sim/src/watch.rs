@@ -57,13 +57,12 @@ pub async fn serve(
     let rv = opts.rv()?;
     // kube validates a Table watch's `includeObject` before the stream starts.
     let include = super::http::table_include(repr, query)?;
-    let timeout = match opts.timeout_seconds {
-        Some(s) if s > 0 => Duration::from_secs(s as u64),
-        _ => {
-            let min = state.config.min_request_timeout;
-            min + min.mul_f64(rand::rng().random::<f64>())
-        }
-    };
+    // kube's arithmetic (`ListOptions::watch_timeout`): a client-supplied number never
+    // overflows the deadline.
+    let timeout = opts.watch_timeout().unwrap_or_else(|| {
+        let min = state.config.min_request_timeout;
+        min + min.mul_f64(rand::rng().random::<f64>())
+    });
     let (tx, mut rx) = mpsc::channel(16);
     // A watch prints with the columns of its start: kube serves it from the storage (and table
     // convertor) of the CRD as it was then.
@@ -76,7 +75,7 @@ pub async fn serve(
         repr,
         include,
         bookmarks: opts.allow_watch_bookmarks,
-        deadline: Instant::now() + timeout,
+        deadline: far_deadline(timeout),
         tx,
         first_table: true,
         last_sent: 0,
@@ -342,4 +341,11 @@ impl Watcher {
         self.state.stats.sent(Some(self.rt.index), b.len());
         self.tx.send(Ok(Frame::data(b))).await.is_ok()
     }
+}
+
+/// `now + timeout`, or a deadline centuries away if that does not fit an `Instant`.
+fn far_deadline(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
 }

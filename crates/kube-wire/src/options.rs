@@ -94,6 +94,21 @@ impl ListOptions {
         }
     }
 
+    /// How long a watch with these options lasts, computed as kube-apiserver computes it
+    /// (`handlers/get.go`): `time.Duration(timeoutSeconds) * time.Second` in Go's wrapping
+    /// 64-bit arithmetic. `None` (absent, or a product of zero) means the server's default
+    /// (a random time in `[minRequestTimeout, 2 × minRequestTimeout)`); a product that is
+    /// negative (a negative `timeoutSeconds`, or one so large it wraps) ends the watch at once,
+    /// as Go's timer does. Never panics, whatever the number.
+    pub fn watch_timeout(&self) -> Option<std::time::Duration> {
+        let ns = self.timeout_seconds?.wrapping_mul(1_000_000_000);
+        match ns {
+            0 => None,
+            n if n < 0 => Some(std::time::Duration::ZERO),
+            n => Some(std::time::Duration::from_nanos(n as u64)),
+        }
+    }
+
     /// The parsed `resourceVersionMatch` (after validation it is one of the two).
     pub fn rv_match(&self) -> Option<RvMatch> {
         match self.resource_version_match.as_deref() {
@@ -331,5 +346,27 @@ mod tests {
         let mut o = opts("resourceVersion=0");
         o.apply_watch_list_defaults();
         assert_eq!(o.send_initial_events, None, "lists are never defaulted");
+    }
+
+    #[test]
+    fn watch_timeouts_follow_gos_arithmetic() {
+        let t = |q: &str| ListOptions::from_query(Some(q)).unwrap().watch_timeout();
+        assert_eq!(t("watch=1"), None);
+        assert_eq!(t("timeoutSeconds=0"), None);
+        assert_eq!(
+            t("timeoutSeconds=30"),
+            Some(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(t("timeoutSeconds=-5"), Some(std::time::Duration::ZERO));
+        // 2^63 - 1 seconds wraps around in nanoseconds: negative, so the watch ends at once.
+        assert_eq!(
+            t("timeoutSeconds=9223372036854775807"),
+            Some(std::time::Duration::ZERO)
+        );
+        // The largest that does not wrap is about 292 years.
+        assert_eq!(
+            t("timeoutSeconds=9223372036"),
+            Some(std::time::Duration::from_secs(9_223_372_036))
+        );
     }
 }
