@@ -27,7 +27,7 @@ pub fn serve(
         None => name.to_string(),
     };
     match snap.objects.get(key.as_str()) {
-        Some(obj) => super::table::object_response_with(info, printer, obj, form),
+        Some(obj) => super::table::object_response(info, printer, obj, form),
         None => status_response(&Status::not_found(&info.group, &info.resource, name)),
     }
 }

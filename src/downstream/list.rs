@@ -95,7 +95,7 @@ pub fn serve(
         continue_token: page.token,
         remaining_item_count: page.remaining,
     };
-    super::table::list_response_with(
+    super::table::list_response(
         info,
         printer,
         page.items.iter().map(|o| &***o),

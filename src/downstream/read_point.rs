@@ -30,16 +30,7 @@ pub enum ReadPoint {
 impl ReadPoint {
     /// The point a LIST with these (validated) options reads (spec §1.5, L1–L12).
     pub fn for_list(opts: &ListOptions) -> Result<ReadPoint, Status> {
-        // kube's `storage.ValidateListOptions`: with `continue`, the token is decoded first and
-        // any resourceVersion other than ""/"0" is refused without being parsed.
-        if let Some(t) = &opts.continue_token {
-            let token = ContinueToken::decode(t)
-                .map_err(|e| Status::bad_request(format!("invalid continue token: {e}")))?;
-            if opts.resource_version.as_deref().is_some_and(|r| r != "0") {
-                return Err(Status::bad_request(
-                    "specifying resource version is not allowed when using continue",
-                ));
-            }
+        if let Some(token) = opts.continuation()? {
             return Ok(ReadPoint::Continue(token));
         }
         Ok(match (opts.rv()?, opts.rv_match()) {

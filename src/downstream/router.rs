@@ -66,7 +66,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
         return r;
     }
     let info = app.metrics.classify(&req);
-    let audit_id = kube_wire::response::audit_id(req.headers(), rand::random());
+    let requested_audit_id = req.headers().get(kube_wire::response::AUDIT_ID).cloned();
     let pretty =
         info.verb != "watch" && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
     let mut resp = match route_and_serve(&app, req, pretty).await {
@@ -80,6 +80,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
         .get::<crate::metrics::PassedThrough>()
         .is_none()
     {
+        let audit_id = kube_wire::response::audit_id(requested_audit_id.as_ref(), rand::random());
         resp.headers_mut()
             .insert(kube_wire::response::AUDIT_ID, audit_id);
         if pretty && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {

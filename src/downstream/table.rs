@@ -3,9 +3,9 @@
 //! plain JSON.
 //!
 //! Printing is [`kube_wire::table`]'s, the simulator's own printer, so the cache prints exactly
-//! what the simulator prints: with a kind's printer, or (the `_with` functions) with the
-//! [`TablePrinter`] the router chose, a custom resource's CRD columns. This module turns cached objects ([`Cached`]: stored bodies without
-//! type meta) into its input and its output into responses and watch frames. Age-like cells
+//! what the simulator prints, with the [`TablePrinter`] the router chose (a kind's printer, or a
+//! custom resource's CRD columns). This module turns cached objects ([`Cached`]: stored bodies
+//! without type meta) into its input and its output into responses and watch frames. Age-like cells
 //! depend on the clock: each answer reads it once.
 //!
 //! It must not choose the form ([`super::form`] does, and says which kinds are printed like
@@ -68,20 +68,8 @@ fn value_of(info: &ResourceInfo, obj: &Cached) -> Value {
 
 /// A LIST answer of `items` (in order) in `form`: the kind's List, a Table, or a
 /// PartialObjectMetadataList; gzip-compressed when `gzip` (the client accepts it) and the body is
-/// large, as kube-apiserver does. Objects are printed one at a time (one parsed object alive).
+/// large, as kube-apiserver does. Tables are printed by `p`. Objects are printed one at a time (one parsed object alive).
 pub fn list_response<'a>(
-    info: &ResourceInfo,
-    items: impl IntoIterator<Item = &'a Cached>,
-    meta: &ListMeta,
-    form: &Form,
-    gzip: bool,
-) -> Response<Body> {
-    let p = TablePrinter::for_kind(&info.group, &info.kind);
-    list_response_with(info, &p, items, meta, form, gzip)
-}
-
-/// [`list_response`], a Table printed by `p`.
-pub fn list_response_with<'a>(
     info: &ResourceInfo,
     p: &TablePrinter,
     items: impl IntoIterator<Item = &'a Cached>,
@@ -130,14 +118,8 @@ fn list_body_response(body: Vec<u8>, gzip: bool) -> Response<Body> {
 }
 
 /// The answer to a GET of one object in `form`: the object with its `kind` and `apiVersion`
-/// (plain JSON), its PartialObjectMetadata, or a Table of it with column definitions.
-pub fn object_response(info: &ResourceInfo, obj: &Cached, form: &Form) -> Response<Body> {
-    let p = TablePrinter::for_kind(&info.group, &info.kind);
-    object_response_with(info, &p, obj, form)
-}
-
-/// [`object_response`], a Table printed by `p`.
-pub fn object_response_with(
+/// (plain JSON), its PartialObjectMetadata, or a Table of it with column definitions. Tables are printed by `p`.
+pub fn object_response(
     info: &ResourceInfo,
     p: &TablePrinter,
     obj: &Cached,
@@ -163,21 +145,8 @@ pub fn object_response_with(
 /// The watch frame of an event of type `ty` whose object is the stored `body`, in `form`: the
 /// object (plain JSON, with its type meta), its PartialObjectMetadata, or a one-row Table of it,
 /// with column definitions unless `no_headers` (kube sends them with a watcher's first event
-/// only). `now_unix` is the clock Age cells are printed against.
+/// only). `now_unix` is the clock Age cells are printed against. Tables are printed by `p`.
 pub fn event_frame(
-    info: &ResourceInfo,
-    ty: EventType,
-    body: &[u8],
-    form: &Form,
-    no_headers: bool,
-    now_unix: i64,
-) -> Bytes {
-    let p = TablePrinter::for_kind(&info.group, &info.kind);
-    event_frame_with(info, &p, ty, body, form, no_headers, now_unix)
-}
-
-/// [`event_frame`], a Table printed by `p`.
-pub fn event_frame_with(
     info: &ResourceInfo,
     p: &TablePrinter,
     ty: EventType,
@@ -220,6 +189,11 @@ pub fn bookmark_frame(info: &ResourceInfo, rv: u64, initial_end: bool, form: &Fo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The printer of a built-in kind.
+    fn kind_printer(info: &ResourceInfo) -> TablePrinter {
+        TablePrinter::for_kind(&info.group, &info.kind)
+    }
     use crate::cache::record::decode_object;
     use http_body_util::BodyExt;
     use kube_wire::table::IncludeObject;
@@ -270,24 +244,56 @@ mod tests {
             resource_version: 9,
             ..Default::default()
         };
-        let json = body(list_response(&info, &objs, &meta, &Form::Json, false)).await;
+        let json = body(list_response(
+            &info,
+            &kind_printer(&info),
+            &objs,
+            &meta,
+            &Form::Json,
+            false,
+        ))
+        .await;
         assert_eq!(json["kind"], "PodList");
         assert_eq!(json["items"][1]["metadata"]["name"], "b");
         let t = Form::Table {
             include_object: IncludeObject::None,
         };
-        let table = body(list_response(&info, &objs, &meta, &t, false)).await;
+        let table = body(list_response(
+            &info,
+            &kind_printer(&info),
+            &objs,
+            &meta,
+            &t,
+            false,
+        ))
+        .await;
         assert_eq!(table["kind"], "Table");
         assert_eq!(table["metadata"]["resourceVersion"], "9");
         assert_eq!(table["rows"][0]["cells"][0], "a");
         assert_eq!(table["rows"][1]["object"], Value::Null);
-        let m = body(list_response(&info, &objs, &meta, &Form::Metadata, false)).await;
+        let m = body(list_response(
+            &info,
+            &kind_printer(&info),
+            &objs,
+            &meta,
+            &Form::Metadata,
+            false,
+        ))
+        .await;
         assert_eq!(m["kind"], "PartialObjectMetadataList");
         assert_eq!(m["items"][0]["kind"], "PartialObjectMetadata");
         assert_eq!(m["items"][0]["metadata"]["resourceVersion"], "3");
         // The generic convertor's empty Table (`"rows":null`) is answered whole.
         let widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
-        let empty = body(list_response(&widgets, [], &meta, &t, true)).await;
+        let empty = body(list_response(
+            &widgets,
+            &kind_printer(&widgets),
+            [],
+            &meta,
+            &t,
+            true,
+        ))
+        .await;
         assert_eq!(empty["rows"], Value::Null);
     }
 
@@ -295,17 +301,29 @@ mod tests {
     async fn objects_in_every_form() {
         let info = pods();
         let p = pod("a", 3);
-        let json = body(object_response(&info, &p, &Form::Json)).await;
+        let json = body(object_response(
+            &info,
+            &kind_printer(&info),
+            &p,
+            &Form::Json,
+        ))
+        .await;
         assert_eq!(json["kind"], "Pod");
         assert_eq!(json["apiVersion"], "v1");
         let t = Form::Table {
             include_object: IncludeObject::Object,
         };
-        let table = body(object_response(&info, &p, &t)).await;
+        let table = body(object_response(&info, &kind_printer(&info), &p, &t)).await;
         assert_eq!(table["metadata"]["resourceVersion"], "3");
         assert!(table["columnDefinitions"].is_array());
         assert_eq!(table["rows"][0]["object"]["kind"], "Pod");
-        let m = body(object_response(&info, &p, &Form::Metadata)).await;
+        let m = body(object_response(
+            &info,
+            &kind_printer(&info),
+            &p,
+            &Form::Metadata,
+        ))
+        .await;
         assert_eq!(m["kind"], "PartialObjectMetadata");
     }
 
@@ -313,7 +331,15 @@ mod tests {
     fn frames_in_every_form() {
         let info = pods();
         let p = pod("a", 3);
-        let json = event_frame(&info, EventType::Added, &p.body, &Form::Json, true, 0);
+        let json = event_frame(
+            &info,
+            &kind_printer(&info),
+            EventType::Added,
+            &p.body,
+            &Form::Json,
+            true,
+            0,
+        );
         assert_eq!(
             json,
             kube_wire::event::encode_frame("ADDED", &info.type_prefix, &p.body)
@@ -321,11 +347,27 @@ mod tests {
         let t = Form::Table {
             include_object: IncludeObject::Metadata,
         };
-        let headed = event_frame(&info, EventType::Modified, &p.body, &t, false, 0);
+        let headed = event_frame(
+            &info,
+            &kind_printer(&info),
+            EventType::Modified,
+            &p.body,
+            &t,
+            false,
+            0,
+        );
         let v: Value = serde_json::from_slice(&headed).unwrap();
         assert_eq!(v["type"], "MODIFIED");
         assert!(v["object"]["columnDefinitions"].is_array());
-        let bare = event_frame(&info, EventType::Modified, &p.body, &t, true, 0);
+        let bare = event_frame(
+            &info,
+            &kind_printer(&info),
+            EventType::Modified,
+            &p.body,
+            &t,
+            true,
+            0,
+        );
         let v: Value = serde_json::from_slice(&bare).unwrap();
         assert_eq!(v["object"]["columnDefinitions"], Value::Null);
         assert_eq!(

@@ -223,7 +223,7 @@ impl Watcher {
                         continue;
                     }
                     if self.form != Form::Json {
-                        let f = table::event_frame_with(
+                        let f = table::event_frame(
                             info,
                             &self.printer,
                             EventType::Added,
@@ -287,7 +287,7 @@ impl Watcher {
             let no_headers = self.headers_sent;
             self.headers_sent = true;
             let body = ev.emitted_body(emitted);
-            return table::event_frame_with(
+            return table::event_frame(
                 info,
                 &self.printer,
                 emitted,
@@ -297,9 +297,9 @@ impl Watcher {
                 table::now_unix(),
             );
         }
-        let form = self.form;
+        let (form, printer) = (self.form, &self.printer);
         ev.frame_in(info, emitted, &form, |body| {
-            table::event_frame(info, emitted, body, &form, true, table::now_unix())
+            table::event_frame(info, printer, emitted, body, &form, true, table::now_unix())
         })
     }
 

@@ -20,14 +20,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::BytesMut;
-use http_body_util::BodyExt;
 use parking_lot::RwLock;
 use rand::Rng;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::watch::take_line;
+use super::watch::WatchLines;
 use super::{Backoff, MalformedData, ReflectorError, read_body};
 use crate::upstream::Upstream;
 use kube_wire::status::Status;
@@ -265,60 +263,40 @@ async fn watch(
             e => Err(e),
         };
     }
-    let mut body = resp.into_body();
-    let mut buf = BytesMut::new();
-    let mut received = 0u64;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout + 30);
-    loop {
-        let frame = tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => return Ok(Some(received)),
-            f = body.frame() => f,
-        };
-        let data = match frame {
-            None => return Ok(Some(received)),
-            Some(Err(e)) => {
-                return Err(ReflectorError::malformed(&q, MalformedData::StreamBroke(e)));
+    let mut lines = WatchLines::new(resp.into_body(), &q, Some(deadline));
+    let mut received = 0u64;
+    while let Some(line) = lines.next(|_| {}).await? {
+        let ev: Value = serde_json::from_slice(&line)
+            .map_err(|e| ReflectorError::malformed("CRD watch event", e))?;
+        let ty = ev.get("type").and_then(Value::as_str).unwrap_or("");
+        let obj = ev.get("object").unwrap_or(&Value::Null);
+        if ty == "ERROR" {
+            let status = serde_json::to_vec(obj)
+                .ok()
+                .and_then(|b| Status::parse(&b, 500).ok())
+                .unwrap_or_else(|| Status::internal("watch error"));
+            if status.is_expired() {
+                return Ok(None);
             }
-            Some(Ok(f)) => match f.into_data() {
-                Ok(d) => d,
-                Err(_) => continue,
-            },
-        };
-        buf.extend_from_slice(&data);
-        while let Some(line) = take_line(&mut buf) {
-            let ev: Value = serde_json::from_slice(&line)
-                .map_err(|e| ReflectorError::malformed("CRD watch event", e))?;
-            let ty = ev.get("type").and_then(Value::as_str).unwrap_or("");
-            let obj = ev.get("object").unwrap_or(&Value::Null);
-            if ty == "ERROR" {
-                let status = serde_json::to_vec(obj)
-                    .ok()
-                    .and_then(|b| Status::parse(&b, 500).ok())
-                    .unwrap_or_else(|| Status::internal("watch error"));
-                if status.is_expired() {
-                    return Ok(None);
-                }
-                return Err(ReflectorError::Status {
-                    what: "watch".into(),
-                    status,
-                });
-            }
-            if matches!(ty, "ADDED" | "MODIFIED" | "DELETED") {
-                columns.apply(ty == "DELETED", obj);
-            }
-            if let Some(n) = obj
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse().ok())
-            {
-                *rv = n;
-            }
-            received += 1;
+            return Err(ReflectorError::Status {
+                what: "watch".into(),
+                status,
+            });
         }
-        if buf.len() > 64 << 20 {
-            return Err(ReflectorError::malformed(&q, MalformedData::EventTooLarge));
+        if matches!(ty, "ADDED" | "MODIFIED" | "DELETED") {
+            columns.apply(ty == "DELETED", obj);
         }
+        if let Some(n) = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+        {
+            *rv = n;
+        }
+        received += 1;
     }
+    Ok(Some(received))
 }
 
 #[cfg(test)]

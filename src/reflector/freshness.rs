@@ -40,14 +40,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::BytesMut;
-use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout_at};
 
-use super::watch::{Line, parse_line, take_line};
+use super::watch::{Line, WatchLines, parse_line};
 use super::{ReflectorError, read_body};
 use crate::cache::ResourceCache;
 use crate::metrics::ResourceMetrics;
@@ -323,47 +321,32 @@ impl Freshness {
                 e => NotFresh::Upstream(Arc::new(e)),
             });
         }
-        let mut body = resp.into_body();
-        let mut buf = BytesMut::new();
+        let mut lines = WatchLines::new(resp.into_body(), &q, None);
         let mut last = from;
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| {
-                NotFresh::Upstream(Arc::new(ReflectorError::malformed(
-                    &q,
-                    super::MalformedData::StreamBroke(e),
-                )))
-            })?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            buf.extend_from_slice(&data);
-            while let Some(line) = take_line(&mut buf) {
-                match parse_line(&line).map_err(|e| NotFresh::Upstream(Arc::new(e)))? {
-                    Line::Event(rv) if rv >= target => {
-                        if rv == target {
-                            last = rv;
-                        }
-                        return Ok(Some((last, target, Proof::Event)));
+        while let Some(line) = lines
+            .next(|_| {})
+            .await
+            .map_err(|e| NotFresh::Upstream(Arc::new(e)))?
+        {
+            match parse_line(&line).map_err(|e| NotFresh::Upstream(Arc::new(e)))? {
+                Line::Event(rv) if rv >= target => {
+                    if rv == target {
+                        last = rv;
                     }
-                    Line::Event(rv) => last = last.max(rv),
-                    Line::Bookmark(rv) if rv >= target => {
-                        return Ok(Some((last, rv, Proof::Bookmark)));
-                    }
-                    Line::Bookmark(_) => {}
-                    Line::Error(s) if s.is_expired() => return Err(NotFresh::Expired),
-                    Line::Error(s) => {
-                        return Err(NotFresh::Upstream(Arc::new(ReflectorError::Status {
-                            what: "watch".into(),
-                            status: s,
-                        })));
-                    }
+                    return Ok(Some((last, target, Proof::Event)));
                 }
-            }
-            if buf.len() > 64 << 20 {
-                return Err(NotFresh::Upstream(Arc::new(ReflectorError::malformed(
-                    &q,
-                    super::MalformedData::EventTooLarge,
-                ))));
+                Line::Event(rv) => last = last.max(rv),
+                Line::Bookmark(rv) if rv >= target => {
+                    return Ok(Some((last, rv, Proof::Bookmark)));
+                }
+                Line::Bookmark(_) => {}
+                Line::Error(s) if s.is_expired() => return Err(NotFresh::Expired),
+                Line::Error(s) => {
+                    return Err(NotFresh::Upstream(Arc::new(ReflectorError::Status {
+                        what: "watch".into(),
+                        status: s,
+                    })));
+                }
             }
         }
         Ok(None)

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use http_body_util::BodyExt;
 use rand::Rng;
 use serde::Deserialize;
@@ -57,17 +57,80 @@ struct RvOnly {
     resource_version: String,
 }
 
-/// The next complete, non-blank line of a watch stream in `buf` (without its newline), taken
-/// out of it; `None` until a whole line has arrived.
-pub(super) fn take_line(buf: &mut BytesMut) -> Option<BytesMut> {
-    while let Some(i) = memchr::memchr(b'\n', buf) {
-        let mut line = buf.split_to(i + 1);
-        line.truncate(i);
-        if !line.iter().all(u8::is_ascii_whitespace) {
-            return Some(line);
+/// The longest watch line (one event) accepted from the upstream.
+const MAX_LINE: usize = 64 << 20;
+
+/// The lines of an upstream watch stream, as they arrive: the body read frame by frame and cut
+/// at newlines, blank lines skipped, a line longer than [`MAX_LINE`] refused. Shared by the
+/// reflector's watch, the freshness check's short watch and the CRD watch.
+pub(super) struct WatchLines {
+    body: hyper::body::Incoming,
+    buf: BytesMut,
+    /// The request, for errors.
+    what: String,
+    /// The stream counts as ended at this instant (a silent connection), if set.
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl WatchLines {
+    /// The lines of `body`, the answer to request `what`.
+    pub(super) fn new(
+        body: hyper::body::Incoming,
+        what: &str,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Self {
+        WatchLines {
+            body,
+            buf: BytesMut::new(),
+            what: what.to_string(),
+            deadline,
         }
     }
-    None
+
+    /// The next complete, non-blank line (without its newline); `None` once the stream ended
+    /// or the deadline passed. `meter` is told the size of every chunk of the body read.
+    pub(super) async fn next(
+        &mut self,
+        mut meter: impl FnMut(usize),
+    ) -> Result<Option<BytesMut>, ReflectorError> {
+        loop {
+            while let Some(i) = memchr::memchr(b'\n', &self.buf) {
+                let mut line = self.buf.split_to(i + 1);
+                line.truncate(i);
+                if !line.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(Some(line));
+                }
+            }
+            if self.buf.len() > MAX_LINE {
+                return Err(ReflectorError::malformed(
+                    &self.what,
+                    MalformedData::EventTooLarge,
+                ));
+            }
+            let frame = match self.deadline {
+                Some(d) => tokio::select! {
+                    _ = tokio::time::sleep_until(d) => return Ok(None),
+                    f = self.body.frame() => f,
+                },
+                None => self.body.frame().await,
+            };
+            match frame {
+                None => return Ok(None),
+                Some(Err(e)) => {
+                    return Err(ReflectorError::malformed(
+                        &self.what,
+                        MalformedData::StreamBroke(e),
+                    ));
+                }
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data() {
+                        meter(data.len());
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// What one watch line says, read no further than its resourceVersion (the freshness check's
@@ -198,38 +261,17 @@ pub async fn watch(
         };
     }
     m.watch_connected();
-    let mut body = resp.into_body();
-    let mut buf = BytesMut::new();
-    let mut received = 0u64;
     // The upstream ends the stream after `timeout`; a silent connection gets a grace period.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout + 30);
-    loop {
-        let frame = tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => return Ok(WatchEnd::Closed { received }),
-            f = body.frame() => f,
-        };
-        let data = match frame {
-            None => return Ok(WatchEnd::Closed { received }),
-            Some(Err(e)) => {
-                return Err(ReflectorError::malformed(&q, MalformedData::StreamBroke(e)));
-            }
-            Some(Ok(f)) => match f.into_data() {
-                Ok(d) => d,
-                Err(_) => continue,
-            },
-        };
-        m.upstream_watch_bytes(data.len());
-        buf.extend_from_slice(&data);
-        while let Some(line) = take_line(&mut buf) {
-            if let Some(end) = apply_line(writer, &line, Some(m))? {
-                return Ok(end);
-            }
-            received += 1;
+    let mut lines = WatchLines::new(resp.into_body(), &q, Some(deadline));
+    let mut received = 0u64;
+    while let Some(line) = lines.next(|n| m.upstream_watch_bytes(n)).await? {
+        if let Some(end) = apply_line(writer, &line, Some(m))? {
+            return Ok(end);
         }
-        if buf.remaining() > 64 << 20 {
-            return Err(ReflectorError::malformed(&q, MalformedData::EventTooLarge));
-        }
+        received += 1;
     }
+    Ok(WatchEnd::Closed { received })
 }
 
 #[cfg(test)]

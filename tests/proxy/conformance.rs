@@ -330,6 +330,28 @@ async fn watch_both(e: &Env, pq: &str) -> (WatchStream, WatchStream) {
     tokio::join!(crate::common::watch(&d), crate::common::watch(&p))
 }
 
+/// Reads the same watch `pq` on both (`d` from the simulator, `p` through watchmux) to its end:
+/// both must answer 200 and end the stream cleanly. Every line each sent.
+async fn both_to_the_end(
+    pq: &str,
+    d: &mut WatchStream,
+    p: &mut WatchStream,
+) -> (Vec<Bytes>, Vec<Bytes>) {
+    assert_eq!(
+        (d.status, p.status),
+        (StatusCode::OK, StatusCode::OK),
+        "{pq}"
+    );
+    let (dl, ds) = read_until(d, "sim", None).await;
+    let (pl, ps) = read_until(p, "watchmux", None).await;
+    assert_eq!(
+        (ds, ps),
+        (Stop::End, Stop::End),
+        "{pq}: both end the stream"
+    );
+    (dl, pl)
+}
+
 fn json_of(a: &Answer) -> Value {
     serde_json::from_slice(&a.body).unwrap_or_else(|_| panic!("not JSON: {}", text(&a.body)))
 }
@@ -973,14 +995,7 @@ async fn reads_from_the_future_time_out_with_the_same_504() {
         assert_eq!(d.headers["retry-after"], "1", "{pq}");
         assert_eq!(text(&d.body), format!("{status}\n"), "{pq}");
     }
-    assert_eq!(
-        (d.status, p.status),
-        (StatusCode::OK, StatusCode::OK),
-        "{w}"
-    );
-    let (dl, ds) = read_until(&mut d, "sim", None).await;
-    let (pl, ps) = read_until(&mut p, "watchmux", None).await;
-    assert_eq!((ds, ps), (Stop::End, Stop::End), "{w}");
+    let (dl, pl) = both_to_the_end(&w, &mut d, &mut p).await;
     let (dd, pd) = (deterministic(&dl), deterministic(&pl));
     assert_eq!(dd, pd, "{w}");
     assert_eq!(
@@ -1427,14 +1442,7 @@ async fn watch_errors_and_timeouts_end_the_stream_the_same_way() {
         ),
     ] {
         let (mut d, mut p) = watch_both(&e, &pq).await;
-        assert_eq!(
-            (d.status, p.status),
-            (StatusCode::OK, StatusCode::OK),
-            "{pq}"
-        );
-        let (dl, ds) = read_until(&mut d, "sim", None).await;
-        let (pl, ps) = read_until(&mut p, "watchmux", None).await;
-        assert_eq!((ds, ps), (Stop::End, Stop::End));
+        let (dl, pl) = both_to_the_end(&pq, &mut d, &mut p).await;
         assert_eq!(dl.len(), 1, "{pq}: sim sent {:?}", dl);
         assert_eq!(pl.len(), 1, "{pq}: watchmux sent {:?}", pl);
         let (mut dv, mut pv) = (ev(&dl[0]), ev(&pl[0]));
@@ -1758,14 +1766,7 @@ async fn extreme_timeout_seconds_end_or_keep_the_watch_as_kube_does() {
     for t in ["9223372036854775807", "-1"] {
         let w = format!("/api/v1/pods?watch=1&resourceVersion={n}&timeoutSeconds={t}");
         let (mut d, mut p) = watch_both(&e, &w).await;
-        assert_eq!(
-            (d.status, p.status),
-            (StatusCode::OK, StatusCode::OK),
-            "{w}"
-        );
-        let (dl, ds) = read_until(&mut d, "sim", None).await;
-        let (pl, ps) = read_until(&mut p, "watchmux", None).await;
-        assert_eq!((ds, ps), (Stop::End, Stop::End), "{w}: both end at once");
+        let (dl, pl) = both_to_the_end(&w, &mut d, &mut p).await;
         assert_eq!(deterministic(&dl), deterministic(&pl), "{w}");
     }
     let w = format!("/api/v1/pods?watch=1&resourceVersion={n}&timeoutSeconds=9223372036");

@@ -21,7 +21,10 @@ use watchmux::cache::ResourceCache;
 use watchmux::config::ResourceSpec;
 
 use crate::common::kubectl::{kubectl, run};
-use crate::common::{Next, TestProxy, WatchStream, get_accepting, sim_answer};
+use crate::common::{
+    Next, TestProxy, WatchStream, from_the_cache, get_accepting, sim_answer, upstream_reads,
+    without_list_rv,
+};
 
 /// Upper bound for anything we wait on (a hang guard, never a timing assertion).
 const T: Duration = Duration::from_secs(10);
@@ -124,42 +127,6 @@ fn cache(px: &TestProxy, resource: &str) -> std::sync::Arc<ResourceCache> {
         .expect("cache discovered")
 }
 
-/// List, get and watch requests the simulator has served for the custom resources.
-fn upstream_reads(sim: &Simulator) -> (u64, u64, u64) {
-    let s = sim.stats();
-    let sum = |k: &str| {
-        CUSTOM
-            .iter()
-            .map(|r| s["resources"][r][k].as_u64().expect("counter"))
-            .sum::<u64>()
-    };
-    (
-        sum("listRequests"),
-        sum("otherRequests"),
-        sum("watchRequests"),
-    )
-}
-
-/// watchmux's answer to `path`, which must not reach the simulator.
-async fn from_the_cache(sim: &Simulator, px: &TestProxy, path: &str, accept: &str) -> Bytes {
-    let before = upstream_reads(sim);
-    let (s, b) = get_accepting(&px.url, path, accept).await;
-    assert_eq!(s, StatusCode::OK, "{path}: {}", String::from_utf8_lossy(&b));
-    assert_eq!(upstream_reads(sim), before, "{path} reached the simulator");
-    b
-}
-
-/// `body` with the list's own resourceVersion (the cache's is its resource's, the simulator's
-/// its store's) blanked.
-fn without_list_rv(body: &[u8]) -> String {
-    let s = String::from_utf8(body.to_vec()).expect("UTF-8");
-    let key = "\"metadata\":{\"resourceVersion\":\"";
-    let Some(i) = s.find(key) else { return s };
-    let start = i + key.len();
-    let end = start + s[start..].find('"').expect("closing quote");
-    format!("{}{}", &s[..start], &s[end..])
-}
-
 /// watchmux's answer to `path` (from the cache) and the simulator's, taken when the simulator
 /// answered the same just before and just after ours, with no write in between.
 async fn ours_and_theirs(
@@ -172,7 +139,7 @@ async fn ours_and_theirs(
         let rev = sim.store().revision();
         let before = sim_answer(sim, path, KUBECTL).await;
         assert!(c.wait_rv(rev, T).await, "the cache did not reach {rev}");
-        let ours = from_the_cache(sim, px, path, KUBECTL).await;
+        let ours = from_the_cache(sim, px, &CUSTOM, path, KUBECTL).await;
         let after = sim_answer(sim, path, KUBECTL).await;
         if before == after && sim.store().revision() == rev {
             return (without_list_rv(&ours), without_list_rv(&before));
@@ -328,7 +295,7 @@ async fn crd_table_watches_come_from_the_cache_as_the_simulator_prints_them() {
     );
     let mut theirs =
         crate::common::watch_with(&format!("{}{q}", sim.url()), &[("accept", KUBECTL)]).await;
-    let before = upstream_reads(&sim);
+    let before = upstream_reads(&sim, &CUSTOM);
     let mut ours =
         crate::common::watch_with(&format!("{}{q}", px.url), &[("accept", KUBECTL)]).await;
     assert_eq!(ours.status, StatusCode::OK);
@@ -380,7 +347,7 @@ async fn crd_table_watches_come_from_the_cache_as_the_simulator_prints_them() {
     // The simulator served the test's three writes, and no read of watchmux's.
     let (lists, others, watches) = before;
     assert_eq!(
-        upstream_reads(&sim),
+        upstream_reads(&sim, &CUSTOM),
         (lists, others + 3, watches),
         "the watch was served from the cache"
     );
@@ -455,10 +422,14 @@ async fn crd_column_changes_upstream_change_watchmux_tables() {
     )
     .await;
     wait_for(|| columns(&px).is_none()).await;
-    let before = upstream_reads(&sim);
+    let before = upstream_reads(&sim, &CUSTOM);
     let (s, _) = get_accepting(&px.url, path, KUBECTL).await;
     assert_eq!(s, StatusCode::OK);
-    assert_ne!(upstream_reads(&sim), before, "the Table passed through");
+    assert_ne!(
+        upstream_reads(&sim, &CUSTOM),
+        before,
+        "the Table passed through"
+    );
 }
 
 /// `kubectl args` against `server`: its output, which must be a success.

@@ -19,13 +19,16 @@ use http_body_util::BodyExt;
 use kube_sim::Simulator;
 use kube_sim::fleet::FleetSpec;
 use kube_wire::negotiate::Target;
-use kube_wire::table::IncludeObject;
+use kube_wire::table::{IncludeObject, TablePrinter};
 use serde_json::{Value, json};
 use watchmux::cache::ResourceCache;
 use watchmux::downstream::form::{self, Form};
 use watchmux::downstream::table::{self, ListMeta};
 
-use crate::common::{Next, TestProxy, WatchStream, get_accepting, sim_answer};
+use crate::common::{
+    Next, TestProxy, WatchStream, from_the_cache, get_accepting, sim_answer, upstream_reads,
+    without_list_rv,
+};
 
 /// Upper bound for anything we wait on (a hang guard, never a timing assertion).
 const T: Duration = Duration::from_secs(10);
@@ -103,16 +106,6 @@ async fn body_of(resp: http::Response<kube_wire::response::Body>) -> Bytes {
     resp.into_body().collect().await.expect("body").to_bytes()
 }
 
-/// `body` with the list's own resourceVersion (the first one: the list's metadata) blanked.
-fn without_list_rv(body: &[u8]) -> String {
-    let s = String::from_utf8(body.to_vec()).expect("UTF-8");
-    let key = "\"metadata\":{\"resourceVersion\":\"";
-    let Some(i) = s.find(key) else { return s };
-    let start = i + key.len();
-    let end = start + s[start..].find('"').expect("closing quote");
-    format!("{}{}", &s[..start], &s[end..])
-}
-
 /// Calls `ours` (watchmux's answer) between two identical answers of the simulator to
 /// `path_query` with no write in between, the cache having reached the simulator's revision,
 /// and returns both answers.
@@ -164,7 +157,15 @@ async fn cached_lists_print_as_the_simulator() {
                     ..Default::default()
                 };
                 let items = snap.objects.values().map(|o| &**o);
-                body_of(table::list_response(&c.info, items, &meta, &want, false)).await
+                body_of(table::list_response(
+                    &c.info,
+                    &TablePrinter::for_kind(&c.info.group, &c.info.kind),
+                    items,
+                    &meta,
+                    &want,
+                    false,
+                ))
+                .await
             })
             .await;
             assert_eq!(
@@ -188,7 +189,15 @@ async fn large_table_lists_are_gzipped_when_accepted() {
     };
     let form = table_form(IncludeObject::Object);
     let items = || snap.objects.values().map(|o| &**o);
-    let plain = body_of(table::list_response(&c.info, items(), &meta, &form, false)).await;
+    let plain = body_of(table::list_response(
+        &c.info,
+        &TablePrinter::for_kind(&c.info.group, &c.info.kind),
+        items(),
+        &meta,
+        &form,
+        false,
+    ))
+    .await;
     let v: Value = serde_json::from_slice(&plain).expect("a Table");
     assert_eq!(
         v["metadata"],
@@ -197,7 +206,14 @@ async fn large_table_lists_are_gzipped_when_accepted() {
     assert_eq!(v["rows"].as_array().map(Vec::len), Some(snap.objects.len()));
     // Large enough only when repeated: gzip applies above kube's 128 KiB.
     let many: Vec<_> = (0..40).flat_map(|_| items()).collect();
-    let resp = table::list_response(&c.info, many.iter().copied(), &meta, &form, true);
+    let resp = table::list_response(
+        &c.info,
+        &TablePrinter::for_kind(&c.info.group, &c.info.kind),
+        many.iter().copied(),
+        &meta,
+        &form,
+        true,
+    );
     assert_eq!(resp.headers()[http::header::CONTENT_ENCODING], "gzip");
     let gz = body_of(resp).await;
     let mut unzipped = Vec::new();
@@ -241,7 +257,13 @@ async fn cached_objects_print_as_the_simulator() {
             assert_eq!(got, Some(want), "{accept} {query}");
             let path = format!("{path}?{query}");
             let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || async {
-                body_of(table::object_response(&c.info, &obj, &want)).await
+                body_of(table::object_response(
+                    &c.info,
+                    &TablePrinter::for_kind(&c.info.group, &c.info.kind),
+                    &obj,
+                    &want,
+                ))
+                .await
             })
             .await;
             assert_eq!(
@@ -360,16 +382,18 @@ async fn watch_frames_print_as_the_simulator() {
             let theirs = next_line(w, "simulator watch").await;
             let emitted = ev.ty;
             let now = table::now_unix();
+            let printer = TablePrinter::for_kind(&c.info.group, &c.info.kind);
             // A watcher's first Table event carries the column definitions, in a frame of its
             // own; the others are shared.
             let ours = if headers_sent {
                 ev.frame_in(&c.info, emitted, form, |body| {
-                    table::event_frame(&c.info, emitted, body, form, true, now)
+                    table::event_frame(&c.info, &printer, emitted, body, form, true, now)
                 })
             } else {
                 headers_sent = true;
                 table::event_frame(
                     &c.info,
+                    &printer,
                     emitted,
                     &ev.emitted_body(emitted),
                     form,
@@ -433,35 +457,6 @@ async fn bookmark_frames_print_as_the_simulator() {
 // Through watchmux
 // ---------------------------------------------------------------------------------------------
 
-/// List, get and watch requests the simulator has served for the cached resources.
-fn upstream_reads(sim: &Simulator) -> (u64, u64, u64) {
-    let s = sim.stats();
-    let sum = |k: &str| {
-        CACHED
-            .iter()
-            .map(|r| s["resources"][r][k].as_u64().expect("counter"))
-            .sum::<u64>()
-    };
-    (
-        sum("listRequests"),
-        sum("otherRequests"),
-        sum("watchRequests"),
-    )
-}
-
-/// watchmux's answer to `path` with `accept`, which must not reach the simulator.
-async fn from_the_cache(sim: &Simulator, px: &TestProxy, path: &str, accept: &str) -> Bytes {
-    let before = upstream_reads(sim);
-    let (s, b) = get_accepting(&px.url, path, accept).await;
-    assert_eq!(s, StatusCode::OK, "{path}: {}", String::from_utf8_lossy(&b));
-    assert_eq!(
-        upstream_reads(sim),
-        before,
-        "{path} ({accept}) reached the simulator"
-    );
-    b
-}
-
 #[tokio::test]
 async fn tables_and_metadata_through_watchmux_do_not_reach_the_simulator() {
     let (sim, px) = env().await;
@@ -471,7 +466,7 @@ async fn tables_and_metadata_through_watchmux_do_not_reach_the_simulator() {
             // resourceVersion=0: served from the cache as it is, without a freshness check.
             let path = format!("/api/v1/{r}?resourceVersion=0&{query}");
             let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || {
-                from_the_cache(&sim, &px, &path, accept)
+                from_the_cache(&sim, &px, &CACHED, &path, accept)
             })
             .await;
             assert_eq!(
@@ -492,7 +487,7 @@ async fn tables_and_metadata_through_watchmux_do_not_reach_the_simulator() {
         };
         for accept in [KUBECTL, METADATA] {
             let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || {
-                from_the_cache(&sim, &px, &path, accept)
+                from_the_cache(&sim, &px, &CACHED, &path, accept)
             })
             .await;
             assert_eq!(
@@ -520,7 +515,7 @@ async fn kubectl_get_watch_through_watchmux_matches_the_simulator() {
     let q = format!("/api/v1/configmaps?watch=1&resourceVersion={rv}");
     let mut theirs =
         crate::common::watch_with(&format!("{}{q}", sim.url()), &[("accept", KUBECTL)]).await;
-    let before = upstream_reads(&sim);
+    let before = upstream_reads(&sim, &CACHED);
     let mut ours =
         crate::common::watch_with(&format!("{}{q}", px.url), &[("accept", KUBECTL)]).await;
     assert_eq!(ours.status, StatusCode::OK);
@@ -541,7 +536,7 @@ async fn kubectl_get_watch_through_watchmux_matches_the_simulator() {
         );
     }
     assert_eq!(
-        upstream_reads(&sim),
+        upstream_reads(&sim, &CACHED),
         before,
         "the watch was served from the cache"
     );

@@ -77,7 +77,10 @@ pub async fn handle(
     }
     // What kube-apiserver's filters add to every answer: an `Audit-Id`, and indentation for
     // `?pretty=true` and curl (never for a watch stream).
-    let audit_id = kube_wire::response::audit_id(req.headers(), rand::random());
+    let audit_id = kube_wire::response::audit_id(
+        req.headers().get(kube_wire::response::AUDIT_ID),
+        rand::random(),
+    );
     let watching = matches!(path::parse(req.uri().path()), ApiPath::Resource(rp) if rp.legacy_watch)
         || ListOptions::from_query(req.uri().query()).is_ok_and(|o| o.watch);
     let pretty = !watching && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
@@ -541,14 +544,7 @@ async fn list(
     let mut limit = opts.limit.max(0) as usize;
     let mut at = None;
     let mut start = None;
-    if let Some(tok) = &opts.continue_token {
-        let t = ContinueToken::decode(tok)
-            .map_err(|e| Status::bad_request(format!("invalid continue token: {e}")))?;
-        if opts.resource_version.as_deref().is_some_and(|r| r != "0") {
-            return Err(Status::bad_request(
-                "specifying resource version is not allowed when using continue",
-            ));
-        }
+    if let Some(t) = opts.continuation()? {
         start = Some(format!("{prefix}{}", t.start));
         if t.rv > 0 {
             at = Some(t.rv as u64);

@@ -1836,16 +1836,11 @@ fn go_json_kind(v: &Value) -> &'static str {
     }
 }
 
-/// Go's `reflect.TypeOf(v)` printed with `%s`.
+/// Go's `reflect.TypeOf(v)` printed with `%s` (a nil type prints as `%!s(<nil>)`).
 fn go_type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "%!s(<nil>)",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_i64() => "int64",
-        Value::Number(_) => "float64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
+        v => kube_wire::gofmt::go_type(v),
     }
 }
 

@@ -119,6 +119,21 @@ pub fn escape_html(raw: Vec<u8>) -> Vec<u8> {
     out
 }
 
+/// Go's name of the type of a decoded JSON value (`reflect.TypeOf` of what `encoding/json`
+/// decodes into an `interface{}`), as error messages print it; `<nil>` for null.
+pub fn go_type(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_i64() => "int64",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
 /// Indents compact JSON as Go's `json.Indent(dst, src, "", "  ")` does (so
 /// `json.MarshalIndent`): a newline and two spaces per level after `{`, `[` and `,`, a space
 /// after `:`, empty objects and arrays kept as `{}` and `[]`, strings copied byte for byte (so

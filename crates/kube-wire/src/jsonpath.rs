@@ -532,7 +532,12 @@ fn slice<'a>(
         let len = match value.as_ref() {
             Value::Null => continue,
             Value::Array(a) => a.len() as i64,
-            other => return Err(err(format!("{} is not array or slice", go_type(other)))),
+            other => {
+                return Err(err(format!(
+                    "{} is not array or slice",
+                    crate::gofmt::go_type(other)
+                )));
+            }
         };
         let mut p = *params;
         if !p[0].known {
@@ -598,7 +603,7 @@ fn filter<'a>(
         let Value::Array(items) = value.as_ref() else {
             return Err(err(format!(
                 "{} is not array or slice and cannot be filtered",
-                go_type(value)
+                crate::gofmt::go_type(value)
             )));
         };
         for i in 0..items.len() {
@@ -692,19 +697,6 @@ fn less_equal(a: &Value, b: &Value) -> Result<bool, EvalError> {
         return Ok(true);
     }
     equal(a, b)
-}
-
-/// Go's name of a decoded JSON value's type, for error messages.
-fn go_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_i64() => "int64",
-        Value::Number(_) => "float64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

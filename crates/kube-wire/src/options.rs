@@ -4,6 +4,7 @@
 //! Decodes and validates the options only: which of them a server can answer (from a cache or
 //! only upstream) and the resourceVersion it then serves are the server's decisions.
 
+use crate::continue_token::ContinueToken;
 use crate::status::Status;
 
 /// `resourceVersionMatch`.
@@ -107,6 +108,23 @@ impl ListOptions {
             n if n < 0 => Some(std::time::Duration::ZERO),
             n => Some(std::time::Duration::from_nanos(n as u64)),
         }
+    }
+
+    /// The decoded `continue` token, if any, checked as kube's `storage.ValidateListOptions`
+    /// does: the token is decoded first (400 `invalid continue token: …`), then any
+    /// resourceVersion other than `""`/`"0"` is refused (400) without being parsed.
+    pub fn continuation(&self) -> Result<Option<ContinueToken>, Status> {
+        let Some(t) = &self.continue_token else {
+            return Ok(None);
+        };
+        let token = ContinueToken::decode(t)
+            .map_err(|e| Status::bad_request(format!("invalid continue token: {e}")))?;
+        if self.resource_version.as_deref().is_some_and(|r| r != "0") {
+            return Err(Status::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        Ok(Some(token))
     }
 
     /// The parsed `resourceVersionMatch` (after validation it is one of the two).

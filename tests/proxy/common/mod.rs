@@ -114,3 +114,55 @@ pub async fn sim_answer(sim: &Simulator, path_query: &str, accept: &str) -> byte
     );
     b
 }
+
+/// List, other (get) and watch requests the simulator has served for `resources`.
+pub fn upstream_reads(sim: &Simulator, resources: &[&str]) -> (u64, u64, u64) {
+    let s = sim.stats();
+    let sum = |k: &str| {
+        resources
+            .iter()
+            .map(|r| s["resources"][r][k].as_u64().expect("counter"))
+            .sum::<u64>()
+    };
+    (
+        sum("listRequests"),
+        sum("otherRequests"),
+        sum("watchRequests"),
+    )
+}
+
+/// watchmux's answer to `path` with `accept` (a 200), which must not reach the simulator's
+/// `resources`.
+pub async fn from_the_cache(
+    sim: &Simulator,
+    px: &TestProxy,
+    resources: &[&str],
+    path: &str,
+    accept: &str,
+) -> bytes::Bytes {
+    let before = upstream_reads(sim, resources);
+    let (s, b) = get_accepting(&px.url, path, accept).await;
+    assert_eq!(
+        s,
+        http::StatusCode::OK,
+        "{path}: {}",
+        String::from_utf8_lossy(&b)
+    );
+    assert_eq!(
+        upstream_reads(sim, resources),
+        before,
+        "{path} ({accept}) reached the simulator"
+    );
+    b
+}
+
+/// `body` with the list's own resourceVersion (the first one: the list's metadata) blanked: the
+/// cache's is its resource's, the simulator's its store's.
+pub fn without_list_rv(body: &[u8]) -> String {
+    let s = String::from_utf8(body.to_vec()).expect("UTF-8");
+    let key = "\"metadata\":{\"resourceVersion\":\"";
+    let Some(i) = s.find(key) else { return s };
+    let start = i + key.len();
+    let end = start + s[start..].find('"').expect("closing quote");
+    format!("{}{}", &s[..start], &s[end..])
+}
