@@ -103,10 +103,23 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
         if !t.short_names.is_empty() {
             r["shortNames"] = json!(t.short_names);
         }
-        if t.group.is_empty() && matches!(t.resource.as_str(), "pods" | "services") || !t.builtin {
-            r["categories"] = json!(["all"]);
+        if !t.categories.is_empty() {
+            r["categories"] = json!(t.categories);
         }
         resources.push(r);
+        // Subresources follow their resource in name order (`scale` before `status`), as kube
+        // sorts them. A scale is an `autoscaling/v1` `Scale`, which the entry names.
+        if t.scale_subresource {
+            resources.push(json!({
+                "name": format!("{}/scale", t.resource),
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if t.status_subresource {
             resources.push(json!({
                 "name": format!("{}/status", t.resource),
@@ -226,10 +239,18 @@ mod tests {
             .iter()
             .map(|g| g["name"].as_str().unwrap())
             .collect();
-        // CustomResourceDefinitions are always served, as kube-apiserver does.
+        // CustomResourceDefinitions are always served, as kube-apiserver does, and the groups
+        // come in kube-apiserver's order, custom groups last.
         assert_eq!(
             gnames,
-            vec!["discovery.k8s.io", "apiextensions.k8s.io", "example.com"]
+            vec![
+                "apps",
+                "batch",
+                "apiextensions.k8s.io",
+                "coordination.k8s.io",
+                "discovery.k8s.io",
+                "example.com"
+            ]
         );
         let crds = resource_list(&reg, "apiextensions.k8s.io", "v1").unwrap();
         assert_eq!(crds["resources"][0]["name"], "customresourcedefinitions");
@@ -239,6 +260,69 @@ mod tests {
             group(&reg, "example.com").unwrap()["preferredVersion"]["groupVersion"],
             "example.com/v1"
         );
-        assert!(resource_list(&reg, "apps", "v1").is_none());
+        assert!(resource_list(&reg, "apps", "v2").is_none());
+        assert!(resource_list(&reg, "policy", "v1").is_none());
+    }
+
+    #[test]
+    fn workload_kinds_list_their_subresources_in_kube_order() {
+        let reg = Registry::new(&[]).unwrap();
+        let apps = resource_list(&reg, "apps", "v1").unwrap();
+        assert_eq!(apps["groupVersion"], "apps/v1");
+        let names: Vec<&str> = apps["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "controllerrevisions",
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/scale",
+                "deployments/status",
+                "replicasets",
+                "replicasets/scale",
+                "replicasets/status",
+                "statefulsets",
+                "statefulsets/scale",
+                "statefulsets/status",
+            ]
+        );
+        let r = &apps["resources"];
+        assert_eq!(r[3]["shortNames"], json!(["deploy"]));
+        assert_eq!(r[3]["categories"], json!(["all"]));
+        assert_eq!(r[3]["singularName"], "deployment");
+        assert_eq!(
+            r[4],
+            json!({"name":"deployments/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","kind":"Scale","verbs":["get","patch","update"]})
+        );
+        assert!(r[0].get("categories").is_none() && r[0].get("shortNames").is_none());
+        let batch = resource_list(&reg, "batch", "v1").unwrap();
+        let names: Vec<&str> = batch["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["cronjobs", "cronjobs/status", "jobs", "jobs/status"]
+        );
+        assert_eq!(batch["resources"][0]["shortNames"], json!(["cj"]));
+        let leases = resource_list(&reg, "coordination.k8s.io", "v1").unwrap();
+        assert_eq!(
+            leases["resources"].as_array().unwrap().len(),
+            1,
+            "no status"
+        );
+        assert_eq!(leases["resources"][0]["kind"], "Lease");
+        assert_eq!(
+            group(&reg, "apps").unwrap()["preferredVersion"],
+            json!({"groupVersion": "apps/v1", "version": "v1"})
+        );
     }
 }

@@ -33,6 +33,8 @@ use kube_wire::table::{self, IncludeObject};
 
 pub use kube_wire::response::{Body, full, json_response, status_response};
 
+mod scale;
+
 /// Largest request body accepted (kube-apiserver's limit is 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
 /// How long a read waits for a future resourceVersion before 504 (kube's `blockTimeout`).
@@ -255,6 +257,7 @@ async fn resource(
     let scope = match rp.subresource.as_deref() {
         None => UpdateScope::Main,
         Some("status") if rt.status_subresource => UpdateScope::Status,
+        Some("scale") if rt.scale_subresource => return scale::serve(state, &rt, &rp, req).await,
         Some(_) => return Err(Status::path_not_found()),
     };
     let method = req.method().clone();

@@ -32,10 +32,14 @@ pub struct ResourceType {
     pub namespaced: bool,
     /// kubectl short names.
     pub short_names: Vec<String>,
+    /// Discovery categories (`all`: listed by `kubectl get all`).
+    pub categories: Vec<String>,
     /// Built into kube-apiserver (list items carry no kind/apiVersion) or custom (they do).
     pub builtin: bool,
     /// Has a `/status` subresource: the main endpoint ignores status changes and vice versa.
     pub status_subresource: bool,
+    /// Has a `/scale` subresource (`autoscaling/v1` `Scale` of `spec.replicas`).
+    pub scale_subresource: bool,
     /// Extra selectable fields (CRD `selectableFields`, KEP-4358), as dotted JSON paths.
     pub selectable_fields: Vec<String>,
     /// Index of this type in the registry (dense, stable for the simulator's lifetime).
@@ -314,82 +318,134 @@ pub struct Registry {
     by_gvr: HashMap<(String, String, String), usize>,
 }
 
-/// (group, version, resource, singular, kind, namespaced, short names, status subresource)
-type Builtin = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    bool,
-    &'static [&'static str],
-    bool,
-);
+/// A built-in type: the facts discovery reports about it (kube-apiserver 1.36's `APIResource`s).
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    status: bool,
+    scale: bool,
+}
 
+/// A namespaced built-in type with no short name, category or subresource.
+const fn builtin(
+    group: &'static str,
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+) -> Builtin {
+    Builtin {
+        group,
+        version: "v1",
+        resource,
+        singular,
+        kind,
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        status: false,
+        scale: false,
+    }
+}
+
+impl Builtin {
+    const fn cluster(mut self) -> Self {
+        self.namespaced = false;
+        self
+    }
+    const fn short(mut self, names: &'static [&'static str]) -> Self {
+        self.short_names = names;
+        self
+    }
+    /// In the `all` category (`kubectl get all`).
+    const fn all(mut self) -> Self {
+        self.categories = &["all"];
+        self
+    }
+    const fn status(mut self) -> Self {
+        self.status = true;
+        self
+    }
+    const fn scale(mut self) -> Self {
+        self.scale = true;
+        self
+    }
+}
+
+/// In kube-apiserver's group order (`/apis` lists `apps`, `batch`, `apiextensions.k8s.io`,
+/// `coordination.k8s.io`, `discovery.k8s.io` in this order), each group's resources sorted by name
+/// as its discovery document lists them.
 const BUILTINS: &[Builtin] = &[
-    (
-        "",
-        "v1",
-        "namespaces",
-        "namespace",
-        "Namespace",
-        false,
-        &["ns"],
-        true,
+    builtin("", "namespaces", "namespace", "Namespace")
+        .cluster()
+        .short(&["ns"])
+        .status(),
+    builtin("", "nodes", "node", "Node")
+        .cluster()
+        .short(&["no"])
+        .status(),
+    builtin("", "pods", "pod", "Pod")
+        .short(&["po"])
+        .all()
+        .status(),
+    builtin("", "services", "service", "Service")
+        .short(&["svc"])
+        .all()
+        .status(),
+    builtin("", "configmaps", "configmap", "ConfigMap").short(&["cm"]),
+    builtin("", "secrets", "secret", "Secret"),
+    builtin("", "events", "event", "Event").short(&["ev"]),
+    builtin("", "endpoints", "endpoints", "Endpoints").short(&["ep"]),
+    builtin(
+        "apps",
+        "controllerrevisions",
+        "controllerrevision",
+        "ControllerRevision",
     ),
-    ("", "v1", "nodes", "node", "Node", false, &["no"], true),
-    ("", "v1", "pods", "pod", "Pod", true, &["po"], true),
-    (
-        "",
-        "v1",
-        "services",
-        "service",
-        "Service",
-        true,
-        &["svc"],
-        true,
-    ),
-    (
-        "",
-        "v1",
-        "configmaps",
-        "configmap",
-        "ConfigMap",
-        true,
-        &["cm"],
-        false,
-    ),
-    ("", "v1", "secrets", "secret", "Secret", true, &[], false),
-    ("", "v1", "events", "event", "Event", true, &["ev"], false),
-    (
-        "",
-        "v1",
-        "endpoints",
-        "endpoints",
-        "Endpoints",
-        true,
-        &["ep"],
-        false,
-    ),
-    (
-        "discovery.k8s.io",
-        "v1",
-        "endpointslices",
-        "endpointslice",
-        "EndpointSlice",
-        true,
-        &[],
-        false,
-    ),
-    (
+    builtin("apps", "daemonsets", "daemonset", "DaemonSet")
+        .short(&["ds"])
+        .all()
+        .status(),
+    builtin("apps", "deployments", "deployment", "Deployment")
+        .short(&["deploy"])
+        .all()
+        .status()
+        .scale(),
+    builtin("apps", "replicasets", "replicaset", "ReplicaSet")
+        .short(&["rs"])
+        .all()
+        .status()
+        .scale(),
+    builtin("apps", "statefulsets", "statefulset", "StatefulSet")
+        .short(&["sts"])
+        .all()
+        .status()
+        .scale(),
+    builtin("batch", "cronjobs", "cronjob", "CronJob")
+        .short(&["cj"])
+        .all()
+        .status(),
+    builtin("batch", "jobs", "job", "Job").all().status(),
+    builtin(
         CRD_GROUP,
-        "v1",
         CRD_RESOURCE,
         "customresourcedefinition",
         "CustomResourceDefinition",
-        false,
-        &["crd", "crds"],
-        true,
+    )
+    .cluster()
+    .short(&["crd", "crds"])
+    .status(),
+    builtin("coordination.k8s.io", "leases", "lease", "Lease"),
+    builtin(
+        "discovery.k8s.io",
+        "endpointslices",
+        "endpointslice",
+        "EndpointSlice",
     ),
 ];
 
@@ -402,17 +458,19 @@ impl Registry {
     /// The built-in kinds plus `custom`.
     pub fn new(custom: &[CustomType]) -> Result<Self, String> {
         let mut types = Vec::new();
-        for &(g, v, r, s, k, ns, short, status) in BUILTINS {
+        for b in BUILTINS {
             types.push(ResourceType {
-                group: g.into(),
-                version: v.into(),
-                resource: r.into(),
-                singular: s.into(),
-                kind: k.into(),
-                namespaced: ns,
-                short_names: short.iter().map(|s| s.to_string()).collect(),
+                group: b.group.into(),
+                version: b.version.into(),
+                resource: b.resource.into(),
+                singular: b.singular.into(),
+                kind: b.kind.into(),
+                namespaced: b.namespaced,
+                short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
+                categories: b.categories.iter().map(|s| s.to_string()).collect(),
                 builtin: true,
-                status_subresource: status,
+                status_subresource: b.status,
+                scale_subresource: b.scale,
                 selectable_fields: Vec::new(),
                 index: 0,
             });
@@ -426,8 +484,10 @@ impl Registry {
                 kind: c.kind.clone(),
                 namespaced: c.namespaced,
                 short_names: Vec::new(),
+                categories: vec!["all".to_string()],
                 builtin: false,
                 status_subresource: true,
+                scale_subresource: false,
                 selectable_fields: c.selectable_fields.clone(),
                 index: 0,
             });
@@ -546,6 +606,22 @@ mod tests {
         assert_eq!(
             r.by_kind("example.com/v1", "Widget").unwrap().resource,
             "widgets"
+        );
+        let deploy = r.get("apps", "v1", "deployments").unwrap();
+        assert!(deploy.namespaced && deploy.status_subresource && deploy.scale_subresource);
+        assert_eq!(deploy.short_names, ["deploy"]);
+        assert_eq!(deploy.categories, ["all"]);
+        let lease = r.by_kind("coordination.k8s.io/v1", "Lease").unwrap();
+        assert!(!lease.status_subresource && !lease.scale_subresource);
+        assert!(lease.categories.is_empty());
+        assert!(!r.get("apps", "v1", "daemonsets").unwrap().scale_subresource);
+        assert_eq!(
+            r.by_kind("batch/v1", "CronJob").unwrap().short_names,
+            ["cj"]
+        );
+        assert_eq!(
+            r.by_kind("example.com/v1", "Widget").unwrap().categories,
+            ["all"]
         );
         assert!(Registry::new(&[c.clone(), c]).is_err());
         assert_eq!(

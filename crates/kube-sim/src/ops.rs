@@ -6,6 +6,7 @@
 //! The per-kind rules are [`semantics`]'s and each verb commits through one [`Store::write`], so a
 //! decision is never made on a stale read. Nothing here knows HTTP. The simulated namespace
 //! controller deletes the namespace's objects directly, without honouring their finalizers.
+//! The `scale` subresource's reads and writes (of the parent object) are in [`scale`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,8 @@ use super::semantics::{
 };
 use super::store::{Action, Store, StoredObject, WriteOutcome, key_of};
 use kube_wire::status::Status;
+
+pub mod scale;
 
 /// The Status kube-apiserver answers for a patch error.
 pub fn patch_status(e: &PatchError) -> Status {

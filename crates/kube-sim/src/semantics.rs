@@ -6,6 +6,9 @@
 //! runs the decisions (`decide_update`, `decide_delete`, `check_namespace`) inside a store write
 //! so that the decision and the commit are one atomic step; the simulated controllers that finish
 //! a graceful or namespace deletion live there too.
+//!
+//! The workload kinds (`apps/v1`, `batch/v1`, `coordination.k8s.io/v1` Lease) have their
+//! strategies, defaulters and validation in the `workloads` submodule.
 
 use serde_json::{Map, Value, json};
 
@@ -14,6 +17,8 @@ use super::store::{Action, StoredObject, WriteView};
 use super::util::{generate_name_suffix, new_uid, now_unix, rfc3339};
 use base64::Engine;
 use kube_wire::status::{Status, StatusCause, StatusDetails};
+
+mod workloads;
 
 /// Options of a DELETE (query parameters or a DeleteOptions body).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,7 +46,9 @@ pub enum DeleteKind {
 
 /// Kinds that get `metadata.generation` and bump it on spec changes.
 fn has_generation(rt: &ResourceType) -> bool {
-    !rt.builtin || (rt.group.is_empty() && rt.resource == "pods")
+    !rt.builtin
+        || (rt.group.is_empty() && rt.resource == "pods")
+        || workloads::workload(rt).is_some_and(workloads::Workload::has_status_and_generation)
 }
 
 /// DELETE answers with the deleted object for these kinds (kube's `ReturnDeletedObject`), with a
@@ -212,7 +219,10 @@ pub fn prepare_create(
     if rt.status_subresource && !keep_status && !(rt.group.is_empty() && rt.resource == "nodes") {
         obj.as_object_mut().expect("object").shift_remove("status");
     }
-    default_and_validate(rt, &name, &mut obj)?;
+    match workloads::workload(rt) {
+        Some(w) => workloads::prepare_create(w, rt, &name, &mut obj, keep_status)?,
+        None => default_and_validate(rt, &name, &mut obj)?,
+    }
     Ok(obj)
 }
 
@@ -526,7 +536,14 @@ pub fn decide_update(
             }
         }
     }
-    if has_generation(rt) && spec_changed(&cur, &new) {
+    if scope == UpdateScope::Main
+        && let Some(w) = workloads::workload(rt)
+    {
+        workloads::prepare_update(w, rt, &cur, &mut new)?;
+    }
+    if has_generation(rt)
+        && (spec_changed(&cur, &new) || workloads::metadata_bumps_generation(rt, &cur, &new))
+    {
         let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         meta_mut(&mut new).insert("generation".into(), json!(g));
     }

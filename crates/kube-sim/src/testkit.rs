@@ -176,6 +176,36 @@ impl WatchStream {
         }
     }
 
+    /// The next frame of a protobuf watch (kube's length-delimited framing: a 4-byte big-endian
+    /// length, then a `WatchEvent` message), without its length; `Err` with what ended the
+    /// stream instead.
+    pub async fn next_frame(&mut self, t: Duration) -> Result<Bytes, Next> {
+        let deadline = tokio::time::Instant::now() + t;
+        loop {
+            if self.buf.len() >= 4 {
+                let n = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])
+                    as usize;
+                if self.buf.len() >= 4 + n {
+                    let mut f = self.buf.split_to(4 + n);
+                    return Ok(f.split_off(4).freeze());
+                }
+            }
+            if self.ended {
+                return Err(Next::End);
+            }
+            match tokio::time::timeout_at(deadline, self.body.frame()).await {
+                Err(_) => return Err(Next::Timeout),
+                Ok(None) => self.ended = true,
+                Ok(Some(Err(_))) => return Err(Next::Aborted),
+                Ok(Some(Ok(f))) => {
+                    if let Ok(d) = f.into_data() {
+                        self.buf.extend_from_slice(&d);
+                    }
+                }
+            }
+        }
+    }
+
     /// The next event as JSON; panics on anything else.
     pub async fn next_event(&mut self, t: Duration) -> Value {
         match self.next_line(t).await {

@@ -214,9 +214,26 @@ pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Resp
         items: items.into_iter().enumerate(),
         finished: false,
     };
+    (stream_maybe_gzip(chunks, total, gzip), total)
+}
+
+/// Streams a body made of `chunks` (sent as they are, or gzip-compressed as
+/// [`stream_list_encoded`] does), with JSON headers: a caller answering in another encoding
+/// sets its `Content-Type`.
+pub fn stream_chunks(chunks: Vec<Bytes>, gzip: bool) -> Response<Body> {
+    let total = chunks.iter().map(Bytes::len).sum();
+    stream_maybe_gzip(chunks.into_iter(), total, gzip)
+}
+
+/// The streaming (and, when `gzip` and larger than [`GZIP_THRESHOLD`], compressing) answer of
+/// a body of `total` bytes in `chunks`.
+fn stream_maybe_gzip<I>(chunks: I, total: usize, gzip: bool) -> Response<Body>
+where
+    I: Iterator<Item = Bytes> + Send + Sync + 'static,
+{
     if !gzip || total <= GZIP_THRESHOLD {
         let stream = futures_util::stream::iter(chunks.map(|b| Ok::<_, io::Error>(Frame::data(b))));
-        return (stream_response(stream), total);
+        return stream_response(stream);
     }
     let mut chunks = chunks;
     let mut enc = Some(flate2::write::GzEncoder::new(
@@ -255,7 +272,7 @@ pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Resp
         http::header::VARY,
         HeaderValue::from_static("Accept-Encoding"),
     );
-    (resp, total)
+    resp
 }
 
 /// [`stream_list_encoded`] without compression.

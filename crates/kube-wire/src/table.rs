@@ -28,7 +28,9 @@ use crate::negotiate::Repr;
 use crate::status::Status;
 
 mod crd;
+mod workloads;
 pub use crd::{InvalidColumn, PrinterColumns};
+pub use workloads::label_selector_as_selector;
 
 /// `apiVersion` of every Table and PartialObjectMetadata(List) printed here.
 pub const META_V1: &str = "meta.k8s.io/v1";
@@ -149,6 +151,8 @@ enum Printer {
     EventsV1,
     Endpoints,
     EndpointSlice,
+    /// The workload kinds, Lease and Scale ([`workloads`]).
+    Workload(workloads::Kind),
     Default,
 }
 
@@ -166,7 +170,7 @@ fn printer_for(group: &str, kind: &str) -> Printer {
         ("events.k8s.io", "Event") => Printer::EventsV1,
         ("", "Endpoints") => Printer::Endpoints,
         ("discovery.k8s.io", "EndpointSlice") => Printer::EndpointSlice,
-        _ => Printer::Default,
+        _ => workloads::kind_for(group, kind).map_or(Printer::Default, Printer::Workload),
     }
 }
 
@@ -269,6 +273,7 @@ fn columns_of(printer: Printer) -> Value {
             col("Endpoints", "string", "", D_EPS_ENDPOINTS, 0),
             age_col(),
         ],
+        Printer::Workload(kind) => workloads::columns(kind),
         Printer::Default => vec![name_col(), col("Created At", "date", "", D_CREATED, 0)],
     };
     Value::Array(cols)
@@ -340,6 +345,7 @@ fn row(printer: Printer, obj: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
                 None,
             )
         }
+        Printer::Workload(kind) => (workloads::cells(kind, obj, now), None),
         Printer::Default => {
             let created =
                 parse_time(obj.pointer("/metadata/creationTimestamp")).unwrap_or(GO_ZERO_TIME_NS);
@@ -352,11 +358,12 @@ fn row(printer: Printer, obj: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
 }
 
 /// Whether kube prints this kind with a per-type printer that this module reproduces (pods,
-/// nodes, namespaces, services, config maps, secrets, events, endpoints, endpoint slices).
-/// Every other kind gets the generic convertor's "Name" + "Created At" here, which is what
-/// kube-apiserver prints only for kinds without a printer of their own: custom resources get
-/// their CRD's `additionalPrinterColumns` (by default "Name" + "Age"), and most other built-in
-/// kinds (deployments, jobs, …) have printers not reproduced here.
+/// nodes, namespaces, services, config maps, secrets, events, endpoints, endpoint slices, and
+/// [`workloads`]' deployments, replica sets, stateful sets, daemon sets, controller revisions,
+/// jobs, cron jobs, leases and scales). Every other kind gets the generic convertor's "Name" +
+/// "Created At" here, which is what kube-apiserver prints only for kinds without a printer of
+/// their own: custom resources get their CRD's `additionalPrinterColumns` (by default "Name" +
+/// "Age"), and the other built-in kinds (ingresses, roles, …) have printers not reproduced here.
 pub fn has_printer(group: &str, kind: &str) -> bool {
     printer_for(group, kind) != Printer::Default
 }
@@ -2489,7 +2496,8 @@ mod tests {
         }
         assert!(has_printer("", "Pod"));
         assert!(has_printer("discovery.k8s.io", "EndpointSlice"));
-        assert!(!has_printer("apps", "Deployment"));
+        assert!(has_printer("apps", "Deployment"));
+        assert!(!has_printer("networking.k8s.io", "Ingress"));
         assert!(!has_printer("example.com", "Widget"));
 
         let items: Vec<Value> = objs.iter().map(partial_object_metadata).collect();

@@ -7,3 +7,4 @@ mod kube;
 mod kubectl;
 mod props;
 mod watch;
+mod workloads;

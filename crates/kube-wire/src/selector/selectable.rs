@@ -12,6 +12,10 @@
 //! kinds on the default converter accept `metadata.namespace` even when cluster-scoped, where
 //! it then compares as `""`.
 //!
+//! `apps/v1` registers no conversion at all, so its kinds take the default converter: a replica
+//! set's `status.replicas`, although in its strategy's selectable fields, is refused, as
+//! kube-apiserver 1.34+ refuses it (kubernetes/kubernetes#135136).
+//!
 //! For kinds outside its table, whether the kind is namespaced and which selectable fields a CRD
 //! declares are the caller's to supply (from discovery); nothing here looks them up.
 //!
@@ -724,6 +728,10 @@ mod tests {
             ("discovery.k8s.io", "EndpointSlice", true, "metadata.name=a", ok("metadata.name=a")),
             ("discovery.k8s.io", "EndpointSlice", true, "addressType=IPv4", Err(default_msg("addressType"))),
             ("apps", "ReplicaSet", true, "status.replicas=1", Err(default_msg("status.replicas"))),
+            // apps/v1 registers no converter: StatefulSet's `status.successful` was v1beta1/2's
+            ("apps", "StatefulSet", true, "status.successful=1", Err(default_msg("status.successful"))),
+            ("apps", "Deployment", true, "metadata.name=web", ok("metadata.name=web")),
+            ("coordination.k8s.io", "Lease", true, "spec.holderIdentity=n", Err(default_msg("spec.holderIdentity"))),
             // the default converter accepts metadata.namespace for cluster-scoped kinds too
             ("rbac.authorization.k8s.io", "ClusterRole", false, "metadata.namespace=x", ok("metadata.namespace=x")),
             // %q quoting of the label

@@ -1,0 +1,867 @@
+//! The Table printers of the workload kinds, as kube-apiserver's
+//! `pkg/printers/internalversion/printers.go` prints them: `apps/v1` Deployment, ReplicaSet,
+//! StatefulSet, DaemonSet and ControllerRevision, `batch/v1` Job and CronJob,
+//! `coordination.k8s.io/v1` Lease, and the `autoscaling/v1` Scale a `scale` subresource answers
+//! with. Also [`label_selector_as_selector`], the `metav1.LabelSelector` reading the printers'
+//! selector cells (and the simulator's `Scale.status.selector`) share.
+//!
+//! Column definitions and cells only; laying out the Table is [`super`]'s. Cells are read from
+//! the v1 JSON form as the apiserver would decode it: a `spec.replicas` absent from the JSON
+//! prints as the defaulter's 1. Pure: no I/O; the clock is an argument.
+
+use serde_json::{Value, json};
+
+use super::{D_CREATED, D_NAME, age, arr, col, format_labels, name_of, since, str_at};
+use crate::selector::{LabelOp, LabelRequirement, LabelSelector};
+
+// The swagger doc strings kube's column definitions carry (k8s.io/api extensions/v1beta1,
+// batch/v1, batch/v1beta1, apps/v1beta1, coordination/v1, autoscaling/v1 and core/v1
+// types_swagger_doc_generated.go; the printers still name the old group versions' docs).
+const D_CONTAINERS: &str = "Names of each container in the template.";
+const D_IMAGES: &str = "Images referenced by each container in the template.";
+const D_READY_PODS: &str = "Number of the pod with ready state";
+const D_DEPLOY_UPDATED: &str = "Total number of non-terminating pods targeted by this deployment that have the desired template spec.";
+const D_DEPLOY_AVAILABLE: &str = "Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment.";
+const D_DEPLOY_SELECTOR: &str = "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.";
+const D_RS_DESIRED: &str = "Replicas is the number of desired pods. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset";
+const D_RS_CURRENT: &str = "Replicas is the most recently observed number of non-terminating pods. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset";
+const D_RS_READY: &str =
+    "The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition.";
+const D_RS_SELECTOR: &str = "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+const D_DS_DESIRED: &str = "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod). More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/";
+const D_DS_CURRENT: &str = "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod. More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/";
+const D_DS_READY: &str = "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.";
+const D_DS_UPDATED: &str = "The total number of nodes that are running updated daemon pod";
+const D_DS_AVAILABLE: &str = "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)";
+const D_NODE_SELECTOR: &str = "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node. More info: https://kubernetes.io/docs/concepts/configuration/assign-pod-node/";
+const D_DS_SELECTOR: &str = "A label query over pods that are managed by the daemon set. Must match in order to be controlled. If empty, defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+const D_JOB_STATUS: &str = "Status of the job.";
+const D_JOB_COMPLETIONS: &str = "The number of pods which reached phase Succeeded. The value increases monotonically for a given spec. However, it may decrease in reaction to scale down of elastic indexed jobs.";
+const D_JOB_DURATION: &str = "Time required to complete the job.";
+const D_JOB_SELECTOR: &str = "A label query over pods that should match the pod count. Normally, the system sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+const D_CJ_SCHEDULE: &str = "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.";
+const D_CJ_TIMEZONE: &str = "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this will default to the time zone of the kube-controller-manager process. The set of valid time zone names and the time zone offset is loaded from the system-wide time zone database by the API server during CronJob validation and the controller manager during execution. If no system-wide time zone database can be found a bundled version of the database is used instead. If the time zone name becomes invalid during the lifetime of a CronJob or due to a change in host configuration, the controller will stop creating new new Jobs and will create a system event with the reason UnknownTimeZone. More information can be found in https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones";
+const D_CJ_SUSPEND: &str = "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false.";
+const D_CJ_ACTIVE: &str = "A list of pointers to currently running jobs.";
+const D_CJ_LAST_SCHEDULE: &str =
+    "Information when was the last time the job was successfully scheduled.";
+const D_LEASE_HOLDER: &str = "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.";
+const D_CR_CONTROLLER: &str = "Controller of the object";
+const D_CR_REVISION: &str = "revision indicates the revision of the state represented by Data.";
+const D_SCALE_DESIRED: &str = "replicas is the desired number of instances for the scaled object.";
+const D_SCALE_AVAILABLE: &str =
+    "replicas is the actual number of observed instances of the scaled object.";
+
+/// The kinds printed here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Deployment,
+    ReplicaSet,
+    StatefulSet,
+    DaemonSet,
+    Job,
+    CronJob,
+    Lease,
+    ControllerRevision,
+    Scale,
+}
+
+/// The kind printed for `(group, kind)`, if it is one of this module's.
+pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
+    Some(match (group, kind) {
+        ("apps", "Deployment") => Kind::Deployment,
+        ("apps", "ReplicaSet") => Kind::ReplicaSet,
+        ("apps", "StatefulSet") => Kind::StatefulSet,
+        ("apps", "DaemonSet") => Kind::DaemonSet,
+        ("apps", "ControllerRevision") => Kind::ControllerRevision,
+        ("batch", "Job") => Kind::Job,
+        ("batch", "CronJob") => Kind::CronJob,
+        ("coordination.k8s.io", "Lease") => Kind::Lease,
+        ("autoscaling", "Scale") => Kind::Scale,
+        _ => return None,
+    })
+}
+
+fn name_col() -> Value {
+    col("Name", "string", "name", D_NAME, 0)
+}
+
+fn age_col() -> Value {
+    col("Age", "string", "", D_CREATED, 0)
+}
+
+fn wide(name: &str, description: &str) -> Value {
+    col(name, "string", "", description, 1)
+}
+
+/// The column definitions of `kind`.
+pub(super) fn columns(kind: Kind) -> Vec<Value> {
+    match kind {
+        Kind::Deployment => vec![
+            name_col(),
+            col("Ready", "string", "", D_READY_PODS, 0),
+            col("Up-to-date", "string", "", D_DEPLOY_UPDATED, 0),
+            col("Available", "string", "", D_DEPLOY_AVAILABLE, 0),
+            age_col(),
+            wide("Containers", D_CONTAINERS),
+            wide("Images", D_IMAGES),
+            wide("Selector", D_DEPLOY_SELECTOR),
+        ],
+        Kind::ReplicaSet => vec![
+            name_col(),
+            col("Desired", "integer", "", D_RS_DESIRED, 0),
+            col("Current", "integer", "", D_RS_CURRENT, 0),
+            col("Ready", "integer", "", D_RS_READY, 0),
+            age_col(),
+            wide("Containers", D_CONTAINERS),
+            wide("Images", D_IMAGES),
+            wide("Selector", D_RS_SELECTOR),
+        ],
+        Kind::StatefulSet => vec![
+            name_col(),
+            col("Ready", "string", "", D_READY_PODS, 0),
+            age_col(),
+            wide("Containers", D_CONTAINERS),
+            wide("Images", D_IMAGES),
+        ],
+        Kind::DaemonSet => vec![
+            name_col(),
+            col("Desired", "integer", "", D_DS_DESIRED, 0),
+            col("Current", "integer", "", D_DS_CURRENT, 0),
+            col("Ready", "integer", "", D_DS_READY, 0),
+            col("Up-to-date", "integer", "", D_DS_UPDATED, 0),
+            col("Available", "integer", "", D_DS_AVAILABLE, 0),
+            col("Node Selector", "string", "", D_NODE_SELECTOR, 0),
+            age_col(),
+            wide("Containers", D_CONTAINERS),
+            wide("Images", D_IMAGES),
+            wide("Selector", D_DS_SELECTOR),
+        ],
+        Kind::Job => vec![
+            name_col(),
+            col("Status", "string", "", D_JOB_STATUS, 0),
+            col("Completions", "string", "", D_JOB_COMPLETIONS, 0),
+            col("Duration", "string", "", D_JOB_DURATION, 0),
+            age_col(),
+            wide("Containers", D_CONTAINERS),
+            wide("Images", D_IMAGES),
+            wide("Selector", D_JOB_SELECTOR),
+        ],
+        Kind::CronJob => vec![
+            name_col(),
+            col("Schedule", "string", "", D_CJ_SCHEDULE, 0),
+            col("Timezone", "string", "", D_CJ_TIMEZONE, 0),
+            col("Suspend", "boolean", "", D_CJ_SUSPEND, 0),
+            col("Active", "integer", "", D_CJ_ACTIVE, 0),
+            col("Last Schedule", "string", "", D_CJ_LAST_SCHEDULE, 0),
+            age_col(),
+            wide("Containers", D_CONTAINERS),
+            wide("Images", D_IMAGES),
+            wide("Selector", D_JOB_SELECTOR),
+        ],
+        Kind::Lease => vec![
+            name_col(),
+            col("Holder", "string", "", D_LEASE_HOLDER, 0),
+            age_col(),
+        ],
+        Kind::ControllerRevision => vec![
+            name_col(),
+            col("Controller", "string", "", D_CR_CONTROLLER, 0),
+            col("Revision", "string", "", D_CR_REVISION, 0),
+            age_col(),
+        ],
+        // kube's Scale columns give the name no `name` format.
+        Kind::Scale => vec![
+            col("Name", "string", "", D_NAME, 0),
+            col("Desired", "integer", "", D_SCALE_DESIRED, 0),
+            col("Available", "integer", "", D_SCALE_AVAILABLE, 0),
+            age_col(),
+        ],
+    }
+}
+
+/// One row's cells for `obj`, one per column of [`columns`] (wide ones included).
+pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
+    let name = json!(name_of(obj));
+    match kind {
+        Kind::Deployment => {
+            let (names, images) = containers(obj.pointer("/spec/template/spec/containers"));
+            // LabelSelectorAsSelector(...).String(), "<invalid>" when it does not convert.
+            let selector = match label_selector_as_selector(obj.pointer("/spec/selector")) {
+                Ok(s) => s.map(|s| s.to_string()).unwrap_or_default(),
+                Err(_) => "<invalid>".to_string(),
+            };
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    int(obj, "/status/readyReplicas"),
+                    replicas(obj)
+                )),
+                json!(int(obj, "/status/updatedReplicas")),
+                json!(int(obj, "/status/availableReplicas")),
+                json!(age(obj, now)),
+                json!(names),
+                json!(images),
+                json!(selector),
+            ]
+        }
+        Kind::ReplicaSet => {
+            let (names, images) = containers(obj.pointer("/spec/template/spec/containers"));
+            vec![
+                name,
+                json!(replicas(obj)),
+                json!(int(obj, "/status/replicas")),
+                json!(int(obj, "/status/readyReplicas")),
+                json!(age(obj, now)),
+                json!(names),
+                json!(images),
+                json!(format_label_selector(obj.pointer("/spec/selector"))),
+            ]
+        }
+        Kind::StatefulSet => {
+            let (names, images) = containers(obj.pointer("/spec/template/spec/containers"));
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    int(obj, "/status/readyReplicas"),
+                    replicas(obj)
+                )),
+                json!(age(obj, now)),
+                json!(names),
+                json!(images),
+            ]
+        }
+        Kind::DaemonSet => {
+            let (names, images) = containers(obj.pointer("/spec/template/spec/containers"));
+            vec![
+                name,
+                json!(int(obj, "/status/desiredNumberScheduled")),
+                json!(int(obj, "/status/currentNumberScheduled")),
+                json!(int(obj, "/status/numberReady")),
+                json!(int(obj, "/status/updatedNumberScheduled")),
+                json!(int(obj, "/status/numberAvailable")),
+                json!(format_labels(
+                    obj.pointer("/spec/template/spec/nodeSelector")
+                )),
+                json!(age(obj, now)),
+                json!(names),
+                json!(images),
+                json!(format_label_selector(obj.pointer("/spec/selector"))),
+            ]
+        }
+        Kind::Job => {
+            let (names, images) = containers(obj.pointer("/spec/template/spec/containers"));
+            vec![
+                name,
+                json!(job_status(obj)),
+                json!(job_completions(obj)),
+                json!(job_duration(obj, now)),
+                json!(age(obj, now)),
+                json!(names),
+                json!(images),
+                json!(format_label_selector(obj.pointer("/spec/selector"))),
+            ]
+        }
+        Kind::CronJob => {
+            let (names, images) =
+                containers(obj.pointer("/spec/jobTemplate/spec/template/spec/containers"));
+            let last = match obj.pointer("/status/lastScheduleTime") {
+                Some(t) if !t.is_null() => since(Some(t), now),
+                _ => "<none>".to_string(),
+            };
+            let time_zone = obj
+                .pointer("/spec/timeZone")
+                .and_then(Value::as_str)
+                .unwrap_or("<none>");
+            vec![
+                name,
+                json!(str_at(obj, "/spec/schedule")),
+                json!(time_zone),
+                json!(bool_ptr(obj.pointer("/spec/suspend"))),
+                json!(arr(obj.pointer("/status/active")).len()),
+                json!(last),
+                json!(age(obj, now)),
+                json!(names),
+                json!(images),
+                json!(format_label_selector(
+                    obj.pointer("/spec/jobTemplate/spec/selector")
+                )),
+            ]
+        }
+        Kind::Lease => vec![
+            name,
+            json!(str_at(obj, "/spec/holderIdentity")),
+            json!(age(obj, now)),
+        ],
+        Kind::ControllerRevision => vec![
+            name,
+            json!(controller_of(obj)),
+            json!(int(obj, "/revision")),
+            json!(age(obj, now)),
+        ],
+        Kind::Scale => vec![
+            name,
+            json!(int(obj, "/spec/replicas")),
+            json!(int(obj, "/status/replicas")),
+            json!(age(obj, now)),
+        ],
+    }
+}
+
+fn int(obj: &Value, path: &str) -> i64 {
+    obj.pointer(path).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// `spec.replicas`, which the v1 defaulter sets to 1 when absent.
+fn replicas(obj: &Value) -> i64 {
+    match obj.pointer("/spec/replicas") {
+        Some(v) if !v.is_null() => v.as_i64().unwrap_or(0),
+        _ => 1,
+    }
+}
+
+/// kube's `layoutContainerCells`: the names and the images, each joined by `,`.
+fn containers(list: Option<&Value>) -> (String, String) {
+    let list = arr(list);
+    let names: Vec<&str> = list.iter().map(|c| str_at(c, "/name")).collect();
+    let images: Vec<&str> = list.iter().map(|c| str_at(c, "/image")).collect();
+    (names.join(","), images.join(","))
+}
+
+/// kube's `printBoolPtr`: `True`, `False`, or `<unset>`.
+fn bool_ptr(v: Option<&Value>) -> &'static str {
+    match v.and_then(Value::as_bool) {
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "<unset>",
+    }
+}
+
+/// `metav1.FormatLabelSelector`: the selector's string, `<none>` when it selects by nothing,
+/// `<error>` when it does not convert.
+fn format_label_selector(sel: Option<&Value>) -> String {
+    match label_selector_as_selector(sel) {
+        Ok(Some(s)) if !s.is_empty() => s.to_string(),
+        Ok(_) => "<none>".to_string(),
+        Err(_) => "<error>".to_string(),
+    }
+}
+
+/// Whether the job has a condition of type `ty` whose status is `True` (kube's
+/// `hasJobCondition` looks at the first condition of that type only).
+fn job_condition(obj: &Value, ty: &str) -> bool {
+    arr(obj.pointer("/status/conditions"))
+        .iter()
+        .find(|c| str_at(c, "/type") == ty)
+        .is_some_and(|c| str_at(c, "/status") == "True")
+}
+
+fn job_status(obj: &Value) -> &'static str {
+    let deleting = obj
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    if job_condition(obj, "Complete") {
+        "Complete"
+    } else if job_condition(obj, "Failed") {
+        "Failed"
+    } else if deleting {
+        "Terminating"
+    } else if job_condition(obj, "Suspended") {
+        "Suspended"
+    } else if job_condition(obj, "FailureTarget") {
+        "FailureTarget"
+    } else {
+        "Running"
+    }
+}
+
+fn job_completions(obj: &Value) -> String {
+    let succeeded = int(obj, "/status/succeeded");
+    match obj.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(c) => format!("{succeeded}/{c}"),
+        None => {
+            let parallelism = int(obj, "/spec/parallelism");
+            if parallelism > 1 {
+                format!("{succeeded}/1 of {parallelism}")
+            } else {
+                format!("{succeeded}/1")
+            }
+        }
+    }
+}
+
+/// Empty before the job started, the time since its start while it runs, its run time once
+/// completed.
+fn job_duration(obj: &Value, now: i64) -> String {
+    let Some(start) = super::parse_time(obj.pointer("/status/startTime")) else {
+        return String::new();
+    };
+    match super::parse_time(obj.pointer("/status/completionTime")) {
+        None => super::since_ns(Some(start), now),
+        Some(done) => {
+            let d = (done - start).clamp(i64::MIN as i128, i64::MAX as i128);
+            super::human_duration_nanos(d as i64)
+        }
+    }
+}
+
+/// `metav1.GetControllerOf` printed as `kind.group/name` in lower case (`statefulset.apps/web`),
+/// `<none>` without a controller reference.
+fn controller_of(obj: &Value) -> String {
+    let Some(owner) = arr(obj.pointer("/metadata/ownerReferences"))
+        .iter()
+        .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
+    else {
+        return "<none>".to_string();
+    };
+    let name = str_at(owner, "/name");
+    let kind = str_at(owner, "/kind");
+    // schema.ParseGroupVersion: "v1" has no group, "apps/v1" has "apps".
+    let group = str_at(owner, "/apiVersion")
+        .split_once('/')
+        .map(|(g, _)| g)
+        .unwrap_or("");
+    let group_kind = match (kind, group) {
+        ("", "") => return name.to_string(),
+        (k, "") => k.to_string(),
+        (k, g) => format!("{k}.{g}"),
+    };
+    format!("{}/{name}", group_kind.to_lowercase())
+}
+
+/// `metav1.LabelSelectorAsSelector` of a `metav1.LabelSelector` in its JSON form: `None` for a
+/// missing or `null` selector (kube's `labels.Nothing()`, which matches nothing), an empty
+/// selector for `{}` (`labels.Everything()`), otherwise `matchLabels` as `key=value` and
+/// `matchExpressions` (`In`, `NotIn`, `Exists`, `DoesNotExist`), sorted by key. Both `Nothing` and
+/// `Everything` print as `""`. `Err` carries Go's message for a requirement that is not valid.
+pub fn label_selector_as_selector(sel: Option<&Value>) -> Result<Option<LabelSelector>, String> {
+    let sel = match sel {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(m)) => m,
+        Some(other) => return Err(format!("a label selector must be an object, not {other}")),
+    };
+    let mut reqs = Vec::new();
+    if let Some(labels) = sel.get("matchLabels").filter(|v| !v.is_null()) {
+        let labels = labels
+            .as_object()
+            .ok_or_else(|| "matchLabels must be an object".to_string())?;
+        for (k, v) in labels {
+            let v = v
+                .as_str()
+                .ok_or_else(|| format!("matchLabels[{k}] must be a string"))?;
+            reqs.push(
+                LabelRequirement::new(k.as_str(), LabelOp::Equals, vec![v.to_string()])
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+    }
+    for expr in arr(sel.get("matchExpressions")) {
+        let op = match str_at(expr, "/operator") {
+            "In" => LabelOp::In,
+            "NotIn" => LabelOp::NotIn,
+            "Exists" => LabelOp::Exists,
+            "DoesNotExist" => LabelOp::DoesNotExist,
+            other => {
+                return Err(format!(
+                    "{} is not a valid label selector operator",
+                    crate::gofmt::quote(other)
+                ));
+            }
+        };
+        let values = arr(expr.get("values"))
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_string())
+            .collect();
+        reqs.push(
+            LabelRequirement::new(str_at(expr, "/key"), op, values).map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(Some(LabelSelector::from_requirements(reqs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{TablePrinter, column_definitions, has_printer, row_cells};
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000;
+
+    fn ts(secs_ago: i64) -> String {
+        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
+    }
+
+    fn names(group: &str, kind: &str) -> Vec<(String, i64)> {
+        column_definitions(group, kind)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_string(),
+                    c["priority"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn cols(list: &[(&str, i64)]) -> Vec<(String, i64)> {
+        list.iter().map(|(n, p)| (n.to_string(), *p)).collect()
+    }
+
+    #[test]
+    fn every_workload_kind_has_a_printer() {
+        for (g, k) in [
+            ("apps", "Deployment"),
+            ("apps", "ReplicaSet"),
+            ("apps", "StatefulSet"),
+            ("apps", "DaemonSet"),
+            ("apps", "ControllerRevision"),
+            ("batch", "Job"),
+            ("batch", "CronJob"),
+            ("coordination.k8s.io", "Lease"),
+            ("autoscaling", "Scale"),
+        ] {
+            assert!(has_printer(g, k), "{g} {k}");
+            // One cell per column, for an empty object too.
+            let n = column_definitions(g, k).as_array().unwrap().len();
+            let cells = row_cells(g, k, &json!({}), NOW);
+            assert_eq!(cells.as_array().unwrap().len(), n, "{g} {k}");
+        }
+        assert!(!has_printer("apps", "Frobnicator"));
+        assert!(!has_printer("batch", "Deployment"));
+    }
+
+    fn deployment() -> Value {
+        json!({
+            "kind": "Deployment", "apiVersion": "apps/v1",
+            "metadata": {"name": "web", "creationTimestamp": ts(90)},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "web", "tier": "fe"},
+                             "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]},
+                "template": {"spec": {"containers": [
+                    {"name": "nginx", "image": "nginx:1.27"},
+                    {"name": "proxy", "image": "envoy:1"}
+                ]}}
+            },
+            "status": {"replicas": 3, "updatedReplicas": 2, "readyReplicas": 1, "availableReplicas": 1}
+        })
+    }
+
+    #[test]
+    fn deployment_columns_and_cells() {
+        assert_eq!(
+            names("apps", "Deployment"),
+            cols(&[
+                ("Name", 0),
+                ("Ready", 0),
+                ("Up-to-date", 0),
+                ("Available", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+                ("Selector", 1)
+            ])
+        );
+        assert_eq!(
+            row_cells("apps", "Deployment", &deployment(), NOW),
+            json!([
+                "web",
+                "1/3",
+                2,
+                1,
+                "90s",
+                "nginx,proxy",
+                "nginx:1.27,envoy:1",
+                "app=web,env in (dev,prod),tier=fe"
+            ])
+        );
+        // A fresh deployment: no status yet; no selector prints as nothing.
+        let fresh = json!({"metadata": {"name": "x"}, "spec": {"replicas": 0}});
+        assert_eq!(
+            row_cells("apps", "Deployment", &fresh, NOW),
+            json!(["x", "0/0", 0, 0, "<unknown>", "", "", ""])
+        );
+        let bad = json!({"metadata": {"name": "x"}, "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}});
+        assert_eq!(
+            row_cells("apps", "Deployment", &bad, NOW)[7],
+            json!("<invalid>")
+        );
+    }
+
+    #[test]
+    fn replicaset_statefulset_and_daemonset_cells() {
+        let mut rs = deployment();
+        rs["spec"]["selector"] = json!({"matchLabels": {"app": "web"}});
+        assert_eq!(
+            row_cells("apps", "ReplicaSet", &rs, NOW),
+            json!([
+                "web",
+                3,
+                3,
+                1,
+                "90s",
+                "nginx,proxy",
+                "nginx:1.27,envoy:1",
+                "app=web"
+            ])
+        );
+        rs["spec"]["selector"] = json!({});
+        assert_eq!(row_cells("apps", "ReplicaSet", &rs, NOW)[7], "<none>");
+        assert_eq!(
+            names("apps", "StatefulSet"),
+            cols(&[
+                ("Name", 0),
+                ("Ready", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1)
+            ])
+        );
+        let mut sts = deployment();
+        sts["spec"].as_object_mut().unwrap().remove("replicas");
+        assert_eq!(
+            row_cells("apps", "StatefulSet", &sts, NOW),
+            json!(["web", "1/1", "90s", "nginx,proxy", "nginx:1.27,envoy:1"]),
+            "replicas default to 1"
+        );
+        let ds = json!({
+            "metadata": {"name": "agent", "creationTimestamp": ts(3600)},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                     "template": {"spec": {"nodeSelector": {"zone": "a", "os": "linux"},
+                                           "containers": [{"name": "a", "image": "agent:2"}]}}},
+            "status": {"desiredNumberScheduled": 5, "currentNumberScheduled": 4, "numberReady": 3,
+                       "updatedNumberScheduled": 2, "numberAvailable": 1}
+        });
+        assert_eq!(
+            names("apps", "DaemonSet")
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>(),
+            [
+                "Name",
+                "Desired",
+                "Current",
+                "Ready",
+                "Up-to-date",
+                "Available",
+                "Node Selector",
+                "Age",
+                "Containers",
+                "Images",
+                "Selector"
+            ]
+        );
+        assert_eq!(
+            row_cells("apps", "DaemonSet", &ds, NOW),
+            json!([
+                "agent",
+                5,
+                4,
+                3,
+                2,
+                1,
+                "os=linux,zone=a",
+                "60m",
+                "a",
+                "agent:2",
+                "app=agent"
+            ])
+        );
+    }
+
+    fn job(status: Value) -> Value {
+        json!({
+            "metadata": {"name": "pi", "creationTimestamp": ts(600)},
+            "spec": {"completions": 1, "parallelism": 1,
+                     "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}},
+                     "template": {"spec": {"containers": [{"name": "pi", "image": "perl"}]}}},
+            "status": status
+        })
+    }
+
+    #[test]
+    fn job_status_completions_and_duration() {
+        assert_eq!(
+            names("batch", "Job"),
+            cols(&[
+                ("Name", 0),
+                ("Status", 0),
+                ("Completions", 0),
+                ("Duration", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+                ("Selector", 1)
+            ])
+        );
+        assert_eq!(
+            row_cells("batch", "Job", &job(json!({})), NOW),
+            json!([
+                "pi",
+                "Running",
+                "0/1",
+                "",
+                "10m",
+                "pi",
+                "perl",
+                "batch.kubernetes.io/controller-uid=u-1"
+            ])
+        );
+        let running = job(json!({"startTime": ts(125), "active": 1}));
+        assert_eq!(row_cells("batch", "Job", &running, NOW)[3], "2m5s");
+        let done = job(json!({
+            "startTime": ts(300), "completionTime": ts(250), "succeeded": 1,
+            "conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
+                           {"type": "Complete", "status": "True"}]
+        }));
+        let cells = row_cells("batch", "Job", &done, NOW);
+        assert_eq!(
+            (&cells[1], &cells[2], &cells[3]),
+            (&json!("Complete"), &json!("1/1"), &json!("50s"))
+        );
+        let failed = job(json!({"conditions": [{"type": "Failed", "status": "True"}]}));
+        assert_eq!(row_cells("batch", "Job", &failed, NOW)[1], "Failed");
+        let suspended = job(json!({"conditions": [{"type": "Suspended", "status": "True"}]}));
+        assert_eq!(row_cells("batch", "Job", &suspended, NOW)[1], "Suspended");
+        let not_yet = job(json!({"conditions": [{"type": "Complete", "status": "False"}]}));
+        assert_eq!(row_cells("batch", "Job", &not_yet, NOW)[1], "Running");
+        let mut deleting = job(json!({"conditions": [{"type": "Suspended", "status": "True"}]}));
+        deleting["metadata"]["deletionTimestamp"] = json!(ts(1));
+        assert_eq!(row_cells("batch", "Job", &deleting, NOW)[1], "Terminating");
+        let mut parallel = job(json!({"succeeded": 2}));
+        parallel["spec"] = json!({"parallelism": 4});
+        let cells = row_cells("batch", "Job", &parallel, NOW);
+        assert_eq!(cells[2], "2/1 of 4");
+        assert_eq!(cells[7], "<none>");
+    }
+
+    #[test]
+    fn cronjob_lease_revision_and_scale_cells() {
+        let cj = json!({
+            "metadata": {"name": "nightly", "creationTimestamp": ts(7200)},
+            "spec": {"schedule": "0 3 * * *", "suspend": false,
+                     "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}},
+            "status": {"active": [{"name": "nightly-1"}], "lastScheduleTime": ts(60)}
+        });
+        assert_eq!(
+            row_cells("batch", "CronJob", &cj, NOW),
+            json!([
+                "nightly",
+                "0 3 * * *",
+                "<none>",
+                "False",
+                1,
+                "60s",
+                "120m",
+                "c",
+                "busybox",
+                "<none>"
+            ])
+        );
+        let fresh = json!({"metadata": {"name": "c"}, "spec": {"schedule": "@hourly", "timeZone": "Etc/UTC"}});
+        let cells = row_cells("batch", "CronJob", &fresh, NOW);
+        assert_eq!(
+            (&cells[2], &cells[3], &cells[4], &cells[5]),
+            (
+                &json!("Etc/UTC"),
+                &json!("<unset>"),
+                &json!(0),
+                &json!("<none>")
+            )
+        );
+        let cdefs = column_definitions("batch", "CronJob");
+        assert_eq!(cdefs[3]["type"], "boolean");
+
+        let lease = json!({"metadata": {"name": "node-1", "creationTimestamp": ts(5)},
+                           "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40}});
+        assert_eq!(
+            names("coordination.k8s.io", "Lease"),
+            cols(&[("Name", 0), ("Holder", 0), ("Age", 0)])
+        );
+        assert_eq!(
+            row_cells("coordination.k8s.io", "Lease", &lease, NOW),
+            json!(["node-1", "node-1", "5s"])
+        );
+        assert_eq!(
+            row_cells(
+                "coordination.k8s.io",
+                "Lease",
+                &json!({"metadata": {"name": "l"}}),
+                NOW
+            ),
+            json!(["l", "", "<unknown>"])
+        );
+
+        let rev = json!({"metadata": {"name": "web-6d4f", "creationTimestamp": ts(30),
+                                      "ownerReferences": [
+                                          {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "1"},
+                                          {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "2", "controller": true}]},
+                         "data": {}, "revision": 4});
+        assert_eq!(
+            row_cells("apps", "ControllerRevision", &rev, NOW),
+            json!(["web-6d4f", "statefulset.apps/web", 4, "30s"])
+        );
+        let orphan = json!({"metadata": {"name": "r"}, "revision": 1});
+        assert_eq!(
+            row_cells("apps", "ControllerRevision", &orphan, NOW)[1],
+            "<none>"
+        );
+        let core_owner = json!({"metadata": {"name": "r", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "controller": true}]}});
+        assert_eq!(
+            row_cells("apps", "ControllerRevision", &core_owner, NOW)[1],
+            "pod/p"
+        );
+
+        let scale = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+                           "metadata": {"name": "web", "creationTimestamp": ts(10)},
+                           "spec": {"replicas": 3}, "status": {"replicas": 1, "selector": "app=web"}});
+        let defs = column_definitions("autoscaling", "Scale");
+        assert_eq!(
+            defs[0]["format"], "",
+            "kube's Scale name column has no format"
+        );
+        assert_eq!(
+            row_cells("autoscaling", "Scale", &scale, NOW),
+            json!(["web", 3, 1, "10s"])
+        );
+        assert!(!TablePrinter::for_kind("autoscaling", "Scale").is_crd());
+    }
+
+    #[test]
+    fn label_selectors_convert_as_metav1_does() {
+        assert_eq!(label_selector_as_selector(None), Ok(None));
+        assert_eq!(label_selector_as_selector(Some(&Value::Null)), Ok(None));
+        let everything = label_selector_as_selector(Some(&json!({})))
+            .unwrap()
+            .unwrap();
+        assert!(everything.is_empty());
+        let s = label_selector_as_selector(Some(&json!({
+            "matchLabels": {"b": "2", "a": "1"},
+            "matchExpressions": [
+                {"key": "c", "operator": "Exists"},
+                {"key": "aa", "operator": "DoesNotExist"},
+                {"key": "d", "operator": "NotIn", "values": ["y", "x"]}
+            ]
+        })))
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.to_string(), "a=1,!aa,b=2,c,d notin (x,y)");
+        assert_eq!(
+            label_selector_as_selector(Some(
+                &json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})
+            )),
+            Err("\"Gt\" is not a valid label selector operator".to_string())
+        );
+        assert!(label_selector_as_selector(Some(&json!({"matchLabels": {"a b": "1"}}))).is_err());
+        assert!(
+            label_selector_as_selector(Some(
+                &json!({"matchExpressions": [{"key": "a", "operator": "In"}]})
+            ))
+            .is_err()
+        );
+    }
+}
