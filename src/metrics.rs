@@ -330,12 +330,17 @@ pub struct WatchTap {
 }
 
 impl WatchTap {
-    /// One event handed to the connection: its frame starts with `head` (`{"type":"ADDED",...`)
-    /// and is `len` bytes long.
+    /// One event handed to the connection: its frame starts with `head` (`{"type":"ADDED",...`
+    /// in JSON; in protobuf, the 4-byte length, then the `WatchEvent`'s field 1, its type) and
+    /// is `len` bytes long.
     pub fn event(&self, head: &[u8], len: usize) {
-        let ty = head
-            .strip_prefix(b"{\"type\":\"")
-            .and_then(|rest| memchr::memchr(b'"', rest).and_then(|e| event_index(&rest[..e])));
+        let ty = match head.strip_prefix(b"{\"type\":\"") {
+            Some(rest) => memchr::memchr(b'"', rest).and_then(|e| event_index(&rest[..e])),
+            None => match head.get(4..6) {
+                Some([0x0a, n]) => head.get(6..6 + *n as usize).and_then(event_index),
+                _ => None,
+            },
+        };
         if let Some(i) = ty {
             self.counts.events[i].fetch_add(1, Ordering::Relaxed);
         }
@@ -1348,7 +1353,15 @@ resource = "horizontalpodautoscalers"
         a.event(b"{\"type\":\"ADDED\",\"object\":{", 100);
         a.event(b"{\"type\":\"BOOKMARK\",\"object\":{", 10);
         b.event(b"{\"type\":\"DELETED\",\"object\":{", 7);
+        // A protobuf frame: length, then WatchEvent field 1 (type).
+        let c = r.watch_tap(TRANSPORT_WEBSOCKET);
+        c.event(b"\0\0\x01\x00\x0a\x08MODIFIED\x12", 0);
+        drop(c);
         let s = samples(&m.render());
+        assert_eq!(
+            s["watchmux_watch_events_sent_total{resource=\"pods\",transport=\"websocket\",type=\"MODIFIED\"}"],
+            1.0
+        );
         assert_eq!(
             s["watchmux_watchers{resource=\"pods\",transport=\"chunked\"}"],
             1.0

@@ -143,18 +143,18 @@ mod tests {
     use bytes::Bytes;
 
     fn obj(name: &str, uid: &str, rv: u64, data: &str) -> Cached {
-        Cached {
-            body: Bytes::from(format!(
+        Cached::new(
+            Bytes::from(format!(
                 "{{\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"d\",\"uid\":\"{uid}\",\"resourceVersion\":\"{rv}\"}},\"data\":\"{data}\"}}"
             )),
-            rec: ObjectRecord {
+            ObjectRecord {
                 namespace: "d".into(),
                 name: name.into(),
                 uid: uid.into(),
                 rv,
                 ..Default::default()
             },
-        }
+        )
     }
 
     fn map(objs: &[Cached]) -> imbl::OrdMap<Arc<str>, Arc<Cached>> {

@@ -42,9 +42,9 @@ pub struct CacheEvent {
     derived: OnceLock<Box<DerivedFrames>>,
 }
 
-/// Wire forms other than plain JSON whose frames are shared: PartialObjectMetadata, and a Table
-/// (without column definitions) for each `includeObject`.
-const DERIVED_FORMS: usize = 4;
+/// Wire forms other than plain JSON whose frames are shared: PartialObjectMetadata, a Table
+/// (without column definitions) for each `includeObject`, and the two protobuf forms.
+const DERIVED_FORMS: usize = 6;
 
 /// One frame per derived form and emitted type.
 type DerivedFrames = [OnceLock<Bytes>; DERIVED_FORMS * 3];
@@ -91,6 +91,8 @@ impl CacheEvent {
             Form::Json => return self.frame(info, emitted),
             Form::Metadata => 0,
             Form::Table { include_object } => 1 + *include_object as usize,
+            Form::Protobuf => 4,
+            Form::MetadataProtobuf => 5,
         };
         let frames = self.derived.get_or_init(Default::default);
         frames[slot * 3 + emitted as usize]

@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
@@ -61,6 +62,21 @@ pub struct Cached {
     pub body: Bytes,
     /// Extracted record.
     pub rec: ObjectRecord,
+    /// The object's protobuf message, transcoded from `body` on first use by a protobuf
+    /// client and shared by every later one (`downstream::protobuf`): empty when it does not
+    /// transcode.
+    pub protobuf: OnceLock<Bytes>,
+}
+
+impl Cached {
+    /// An object of `body` (JSON without type meta) and its record.
+    pub fn new(body: Bytes, rec: ObjectRecord) -> Self {
+        Cached {
+            body,
+            rec,
+            protobuf: OnceLock::new(),
+        }
+    }
 }
 
 /// Why an object could not be ingested.
@@ -286,10 +302,7 @@ pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeEr
         labels,
         fields,
     };
-    Ok(Cached {
-        body: strip_type_meta(raw)?,
-        rec,
-    })
+    Ok(Cached::new(strip_type_meta(raw)?, rec))
 }
 
 /// The object's JSON without `kind`/`apiVersion`, copied into an exactly sized buffer (so no

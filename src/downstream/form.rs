@@ -1,16 +1,16 @@
 //! Content negotiation for the cache's answers: which wire form a read asks for ([`Form`]: the
-//! objects themselves, a `meta.k8s.io/v1` Table, or PartialObjectMetadata(List)), or that the
-//! cache cannot answer it, and the read goes to the upstream.
+//! objects themselves in JSON or protobuf, a `meta.k8s.io/v1` Table, or
+//! PartialObjectMetadata(List) in JSON or protobuf), or that the cache cannot answer it, and the
+//! read goes to the upstream.
 //!
-//! The form is the one the simulator's negotiation ([`kube_wire::negotiate`]) settles on, so
-//! watchmux and its test upstream negotiate identically: JSON-like media ranges in the order
-//! listed, and plain JSON for a client that lists JSON after protobuf (kubelets, controllers:
-//! the cache never produces protobuf, YAML or CBOR). Everything else is left to the upstream,
-//! which then answers exactly as kube-apiserver does: no JSON form acceptable (a protobuf- or
-//! YAML-only client, or kube's 406 in kube's words), `meta.k8s.io/v1beta1` (the cache prints v1
-//! only), a list/object mismatch of PartialObjectMetadata (kube's 406 comes after the read) and
-//! an invalid `includeObject` (kube's 400 comes after the read too). So [`negotiate`] never
-//! fails: it returns the form, or `None`.
+//! The negotiation is kube-apiserver's ([`kube_wire::negotiate::negotiate_media`], which the
+//! simulator uses too): q-values, wildcards, kube's serializer order, Tables in JSON only,
+//! objects of custom resources not in protobuf. Everything the cache does not produce is left to
+//! the upstream, which then answers exactly as kube-apiserver does: YAML, kube's 406 in kube's
+//! words, `meta.k8s.io/v1beta1` (the cache prints v1 only), a list/object mismatch of
+//! PartialObjectMetadata (kube's 406 comes after the read), an invalid `includeObject` (kube's
+//! 400 comes after the read too) and protobuf of a built-in kind the transcoder has no schema
+//! for. So [`negotiate`] never fails: it returns the form, or `None`.
 //!
 //! A Table is printed like kube only for the kinds it has a printer for: the built-in kinds whose
 //! printers kube-wire reproduces, and custom resources once their CRD's printer columns are
@@ -19,9 +19,10 @@
 //! Owns the decision only: it must not build bodies ([`super::table`] and [`super::list`] do)
 //! nor decide whether a read is served from the cache at all (the router does).
 
-use kube_wire::negotiate::{MediaRange, Repr, Target, media_ranges};
+use kube_wire::negotiate::{Encoding, Endpoint, Repr, Target, negotiate_media};
 use kube_wire::table::{IncludeObject, TablePrinter};
 
+use super::protobuf;
 use crate::cache::ResourceInfo;
 use crate::reflector::crd::CrdColumns;
 
@@ -44,6 +45,8 @@ pub fn renders(form: &Form, info: &ResourceInfo) -> bool {
 pub fn printer(form: &Form, info: &ResourceInfo, crds: &CrdColumns) -> Option<TablePrinter> {
     let for_kind = TablePrinter::for_kind(&info.group, &info.kind);
     match form {
+        // A built-in kind the transcoder has no schema for (an aggregated API's, a newer one's).
+        Form::Protobuf if !protobuf::encodes(info) => None,
         Form::Table { .. } if !kube_wire::table::has_printer(&info.group, &info.kind) => {
             if info.builtin {
                 None
@@ -56,46 +59,39 @@ pub fn printer(form: &Form, info: &ResourceInfo, crds: &CrdColumns) -> Option<Ta
 }
 
 /// The form of a read with this `Accept` header and query, answering a list
-/// ([`Target::List`]) or one object or watch events ([`Target::Object`]); `None` when the cache
-/// cannot answer it (see the module doc), and the read goes to the upstream.
-pub fn negotiate(accept: Option<&str>, query: Option<&str>, target: Target) -> Option<Form> {
+/// ([`Target::List`]) or one object or watch events ([`Target::Object`]) of a built-in kind
+/// (`builtin`: served in protobuf too) or a custom resource, for a `watch` or not; `None` when
+/// the cache cannot answer it (see the module doc), and the read goes to the upstream. Whether
+/// the cache encodes this kind's objects in protobuf is [`printer`]'s to say, once the kind is
+/// known.
+pub fn negotiate(
+    accept: Option<&str>,
+    query: Option<&str>,
+    target: Target,
+    builtin: bool,
+    watch: bool,
+) -> Option<Form> {
     let accept = accept.map(str::trim).filter(|a| !a.is_empty());
-    // The simulator's negotiation: its 406 means no JSON form is acceptable.
-    let repr = kube_wire::negotiate::negotiate(accept, target, "").ok()?;
+    let endpoint = Endpoint {
+        protobuf: builtin,
+        watch,
+    };
+    // kube's negotiation: its 406 is left to the upstream to say.
+    let n = negotiate_media(accept, target, "", endpoint).ok()?;
     // kube answers meta.k8s.io/v1beta1 in v1beta1; the cache prints v1 only.
-    if repr != Repr::Json
-        && accept
-            .and_then(converting_range)
-            .is_none_or(|r| r.param("v") != Some("v1"))
-    {
+    if n.v1beta1 {
         return None;
     }
-    Some(match repr {
-        Repr::Json => Form::Json,
-        Repr::Metadata => Form::Metadata,
-        Repr::Table => Form::Table {
+    Some(match (n.repr, n.encoding) {
+        (_, Encoding::Yaml) => return None,
+        (Repr::Json, Encoding::Json) => Form::Json,
+        (Repr::Json, Encoding::Protobuf) => Form::Protobuf,
+        (Repr::Metadata, Encoding::Json) => Form::Metadata,
+        (Repr::Metadata, Encoding::Protobuf) => Form::MetadataProtobuf,
+        (Repr::Table, Encoding::Json) => Form::Table {
             include_object: IncludeObject::from_query(query).ok()?,
         },
-    })
-}
-
-/// The media range that [`kube_wire::negotiate::negotiate`] settles on when it answers with a
-/// Table or PartialObjectMetadata: the first JSON-like one that asks for no conversion or for
-/// one of those, in `meta.k8s.io/v1` or `v1beta1` (the same walk as the simulator's).
-fn converting_range(accept: &str) -> Option<MediaRange<'_>> {
-    media_ranges(accept).into_iter().find(|r| {
-        if !matches!(r.essence, "application/json" | "*/*" | "application/*") {
-            return false;
-        }
-        let Some(kind) = r.param("as") else {
-            return true;
-        };
-        r.param("g") == Some("meta.k8s.io")
-            && matches!(r.param("v"), Some("v1" | "v1beta1"))
-            && matches!(
-                kind,
-                "Table" | "PartialObjectMetadata" | "PartialObjectMetadataList"
-            )
+        _ => return None,
     })
 }
 
@@ -106,13 +102,17 @@ mod tests {
     const KUBECTL: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
     const METADATA_LIST: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 
+    fn neg(accept: Option<&str>, query: Option<&str>, target: Target) -> Option<Form> {
+        negotiate(accept, query, target, true, false)
+    }
+
     fn list(accept: &str) -> Option<Form> {
-        negotiate(Some(accept), None, Target::List)
+        neg(Some(accept), None, Target::List)
     }
 
     #[test]
     fn plain_json() {
-        assert_eq!(negotiate(None, None, Target::List), Some(Form::Json));
+        assert_eq!(neg(None, None, Target::List), Some(Form::Json));
         assert_eq!(list(""), Some(Form::Json));
         assert_eq!(list("application/json"), Some(Form::Json));
         assert_eq!(list("application/json, */*"), Some(Form::Json));
@@ -120,26 +120,28 @@ mod tests {
         assert_eq!(list("application/*"), Some(Form::Json));
         assert_eq!(list("application/json; charset=utf-8"), Some(Form::Json));
         assert_eq!(list("text/html, application/json"), Some(Form::Json));
-        // Kubelets and controllers list JSON after protobuf: the cache answers in JSON, as the
-        // simulator does (it never produces protobuf).
+        // Kubelets and controllers list protobuf first: they get it.
         assert_eq!(
             list("application/vnd.kubernetes.protobuf, application/json"),
-            Some(Form::Json)
+            Some(Form::Protobuf)
         );
         assert_eq!(
-            negotiate(
+            neg(
                 Some("application/vnd.kubernetes.protobuf, application/json"),
                 None,
                 Target::Object
             ),
-            Some(Form::Json)
+            Some(Form::Protobuf)
         );
     }
 
     #[test]
     fn no_json_form_goes_upstream() {
-        // Protobuf or YAML only: the upstream serves them; anything else gets kube's own 406.
-        assert_eq!(list("application/vnd.kubernetes.protobuf"), None);
+        // YAML: the upstream serves it; anything else gets kube's own 406.
+        assert_eq!(
+            list("application/vnd.kubernetes.protobuf"),
+            Some(Form::Protobuf)
+        );
         assert_eq!(list("application/yaml"), None);
         assert_eq!(list("text/html"), None);
         assert_eq!(
@@ -159,13 +161,13 @@ mod tests {
             })
         );
         assert_eq!(
-            negotiate(Some(KUBECTL), Some("includeObject=Object"), Target::Object),
+            neg(Some(KUBECTL), Some("includeObject=Object"), Target::Object),
             Some(Form::Table {
                 include_object: IncludeObject::Object
             })
         );
         assert_eq!(
-            negotiate(
+            neg(
                 Some(KUBECTL),
                 Some("watch=1&includeObject=None"),
                 Target::Object
@@ -175,7 +177,7 @@ mod tests {
             })
         );
         assert_eq!(
-            negotiate(Some(KUBECTL), Some("includeObject=object"), Target::List),
+            neg(Some(KUBECTL), Some("includeObject=object"), Target::List),
             None,
             "kube's 400 comes from the upstream"
         );
@@ -208,18 +210,18 @@ mod tests {
     #[test]
     fn metadata() {
         // A metadata informer's LIST (protobuf first, then its JSON form).
-        assert_eq!(list(METADATA_LIST), Some(Form::Metadata));
+        assert_eq!(list(METADATA_LIST), Some(Form::MetadataProtobuf));
         let json_only = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
         assert_eq!(list(json_only), Some(Form::Metadata));
         let object =
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
         assert_eq!(
-            negotiate(Some(object), None, Target::Object),
+            neg(Some(object), None, Target::Object),
             Some(Form::Metadata)
         );
         // The list/object mismatch is kube's 406, after the read: the upstream answers it.
         assert_eq!(list(object), None);
-        assert_eq!(negotiate(Some(json_only), None, Target::Object), None);
+        assert_eq!(neg(Some(json_only), None, Target::Object), None);
         assert_eq!(
             list("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
             None
@@ -232,7 +234,8 @@ mod tests {
             include_object: IncludeObject::None,
         };
         let pods = ResourceInfo::new("", "v1", "pods", "Pod", true);
-        let deployments = ResourceInfo::new("apps", "v1", "deployments", "Deployment", true);
+        let deployments =
+            ResourceInfo::new("networking.k8s.io", "v1", "ingresses", "Ingress", true);
         let widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
         assert!(renders(&table, &pods));
         assert!(!renders(&table, &deployments));

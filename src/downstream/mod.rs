@@ -7,8 +7,9 @@
 //! * [`router`]: cache or pass-through, and the checks before either.
 //! * [`list`], [`watch`], [`websocket`]: the cache's answers; `watch` is the per-watcher task
 //!   that turns hub deliveries and log reads into frames, the writers put them on the wire.
-//! * [`form`]: which wire form a read asks for (plain JSON, Table, PartialObjectMetadata);
-//!   [`table`]: the cache's answers in the Table and metadata forms, and a GET's object.
+//! * [`form`]: which wire form a read asks for (plain JSON or protobuf, Table,
+//!   PartialObjectMetadata); [`table`]: the cache's answers in the Table and metadata forms,
+//!   and a GET's object; [`protobuf`]: every answer in protobuf.
 //! * [`authz`]: delegated authentication and authorization of cached reads.
 //! * [`health`], [`limits`]: health endpoints, request and watch limits.
 //!
@@ -22,6 +23,7 @@ pub mod get;
 pub mod health;
 pub mod limits;
 pub mod list;
+pub mod protobuf;
 pub mod read_point;
 pub mod router;
 pub mod table;

@@ -23,7 +23,7 @@ use super::websocket::{self, WebsocketError};
 use super::{get, health, list, watch};
 use crate::app::{App, CacheSlot};
 use crate::cache::{ResourceCache, Snapshot};
-use kube_wire::negotiate::Target;
+use kube_wire::negotiate::{Encoding, Target};
 use kube_wire::options::ListOptions;
 use kube_wire::path::{self, ApiPath};
 use kube_wire::response::{Body, status_response};
@@ -67,10 +67,19 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     }
     let info = app.metrics.classify(&req);
     let requested_audit_id = req.headers().get(kube_wire::response::AUDIT_ID).cloned();
+    // kube negotiates the encoding of an error's Status too: protobuf for kubelets.
+    let status_encoding = kube_wire::negotiate::status_encoding(
+        req.headers()
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+    );
     let pretty =
         info.verb != "watch" && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
     let mut resp = match route_and_serve(&app, req, pretty).await {
         Ok(r) => r,
+        Err(e) if status_encoding == Encoding::Protobuf => {
+            super::protobuf::status_response(&Status::from(&e))
+        }
         Err(e) => status_response(&Status::from(&e)),
     };
     // Answers from watchmux itself carry what kube-apiserver's filters add; the upstream's
@@ -83,7 +92,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
         let audit_id = kube_wire::response::audit_id(requested_audit_id.as_ref(), rand::random());
         resp.headers_mut()
             .insert(kube_wire::response::AUDIT_ID, audit_id);
-        if pretty && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+        let json = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+        if pretty && json {
             resp = kube_wire::response::pretty_printed(resp).await;
         }
     }
@@ -118,13 +131,14 @@ async fn route_and_serve(
             } else {
                 crate::metrics::TRANSPORT_CHUNKED
             };
+            let binary = form.encoding() == Encoding::Protobuf;
             let rx = watch::start(app, cache, opts, filter, transport, form, printer)?;
             match ws {
-                None => Ok(limits::hold(watch::chunked_response(rx), permit)),
+                None => Ok(limits::hold(watch::chunked_response(rx, binary), permit)),
                 Some(protocol) => {
                     let (resp, upgraded) = websocket::upgrade(&mut req, protocol.as_deref())?;
                     app.tasks.spawn(async move {
-                        websocket::pump(upgraded, rx).await;
+                        websocket::pump(upgraded, rx, binary).await;
                         drop(permit);
                     });
                     Ok(resp)
@@ -265,7 +279,8 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
     } else {
         Target::Object
     };
-    let Some(form) = form::negotiate(accept, req.uri().query(), target) else {
+    let builtin = kube_wire::selector::selectable::is_builtin_group(&rp.group);
+    let Some(form) = form::negotiate(accept, req.uri().query(), target, builtin, opts.watch) else {
         return Ok(Route::PassThrough(PassReason::Representation));
     };
     // The cache will answer: with `server.authz = "delegated"`, authenticate and authorize now,

@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 use super::form::Form;
 use crate::cache::{Cached, ResourceInfo};
 use kube_wire::event::{EventType, bookmark_frame as json_bookmark_frame, bookmark_object};
+use kube_wire::negotiate::Encoding;
 use kube_wire::response::{Body, json_response, list_head, stream_list_encoded};
 use kube_wire::table::{self as printer, TablePrinter, to_go_json};
 
@@ -67,7 +68,7 @@ fn value_of(info: &ResourceInfo, obj: &Cached) -> Value {
 }
 
 /// A LIST answer of `items` (in order) in `form`: the kind's List, a Table, or a
-/// PartialObjectMetadataList; gzip-compressed when `gzip` (the client accepts it) and the body is
+/// PartialObjectMetadataList (the protobuf forms by [`super::protobuf`]); gzip-compressed when `gzip` (the client accepts it) and the body is
 /// large, as kube-apiserver does. Tables are printed by `p`. Objects are printed one at a time (one parsed object alive).
 pub fn list_response<'a>(
     info: &ResourceInfo,
@@ -94,6 +95,9 @@ pub fn list_response<'a>(
             now_unix(),
         ),
         Form::Metadata => printer::metadata_list(items.map(|c| value_of(info, c)), &list_meta),
+        Form::Protobuf | Form::MetadataProtobuf => {
+            return super::protobuf::list_response(info, items, meta, form, gzip);
+        }
     };
     list_body_response(body, gzip)
 }
@@ -126,6 +130,9 @@ pub fn object_response(
     form: &Form,
 ) -> Response<Body> {
     let body = match form {
+        Form::Protobuf | Form::MetadataProtobuf => {
+            return super::protobuf::object_response(info, obj, form);
+        }
         Form::Json => info.full_object(obj),
         Form::Metadata => Bytes::from(to_go_json(&printer::partial_object_metadata(&value_of(
             info, obj,
@@ -178,6 +185,9 @@ pub fn bookmark_frame(info: &ResourceInfo, rv: u64, initial_end: bool, form: &Fo
     let api_version = info.api_version();
     if *form == Form::Json {
         return json_bookmark_frame(&info.kind, &api_version, core, rv, initial_end);
+    }
+    if form.encoding() == Encoding::Protobuf {
+        return super::protobuf::bookmark_frame(info, rv, initial_end, form);
     }
     let b = bookmark_object(&info.kind, &api_version, core, rv, initial_end);
     printer::event_frame(

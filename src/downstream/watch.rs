@@ -26,12 +26,13 @@ use tokio::time::{Instant, sleep_until};
 
 use super::form::Form;
 use super::list::BLOCK_TIMEOUT;
-use super::table;
+use super::{protobuf, table};
 use crate::app::App;
 use crate::cache::{CacheEvent, ResourceCache};
 use crate::hub::Subscription;
 use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
 use kube_wire::event::{EventType, FRAME_TAIL, error_frame};
+use kube_wire::negotiate::Encoding;
 use kube_wire::options::ListOptions;
 use kube_wire::response::{Body, stream_response};
 use kube_wire::selector::Filter;
@@ -114,10 +115,12 @@ pub fn start(
     Ok(rx)
 }
 
-/// The chunked HTTP answer carrying a watch's events (200 and headers go out at once).
-pub fn chunked_response(mut rx: mpsc::Receiver<Out>) -> Response<Body> {
+/// The chunked HTTP answer carrying a watch's events (200 and headers go out at once), with
+/// kube's `Content-Type`: `application/json`, or for `protobuf`
+/// `application/vnd.kubernetes.protobuf;stream=watch`.
+pub fn chunked_response(mut rx: mpsc::Receiver<Out>, protobuf: bool) -> Response<Body> {
     let mut pending: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
-    stream_response(futures_util::stream::poll_fn(move |cx| {
+    let mut r = stream_response(futures_util::stream::poll_fn(move |cx| {
         if let Some(b) = pending.pop_front() {
             return std::task::Poll::Ready(Some(Ok::<_, io::Error>(Frame::data(b))));
         }
@@ -141,8 +144,18 @@ pub fn chunked_response(mut rx: mpsc::Receiver<Out>) -> Response<Body> {
             std::task::Poll::Ready(None) => std::task::Poll::Ready(None),
             std::task::Poll::Pending => std::task::Poll::Pending,
         }
-    }))
+    }));
+    if protobuf {
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(PROTOBUF_WATCH),
+        );
+    }
+    r
 }
+
+/// The `Content-Type` of a protobuf watch.
+const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
 struct Watcher {
     cache: Arc<ResourceCache>,
@@ -200,7 +213,7 @@ impl Watcher {
                     let s = Status::too_large_resource_version(target, cache.rv());
                     self.start_failed = true;
                     self.metrics.watch_start(WatchOutcome::Error);
-                    self.send(error_frame(&s)).await?;
+                    self.send(self.error_frame(&s)).await?;
                     return Err(Stop);
                 }
                 let snap = cache.snapshot();
@@ -220,6 +233,14 @@ impl Watcher {
                 for obj in snap.select(info, ns, &self.filter) {
                     let r = &obj.rec;
                     if !self.filter.matches(&r.namespace, &r.labels, |f| r.field(f)) {
+                        continue;
+                    }
+                    if self.form.encoding() == Encoding::Protobuf {
+                        let f = protobuf::initial_frame(info, obj, &self.form)
+                            .unwrap_or_else(|s| protobuf::error_frame(&s));
+                        let (head, len) = frame_head_of(&f);
+                        self.send_out(Out::Frame(f), &sub).await?;
+                        self.tap.event(&head.0[..head.1], len);
                         continue;
                     }
                     if self.form != Form::Json {
@@ -264,12 +285,20 @@ impl Watcher {
                     let s = Status::expired(format!("too old resource version: {n} ({oldest})"));
                     self.start_failed = true;
                     self.metrics.watch_start(WatchOutcome::Gone);
-                    self.send(error_frame(&s)).await?;
+                    self.send(self.error_frame(&s)).await?;
                     return Err(Stop);
                 }
                 self.last_sent = n;
                 Ok((n, None))
             }
+        }
+    }
+
+    /// An ERROR event in this watch's encoding.
+    fn error_frame(&self, s: &Status) -> Bytes {
+        match self.form.encoding() {
+            Encoding::Protobuf => protobuf::error_frame(s),
+            _ => error_frame(s),
         }
     }
 
@@ -283,6 +312,13 @@ impl Watcher {
     /// are this watch's own (they may have changed since other watches started).
     fn frame_of(&mut self, ev: &CacheEvent, emitted: EventType) -> Bytes {
         let info = &self.cache.info;
+        if self.form.encoding() == Encoding::Protobuf {
+            let form = self.form;
+            return ev.frame_in(info, emitted, &form, |body| {
+                protobuf::event_frame(info, emitted, &ev.obj, body, &form)
+                    .unwrap_or_else(|s| protobuf::error_frame(&s))
+            });
+        }
         if !self.headers_sent || self.printer.is_crd() {
             let no_headers = self.headers_sent;
             self.headers_sent = true;
@@ -525,7 +561,7 @@ mod tests {
             .await
             .unwrap();
         drop(tx);
-        let mut body = chunked_response(rx).into_body();
+        let mut body = chunked_response(rx, false).into_body();
         let mut frames = Vec::new();
         while let Some(fr) = body.frame().await {
             frames.push(fr.unwrap().into_data().unwrap());

@@ -1,6 +1,7 @@
-//! Websocket watch, as kube-apiserver serves it on the same watch URLs (spec §2.7): one text
-//! message per watch event whose payload is exactly the chunked frame (JSON and its newline);
-//! client messages are ignored; when the watch ends the server closes the connection.
+//! Websocket watch, as kube-apiserver serves it on the same watch URLs (spec §2.7): one message
+//! per watch event: a text message whose payload is exactly the chunked frame (JSON and its
+//! newline), or in protobuf a binary message with the bare `WatchEvent`; client messages are
+//! ignored; when the watch ends the server closes the connection.
 //!
 //! This is the only file that names the websocket crate (fastwebsockets), behind
 //! [`upgrade`] and [`pump`]. A refused handshake is a [`WebsocketError`] (`crate::error` makes
@@ -88,9 +89,16 @@ fn owned(f: Frame<'_>) -> Frame<'static> {
     Frame::new(f.fin, f.opcode, None, Payload::Owned(f.payload.to_vec()))
 }
 
-/// Writes each watch event as one text message until the watch ends (then a normal close), the
-/// client closes, or the connection fails. Pings are answered.
-pub async fn pump(fut: fastwebsockets::upgrade::UpgradeFut, mut rx: mpsc::Receiver<Out>) {
+/// Writes each watch event as one message until the watch ends (then a normal close), the
+/// client closes, or the connection fails. Pings are answered. JSON events are text messages
+/// (the chunked frame); protobuf events (`binary`) are binary messages carrying the
+/// `WatchEvent` without the 4-byte length of the chunked framing, as kube's websocket framer
+/// writes them.
+pub async fn pump(
+    fut: fastwebsockets::upgrade::UpgradeFut,
+    mut rx: mpsc::Receiver<Out>,
+    binary: bool,
+) {
     let Ok(ws) = fut.await else { return };
     let (mut read, mut write) =
         ws.split(|io: TokioIo<hyper::upgrade::Upgraded>| tokio::io::split(io));
@@ -135,8 +143,13 @@ pub async fn pump(fut: fastwebsockets::upgrade::UpgradeFut, mut rx: mpsc::Receiv
                     }
                 };
                 let mut failed = false;
-                for payload in payloads {
-                    if write.write_frame(Frame::text(Payload::Bytes(payload))).await.is_err() {
+                for mut payload in payloads {
+                    let frame = if binary {
+                        Frame::binary(Payload::Bytes(payload.split_off(4.min(payload.len()))))
+                    } else {
+                        Frame::text(Payload::Bytes(payload))
+                    };
+                    if write.write_frame(frame).await.is_err() {
                         failed = true;
                         break;
                     }

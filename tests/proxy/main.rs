@@ -18,6 +18,7 @@ mod observability;
 mod pagination;
 mod passthrough;
 mod path_props;
+mod protobuf;
 mod resilience;
 mod selectors;
 mod tables;

@@ -146,7 +146,7 @@ async fn cached_lists_print_as_the_simulator() {
     for r in CACHED {
         let c = cache(&px, r);
         for (accept, query, want) in list_forms() {
-            let got = form::negotiate(Some(accept), Some(query), Target::List);
+            let got = form::negotiate(Some(accept), Some(query), Target::List, true, false);
             assert_eq!(got, Some(want), "{accept} {query}");
             assert!(watchmux::downstream::form::renders(&want, &c.info), "{r}");
             let path = format!("/api/v1/{r}?{query}");
@@ -253,7 +253,7 @@ async fn cached_objects_print_as_the_simulator() {
             ns => format!("/api/v1/namespaces/{ns}/{r}/{}", obj.rec.name),
         };
         for (accept, query, want) in forms {
-            let got = form::negotiate(Some(accept), Some(query), Target::Object);
+            let got = form::negotiate(Some(accept), Some(query), Target::Object, true, false);
             assert_eq!(got, Some(want), "{accept} {query}");
             let path = format!("{path}?{query}");
             let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || async {
@@ -364,7 +364,7 @@ async fn watch_frames_print_as_the_simulator() {
     for (accept, query, want) in watches {
         let q = format!("watch=1&resourceVersion={rv}{query}");
         assert_eq!(
-            form::negotiate(Some(accept), Some(&q), Target::Object),
+            form::negotiate(Some(accept), Some(&q), Target::Object, true, true),
             Some(want)
         );
         let url = format!("{}/api/v1/configmaps?{q}", sim.url());

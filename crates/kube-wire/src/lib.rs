@@ -17,6 +17,7 @@ pub mod jsonpath;
 pub mod negotiate;
 pub mod options;
 pub mod path;
+pub mod proto;
 pub mod response;
 pub mod selector;
 pub mod status;

@@ -6,5 +6,6 @@ mod fleet;
 mod kube;
 mod kubectl;
 mod props;
+mod proto;
 mod watch;
 mod workloads;

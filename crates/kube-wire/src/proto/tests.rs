@@ -1,0 +1,1007 @@
+//! Tests of the transcoder against an independent protobuf implementation (k8s-pb's prost
+//! types): every root kind's realistic object encodes to bytes prost decodes and re-encodes
+//! identically, round trips losslessly, and decodes back to the JSON Go writes; envelopes and
+//! frames decode with k8s-pb; malformed input is an error, never a panic.
+
+use prost::Message as _;
+use serde_json::Value;
+
+use super::envelope::{self, MAGIC};
+use super::{MessageRef, ProtoError, json_to_proto, message_for, proto_to_json, schema};
+
+use k8s_pb::api::apps::v1 as apps;
+use k8s_pb::api::core::v1 as core;
+use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+
+/// (apiVersion, kind, JSON) of one realistic object per root kind.
+const FIXTURES: &[(&str, &str, &str)] = &[
+    ("v1", "Pod", include_str!("testdata/pod.json")),
+    ("v1", "Node", include_str!("testdata/node.json")),
+    ("v1", "Namespace", include_str!("testdata/namespace.json")),
+    ("v1", "Service", include_str!("testdata/service.json")),
+    ("v1", "ConfigMap", include_str!("testdata/configmap.json")),
+    ("v1", "Secret", include_str!("testdata/secret.json")),
+    ("v1", "Event", include_str!("testdata/event.json")),
+    ("v1", "Endpoints", include_str!("testdata/endpoints.json")),
+    (
+        "v1",
+        "PodTemplate",
+        include_str!("testdata/podtemplate.json"),
+    ),
+    (
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        include_str!("testdata/endpointslice.json"),
+    ),
+    (
+        "apps/v1",
+        "Deployment",
+        include_str!("testdata/deployment.json"),
+    ),
+    (
+        "apps/v1",
+        "ReplicaSet",
+        include_str!("testdata/replicaset.json"),
+    ),
+    (
+        "apps/v1",
+        "StatefulSet",
+        include_str!("testdata/statefulset.json"),
+    ),
+    (
+        "apps/v1",
+        "DaemonSet",
+        include_str!("testdata/daemonset.json"),
+    ),
+    (
+        "apps/v1",
+        "ControllerRevision",
+        include_str!("testdata/controllerrevision.json"),
+    ),
+    ("batch/v1", "Job", include_str!("testdata/job.json")),
+    ("batch/v1", "CronJob", include_str!("testdata/cronjob.json")),
+    (
+        "coordination.k8s.io/v1",
+        "Lease",
+        include_str!("testdata/lease.json"),
+    ),
+    (
+        "autoscaling/v1",
+        "Scale",
+        include_str!("testdata/scale.json"),
+    ),
+    (
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        include_str!("testdata/crd.json"),
+    ),
+    ("v1", "Status", include_str!("testdata/status.json")),
+    (
+        "v1",
+        "DeleteOptions",
+        include_str!("testdata/deleteoptions.json"),
+    ),
+    (
+        "meta.k8s.io/v1",
+        "PartialObjectMetadata",
+        include_str!("testdata/partial.json"),
+    ),
+    (
+        "meta.k8s.io/v1",
+        "PartialObjectMetadataList",
+        include_str!("testdata/partiallist.json"),
+    ),
+];
+
+fn msg(api_version: &str, kind: &str) -> MessageRef {
+    message_for(api_version, kind).unwrap_or_else(|| panic!("no message for {api_version} {kind}"))
+}
+
+/// JSON → protobuf → JSON: the protobuf bytes and the JSON Go would write for them.
+fn transcode(api_version: &str, kind: &str, json: &str) -> (Vec<u8>, String) {
+    let m = msg(api_version, kind);
+    let pb = json_to_proto(m, json.as_bytes()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+    let back =
+        proto_to_json(m, &pb, Some((api_version, kind))).unwrap_or_else(|e| panic!("{kind}: {e}"));
+    (pb, String::from_utf8(back).unwrap())
+}
+
+/// A JSON value Go omits from an `omitempty` field.
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+/// Every value of `want` is in `got` (objects may have more keys: the zero values Go writes;
+/// and fewer: the empty values Go omits).
+fn assert_subset(want: &Value, got: &Value, path: &str) {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, v) in w {
+                let Some(g) = g.get(k) else {
+                    assert!(is_empty(v), "{path}.{k} lost");
+                    continue;
+                };
+                assert_subset(v, g, &format!("{path}.{k}"));
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            assert_eq!(w.len(), g.len(), "{path}: length");
+            for (i, (w, g)) in w.iter().zip(g).enumerate() {
+                assert_subset(w, g, &format!("{path}[{i}]"));
+            }
+        }
+        (w, g) => assert_eq!(w, g, "{path}"),
+    }
+}
+
+#[test]
+fn every_root_kind_round_trips_and_keeps_every_value() {
+    for &(api_version, kind, json) in FIXTURES {
+        let (pb, canonical) = transcode(api_version, kind, json);
+        let m = msg(api_version, kind);
+        // The canonical JSON encodes to the same bytes, and decodes to itself.
+        assert_eq!(
+            json_to_proto(m, canonical.as_bytes()).unwrap(),
+            pb,
+            "{kind}"
+        );
+        let want: Value = serde_json::from_str(json).unwrap();
+        let got: Value = serde_json::from_str(&canonical).unwrap();
+        assert_subset(&want, &got, kind);
+        // Keys come in Go's order: kind, apiVersion, then the struct's fields.
+        assert!(
+            canonical.starts_with(&format!("{{\"kind\":\"{kind}\",\"apiVersion\":")),
+            "{canonical}"
+        );
+    }
+}
+
+/// Decodes with prost and checks prost's re-encoding is byte-identical: same tags, wire types,
+/// order, zero values, map order. One known difference is normalised first: prost leaves a map
+/// entry's key or value out when it is empty (its default), where gogo writes both (Go's
+/// `generated.pb.go`: `Labels` entries always have `0x0a key 0x12 value`).
+fn prost_identical<M: prost::Message + Default>(kind: &str, pb: &[u8]) -> M {
+    let decoded = M::decode(pb).unwrap_or_else(|e| panic!("{kind}: k8s-pb cannot decode: {e}"));
+    let id = if kind == "WatchEvent" {
+        schema::WATCH_EVENT
+    } else {
+        schema::ROOTS
+            .iter()
+            .find(|r| r.kind == kind)
+            .map(|r| r.message)
+            .unwrap()
+    };
+    assert_eq!(
+        decoded.encode_to_vec(),
+        prost_form(id, pb),
+        "{kind}: prost re-encodes differently"
+    );
+    decoded
+}
+
+/// Our bytes with empty map-entry keys and values dropped, as prost writes map entries.
+fn prost_form(id: u16, pb: &[u8]) -> Vec<u8> {
+    use super::model::{Elem, Shape};
+    use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
+    let msg = &schema::MESSAGES[usize::from(id)];
+    let mut out = Vec::new();
+    let mut buf = pb;
+    let put = |out: &mut Vec<u8>, tag: u32, b: &[u8]| {
+        encode_key(tag, WireType::LengthDelimited, out);
+        encode_varint(b.len() as u64, out);
+        out.extend_from_slice(b);
+    };
+    while !buf.is_empty() {
+        let start = buf;
+        let (tag, wt) = decode_key(&mut buf).unwrap();
+        let field = msg.field_by_tag(tag).map(|(_, f)| f);
+        if wt != WireType::LengthDelimited {
+            prost::encoding::skip_field(wt, tag, &mut buf, Default::default()).unwrap();
+            out.extend_from_slice(&start[..start.len() - buf.len()]);
+            continue;
+        }
+        let len = decode_varint(&mut buf).unwrap() as usize;
+        let (value, rest) = buf.split_at(len);
+        buf = rest;
+        match field {
+            Some(f) if f.shape == Shape::Map => {
+                let mut entry = Vec::new();
+                let mut eb = value;
+                while !eb.is_empty() {
+                    let (t, _) = decode_key(&mut eb).unwrap();
+                    let l = decode_varint(&mut eb).unwrap() as usize;
+                    let (v, r) = eb.split_at(l);
+                    eb = r;
+                    if v.is_empty() {
+                        continue;
+                    }
+                    match (t, f.elem) {
+                        (2, Elem::Message(child)) => put(&mut entry, 2, &prost_form(child, v)),
+                        _ => put(&mut entry, t, v),
+                    }
+                }
+                put(&mut out, tag, &entry);
+            }
+            Some(f) => match f.elem {
+                Elem::Message(child) => put(&mut out, tag, &prost_form(child, value)),
+                _ => put(&mut out, tag, value),
+            },
+            None => put(&mut out, tag, value),
+        }
+    }
+    out
+}
+
+fn fixture(kind: &str) -> (&'static str, &'static str) {
+    FIXTURES
+        .iter()
+        .find(|f| f.1 == kind)
+        .map(|f| (f.0, f.2))
+        .unwrap()
+}
+
+fn pb_of(kind: &str) -> Vec<u8> {
+    let (v, json) = fixture(kind);
+    transcode(v, kind, json).0
+}
+
+#[test]
+fn k8s_pb_decodes_every_root_kind_and_re_encodes_the_same_bytes() {
+    use k8s_pb::api::autoscaling::v1 as autoscaling;
+    use k8s_pb::api::batch::v1 as batch;
+    use k8s_pb::api::coordination::v1 as coordination;
+    use k8s_pb::api::discovery::v1 as discovery;
+    prost_identical::<core::Pod>("Pod", &pb_of("Pod"));
+    prost_identical::<core::Node>("Node", &pb_of("Node"));
+    prost_identical::<core::Namespace>("Namespace", &pb_of("Namespace"));
+    prost_identical::<core::Service>("Service", &pb_of("Service"));
+    prost_identical::<core::ConfigMap>("ConfigMap", &pb_of("ConfigMap"));
+    prost_identical::<core::Secret>("Secret", &pb_of("Secret"));
+    prost_identical::<core::Event>("Event", &pb_of("Event"));
+    prost_identical::<core::Endpoints>("Endpoints", &pb_of("Endpoints"));
+    prost_identical::<core::PodTemplate>("PodTemplate", &pb_of("PodTemplate"));
+    prost_identical::<discovery::EndpointSlice>("EndpointSlice", &pb_of("EndpointSlice"));
+    prost_identical::<apps::Deployment>("Deployment", &pb_of("Deployment"));
+    prost_identical::<apps::ReplicaSet>("ReplicaSet", &pb_of("ReplicaSet"));
+    prost_identical::<apps::StatefulSet>("StatefulSet", &pb_of("StatefulSet"));
+    prost_identical::<apps::DaemonSet>("DaemonSet", &pb_of("DaemonSet"));
+    prost_identical::<apps::ControllerRevision>("ControllerRevision", &pb_of("ControllerRevision"));
+    prost_identical::<batch::Job>("Job", &pb_of("Job"));
+    prost_identical::<batch::CronJob>("CronJob", &pb_of("CronJob"));
+    prost_identical::<coordination::Lease>("Lease", &pb_of("Lease"));
+    prost_identical::<autoscaling::Scale>("Scale", &pb_of("Scale"));
+    prost_identical::<ext::CustomResourceDefinition>(
+        "CustomResourceDefinition",
+        &pb_of("CustomResourceDefinition"),
+    );
+    prost_identical::<meta::Status>("Status", &pb_of("Status"));
+    prost_identical::<meta::DeleteOptions>("DeleteOptions", &pb_of("DeleteOptions"));
+    prost_identical::<meta::PartialObjectMetadata>(
+        "PartialObjectMetadata",
+        &pb_of("PartialObjectMetadata"),
+    );
+    prost_identical::<meta::PartialObjectMetadataList>(
+        "PartialObjectMetadataList",
+        &pb_of("PartialObjectMetadataList"),
+    );
+}
+
+#[test]
+fn decoded_values_are_the_json_values() {
+    let pod = prost_identical::<core::Pod>("Pod", &pb_of("Pod"));
+    let meta = pod.metadata.unwrap();
+    assert_eq!(meta.name.as_deref(), Some("web-7d4b9c6f5-x2k8p"));
+    // 2024-05-01T10:20:30Z; a Time has no nanos (written as 0).
+    let created = meta.creation_timestamp.unwrap();
+    assert_eq!(
+        (created.seconds, created.nanos),
+        (Some(1_714_558_830), Some(0))
+    );
+    assert_eq!(
+        meta.labels.get("tier").map(String::as_str),
+        Some("<frontend>&")
+    );
+    let fields = meta.managed_fields[0]
+        .fields_v1
+        .as_ref()
+        .unwrap()
+        .raw
+        .as_ref()
+        .unwrap();
+    assert!(fields.starts_with(b"{\"f:metadata\""));
+    let spec = pod.spec.unwrap();
+    let web = &spec.containers[0];
+    let res = web.resources.as_ref().unwrap();
+    assert_eq!(res.requests["memory"].string.as_deref(), Some("1536Mi"));
+    assert_eq!(res.limits["cpu"].string.as_deref(), Some("2"));
+    // Probe.ProbeHandler is inline in JSON, a nested message in protobuf.
+    let http = web
+        .liveness_probe
+        .as_ref()
+        .unwrap()
+        .handler
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    let port = http.port.as_ref().unwrap();
+    assert_eq!(
+        (port.r#type, port.int_val, port.str_val.as_deref()),
+        (Some(0), Some(8080), Some(""))
+    );
+    let tcp = web
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .handler
+        .as_ref()
+        .unwrap()
+        .tcp_socket
+        .as_ref()
+        .unwrap();
+    let port = tcp.port.as_ref().unwrap();
+    assert_eq!(
+        (port.r#type, port.int_val, port.str_val.as_deref()),
+        (Some(1), Some(0), Some("http"))
+    );
+    // Volume.VolumeSource inline.
+    let cache = spec.volumes[1]
+        .volume_source
+        .as_ref()
+        .unwrap()
+        .empty_dir
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        cache.size_limit.as_ref().unwrap().string.as_deref(),
+        Some("512Mi")
+    );
+    // Repeated int64, unpacked, negative values sign-extended.
+    assert_eq!(
+        spec.security_context.unwrap().supplemental_groups,
+        vec![4000, -5, 2_147_483_647]
+    );
+    assert_eq!(spec.tolerations[0].toleration_seconds, Some(300));
+    // Value fields absent from the JSON are written as Go's zero values.
+    assert_eq!(spec.host_pid, Some(false));
+    assert_eq!(spec.containers[1].working_dir.as_deref(), Some(""));
+
+    let event = prost_identical::<core::Event>("Event", &pb_of("Event"));
+    let t = event.event_time.unwrap();
+    assert_eq!(
+        (t.seconds, t.nanos),
+        (Some(1_714_558_840), Some(123_456_000))
+    );
+
+    let secret = prost_identical::<core::Secret>("Secret", &pb_of("Secret"));
+    assert_eq!(secret.data["password"], b"secret!");
+    assert_eq!(secret.data["empty"], b"");
+
+    let crd = prost_identical::<ext::CustomResourceDefinition>(
+        "CustomResourceDefinition",
+        &pb_of("CustomResourceDefinition"),
+    );
+    let schema = crd.spec.unwrap().versions[0]
+        .schema
+        .clone()
+        .unwrap()
+        .open_apiv3_schema
+        .unwrap();
+    let spec_props = &schema.properties["spec"];
+    let size = &spec_props.properties["size"];
+    assert_eq!(size.maximum, Some(100.0));
+    assert_eq!(size.minimum, Some(-1.5));
+    assert_eq!(
+        size.default.as_ref().unwrap().raw.as_deref(),
+        Some(&b"3"[..])
+    );
+    let closed = &spec_props.properties["closed"];
+    let ap = closed.additional_properties.as_ref().unwrap();
+    assert_eq!((ap.allows, ap.schema.is_none()), (Some(false), true));
+    let pair = spec_props.properties["pair"].items.as_ref().unwrap();
+    assert_eq!(pair.j_son_schemas.len(), 2);
+    assert_eq!(
+        spec_props.dependencies["color"].property,
+        vec!["size".to_string()]
+    );
+    assert_eq!(spec_props.properties["color"].r#enum.len(), 4);
+}
+
+#[test]
+fn go_output_details() {
+    let pod = msg("v1", "Pod");
+    // A zero value struct is written (empty ObjectMeta, PodSpec's zero values); a zero
+    // creationTimestamp is omitted from JSON (omitzero), a nil slice of a non-omitempty field is
+    // `null`, an empty string of a non-omitempty field is kept.
+    let pb = json_to_proto(pod, b"{}").unwrap();
+    let json = String::from_utf8(proto_to_json(pod, &pb, None).unwrap()).unwrap();
+    assert_eq!(
+        json,
+        r#"{"metadata":{},"spec":{"containers":null},"status":{}}"#
+    );
+    // A zero Time in a non-omitzero field is `null`.
+    let cond =
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True","lastTransitionTime":null}]}}"#;
+    let pb = json_to_proto(pod, cond.as_bytes()).unwrap();
+    let json = String::from_utf8(proto_to_json(pod, &pb, None).unwrap()).unwrap();
+    assert!(json.contains(r#""conditions":[{"type":"Ready","status":"True","lastProbeTime":null,"lastTransitionTime":null}]"#), "{json}");
+    // Non-canonical quantities and times are written as Go writes them.
+    let q = r#"{"metadata":{"creationTimestamp":"2024-01-01T02:00:00.9+02:00"},"spec":{"overhead":{"cpu":"1000m","mem":"0.5Gi","n":2}}}"#;
+    let pb = json_to_proto(pod, q.as_bytes()).unwrap();
+    let json = String::from_utf8(proto_to_json(pod, &pb, None).unwrap()).unwrap();
+    assert!(
+        json.contains(r#""creationTimestamp":"2024-01-01T00:00:00Z""#),
+        "{json}"
+    );
+    assert!(
+        json.contains(r#""overhead":{"cpu":"1","mem":"512Mi","n":"2"}"#),
+        "{json}"
+    );
+    // Strings are escaped as Go escapes them.
+    let s = r#"{"metadata":{"name":"a<b>&\u2028\u0001é"}}"#;
+    let pb = json_to_proto(pod, s.as_bytes()).unwrap();
+    let json = String::from_utf8(proto_to_json(pod, &pb, None).unwrap()).unwrap();
+    assert!(
+        json.contains(r#""name":"a\u003cb\u003e\u0026\u2028\u0001é""#),
+        "{json}"
+    );
+}
+
+#[test]
+fn type_mismatches_name_the_json_path() {
+    let pod = msg("v1", "Pod");
+    let err = json_to_proto(
+        pod,
+        br#"{"spec":{"containers":[{"name":"a"},{"name":"b","ports":[{"containerPort":"x"}]}]}}"#,
+    )
+    .unwrap_err();
+    match err {
+        ProtoError::Json { path, message } => {
+            assert_eq!(path, "spec.containers[1].ports[0].containerPort");
+            assert!(message.contains("string"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+    let err = json_to_proto(pod, br#"{"metadata":{"labels":{"a":1}}}"#).unwrap_err();
+    assert!(
+        matches!(&err, ProtoError::Json { path, .. } if path == r#"metadata.labels["a"]"#),
+        "{err}"
+    );
+    let err = json_to_proto(
+        pod,
+        br#"{"spec":{"containers":[{"resources":{"limits":{"cpu":"lots"}}}]}}"#,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ProtoError::Json { path, .. } if path == r#"spec.containers[0].resources.limits["cpu"]"#),
+        "{err}"
+    );
+    let err = json_to_proto(pod, br#"{"spec":{"priority":2147483648}}"#).unwrap_err();
+    assert!(matches!(err, ProtoError::Json { .. }));
+    let err = json_to_proto(pod, br#"{"metadata":{"creationTimestamp":"yesterday"}}"#).unwrap_err();
+    assert!(matches!(err, ProtoError::Json { .. }));
+    assert!(matches!(
+        json_to_proto(pod, b"{\"a\":"),
+        Err(ProtoError::Syntax(_))
+    ));
+    // Unknown keys are skipped, whatever their value.
+    let pb = json_to_proto(pod, br#"{"nope":{"deep":[1,{"x":null}]},"kind":"Pod"}"#).unwrap();
+    assert_eq!(pb, json_to_proto(pod, b"{}").unwrap());
+}
+
+#[test]
+fn lists_assemble_from_per_object_bytes() {
+    let (pod_v, pod_json) = fixture("Pod");
+    let pod = transcode(pod_v, "Pod", pod_json).0;
+    let small = json_to_proto(msg("v1", "Pod"), br#"{"metadata":{"name":"b"}}"#).unwrap();
+    let list_meta = envelope::list_meta(
+        br#"{"resourceVersion":"777","continue":"abc","remainingItemCount":5}"#,
+    )
+    .unwrap();
+    let wrapped = envelope::list("v1", "PodList", &list_meta, [&pod[..], &small[..]]);
+    let unk = envelope::unwrap(&wrapped).unwrap();
+    assert_eq!((unk.api_version, unk.kind), ("v1", "PodList"));
+    // k8s-pb reads the whole wrapped list.
+    let decoded = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(&wrapped[4..]).unwrap();
+    assert_eq!(decoded.encode_to_vec(), &wrapped[4..]);
+    let list = prost_identical::<core::PodList>("PodList", unk.raw);
+    assert_eq!(list.items.len(), 2);
+    assert_eq!(
+        list.metadata.as_ref().unwrap().remaining_item_count,
+        Some(5)
+    );
+    // The same as transcoding the list's JSON.
+    let list_json = format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"777","continue":"abc","remainingItemCount":5}},"items":[{pod_json},{{"metadata":{{"name":"b"}}}}]}}"#
+    );
+    assert_eq!(
+        json_to_proto(msg("v1", "PodList"), list_json.as_bytes()).unwrap(),
+        unk.raw
+    );
+
+    // The chunked form is the same bytes.
+    let many: Vec<bytes::Bytes> = (0..300).map(|_| bytes::Bytes::from(pod.clone())).collect();
+    let whole = envelope::list("v1", "PodList", &list_meta, many.iter().map(|b| &b[..]));
+    let chunks = envelope::list_chunks("v1", "PodList", &list_meta, many);
+    assert!(chunks.len() > 1);
+    assert_eq!(chunks.concat(), whole);
+
+    // PartialObjectMetadata from an encoded object, without a second transcode.
+    let partial = envelope::partial_object_metadata(msg("v1", "Pod"), &pod).unwrap();
+    let from_json = json_to_proto(
+        msg("meta.k8s.io/v1", "PartialObjectMetadata"),
+        serde_json::to_string(&serde_json::json!({"metadata": serde_json::from_str::<Value>(pod_json).unwrap()["metadata"]})).unwrap().as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(partial, from_json);
+    assert_eq!(envelope::field_slice(&pod, 1), Some(&partial[2 + 1..]));
+}
+
+#[test]
+fn envelope_and_watch_frames_as_kube_writes_them() {
+    let pod = pb_of("Pod");
+    let wrapped = envelope::wrap("v1", "Pod", &pod);
+    assert_eq!(&wrapped[..4], &MAGIC);
+    let unk = envelope::unwrap(&wrapped).unwrap();
+    assert_eq!(
+        (
+            unk.api_version,
+            unk.kind,
+            unk.raw,
+            unk.content_encoding,
+            unk.content_type
+        ),
+        ("v1", "Pod", &pod[..], "", "")
+    );
+    let decoded = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(&wrapped[4..]).unwrap();
+    assert_eq!(decoded.content_encoding.as_deref(), Some(""));
+    assert_eq!(decoded.content_type.as_deref(), Some(""));
+    assert_eq!(decoded.encode_to_vec(), &wrapped[4..]);
+
+    let event = envelope::watch_event("MODIFIED", &wrapped);
+    let we = prost_identical::<meta::WatchEvent>("WatchEvent", &event);
+    assert_eq!(we.r#type.as_deref(), Some("MODIFIED"));
+    assert_eq!(we.object.unwrap().raw.unwrap(), wrapped);
+    let frame = envelope::length_prefixed(&event);
+    assert_eq!(
+        u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize,
+        event.len()
+    );
+    assert_eq!(&frame[4..], &event[..]);
+
+    let status = envelope::status(include_str!("testdata/status.json").as_bytes()).unwrap();
+    let unk = envelope::unwrap(&status).unwrap();
+    assert_eq!((unk.api_version, unk.kind), ("v1", "Status"));
+    let st = prost_identical::<meta::Status>("Status", unk.raw);
+    assert_eq!(st.code, Some(403));
+    assert_eq!(st.reason.as_deref(), Some("Forbidden"));
+}
+
+#[test]
+fn malformed_input_is_an_error() {
+    assert!(matches!(
+        envelope::unwrap(b"k8s"),
+        Err(ProtoError::NotProtobuf)
+    ));
+    assert!(matches!(
+        envelope::unwrap(b"{\"kind\":1}"),
+        Err(ProtoError::NotProtobuf)
+    ));
+    assert!(envelope::unwrap(b"").is_err());
+    assert!(envelope::unwrap(b"k8s\0").is_err());
+    let pod = pb_of("Pod");
+    let pod_msg = msg("v1", "Pod");
+    // Every truncation of a valid message is an error or a shorter valid prefix, never a panic.
+    for cut in 0..pod.len() {
+        let _ = proto_to_json(pod_msg, &pod[..cut], None);
+    }
+    assert!(proto_to_json(pod_msg, &pod[..pod.len() - 1], None).is_err());
+    // A length far beyond the input.
+    assert!(proto_to_json(pod_msg, &[0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f], None).is_err());
+    // A varint that never ends.
+    assert!(proto_to_json(pod_msg, &[0x08; 20], None).is_err());
+    // A wire type that does not match the field (metadata as a varint).
+    assert!(proto_to_json(pod_msg, &[0x08, 0x01], None).is_err());
+    // Deep nesting: JSONSchemaProps.not, 10000 levels.
+    let mut deep = Vec::new();
+    for _ in 0..10_000 {
+        let mut outer = vec![0xe2, 0x01]; // field 28 (not), wire type 2
+        prost::encoding::encode_varint(deep.len() as u64, &mut outer);
+        outer.extend_from_slice(&deep);
+        deep = outer;
+    }
+    let props = super::message(schema_id("JSONSchemaProps")).unwrap();
+    assert!(matches!(
+        proto_to_json(props, &deep, None),
+        Err(ProtoError::TooDeep(_))
+    ));
+    // Deep JSON is refused by the JSON reader's own limit.
+    let deep_json = format!("{}{}", "{\"not\":".repeat(5000), "}".repeat(5000));
+    assert!(json_to_proto(props, deep_json.as_bytes()).is_err());
+}
+
+fn schema_id(short: &str) -> u16 {
+    schema::MESSAGES
+        .iter()
+        .position(|m| m.name.rsplit('.').next() == Some(short))
+        .unwrap() as u16
+}
+
+#[test]
+fn every_root_is_reachable_by_kind() {
+    for root in schema::ROOTS.iter() {
+        assert_eq!(
+            message_for(root.api_version, root.kind),
+            Some(MessageRef(root.message))
+        );
+    }
+    assert_eq!(
+        message_for("apps/v1", "DeleteOptions"),
+        Some(MessageRef(schema::DELETE_OPTIONS))
+    );
+    assert_eq!(
+        message_for("meta.k8s.io/v1", "PartialObjectMetadataList").map(|m| m.name()),
+        Some("k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadataList")
+    );
+    assert_eq!(message_for("v1", "Table"), None);
+    assert_eq!(message_for("v2", "Pod"), None);
+}
+
+mod props {
+    //! Random objects of every root kind, generated from the schema as protobuf.
+    use proptest::prelude::*;
+
+    use super::super::model::{Elem, JsonForm, Shape};
+    use super::super::{MessageRef, json_to_proto, proto_to_json, schema};
+    use prost::encoding::{WireType, encode_key, encode_varint};
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+            xs[self.below(xs.len() as u64) as usize]
+        }
+    }
+
+    const STRINGS: &[&str] = &[
+        "",
+        "a",
+        "web-0",
+        "<&>",
+        "é ✓ 🚀",
+        "line\nbreak\t\"q\"",
+        "\u{2028}",
+        "x\u{1}y",
+    ];
+    const QUANTITIES: &[&str] = &[
+        "0",
+        "1",
+        "100m",
+        "1Gi",
+        "1536Mi",
+        "0.5",
+        "1000m",
+        "2e3",
+        "12345678901234567890",
+        "1.5Gi",
+        "-3",
+    ];
+    const RAWS: &[&str] = &[
+        "{}",
+        "{\"a\":[1,2,{\"b\":null}]}",
+        "[1,\"x\"]",
+        "\"s<>\"",
+        "3.5",
+        "true",
+        " { \"sp\" : 1 } ",
+    ];
+
+    fn bytes_field(tag: u32, b: &[u8], out: &mut Vec<u8>) {
+        encode_key(tag, WireType::LengthDelimited, out);
+        encode_varint(b.len() as u64, out);
+        out.extend_from_slice(b);
+    }
+
+    fn varint_field(tag: u32, v: u64, out: &mut Vec<u8>) {
+        encode_key(tag, WireType::Varint, out);
+        encode_varint(v, out);
+    }
+
+    /// One element, as a field `tag`.
+    fn elem(rng: &mut Rng, elem: Elem, tag: u32, depth: usize, pointer: bool, out: &mut Vec<u8>) {
+        match elem {
+            Elem::String => bytes_field(tag, rng.pick(STRINGS).as_bytes(), out),
+            Elem::Bytes => {
+                let n = rng.below(5) as usize;
+                let b: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                bytes_field(tag, &b, out)
+            }
+            Elem::Bool => varint_field(tag, rng.below(2), out),
+            Elem::Int32 => varint_field(tag, rng.next() as i32 as i64 as u64, out),
+            Elem::Int64 | Elem::Uint64 => varint_field(tag, rng.next() >> rng.below(64), out),
+            Elem::Uint32 => varint_field(tag, u64::from(rng.next() as u32), out),
+            Elem::Float64 => {
+                let f = [0.0, -0.0, 1.5, -2.0, 1e21, 1e-7, 123456.789, 0.1][rng.below(8) as usize];
+                encode_key(tag, WireType::SixtyFourBit, out);
+                out.extend_from_slice(&f64::to_bits(f).to_le_bytes());
+            }
+            Elem::Message(id) => {
+                let mut body = Vec::new();
+                message(rng, id, depth + 1, &mut body);
+                bytes_field(tag, &body, out);
+            }
+            Elem::Time | Elem::MicroTime => {
+                let mut body = Vec::new();
+                // A nil *Time is absent; a non-nil zero Time cannot come from JSON.
+                if pointer || rng.below(4) != 0 {
+                    let secs = rng.below(253_402_300_799 + 62_135_596_800) as i64 - 62_135_596_799;
+                    varint_field(1, secs as u64, &mut body);
+                    let nanos = if elem == Elem::MicroTime {
+                        rng.below(1_000_000) * 1000
+                    } else {
+                        0
+                    };
+                    varint_field(2, nanos, &mut body);
+                }
+                bytes_field(tag, &body, out);
+            }
+            Elem::Duration => {
+                let mut body = Vec::new();
+                varint_field(1, rng.next(), &mut body);
+                bytes_field(tag, &body, out);
+            }
+            Elem::Quantity => {
+                let mut body = Vec::new();
+                bytes_field(1, rng.pick(QUANTITIES).as_bytes(), &mut body);
+                bytes_field(tag, &body, out);
+            }
+            Elem::IntOrString => {
+                let mut body = Vec::new();
+                varint_field(1, rng.below(2), &mut body);
+                varint_field(2, rng.next() as i32 as i64 as u64, &mut body);
+                bytes_field(3, rng.pick(STRINGS).as_bytes(), &mut body);
+                bytes_field(tag, &body, out);
+            }
+            Elem::RawExtension | Elem::FieldsV1 | Elem::JsonRaw => {
+                let mut body = Vec::new();
+                bytes_field(1, rng.pick(RAWS).as_bytes(), &mut body);
+                bytes_field(tag, &body, out);
+            }
+        }
+    }
+
+    /// A random message body with fields in tag order.
+    fn message(rng: &mut Rng, id: u16, depth: usize, out: &mut Vec<u8>) {
+        let msg = &schema::MESSAGES[usize::from(id)];
+        let deep = depth > 5;
+        if msg.form != JsonForm::Struct {
+            // Either-or types: always one alternative set (a pointer to an empty one would be
+            // `null`, which decodes as nil).
+            let schema_tag = if msg.form == JsonForm::OrBool { 2 } else { 1 };
+            let choice = if deep { 0 } else { rng.below(2) };
+            match (msg.form, choice) {
+                (JsonForm::OrBool, 0) => varint_field(1, rng.below(2), out),
+                (JsonForm::OrBool, _) => {
+                    varint_field(1, 1, out);
+                    let (_, f) = msg.field_by_tag(2).unwrap();
+                    elem(rng, f.elem, 2, depth, true, out);
+                }
+                (_, 0) if !deep => {
+                    let (_, f) = msg.field_by_tag(schema_tag).unwrap();
+                    elem(rng, f.elem, schema_tag, depth, true, out);
+                }
+                _ => {
+                    let (_, f) = msg.field_by_tag(2).unwrap();
+                    if let Elem::Message(_) = f.elem {
+                        if deep {
+                            // An empty schema object in the list.
+                            bytes_field(2, b"", out);
+                        } else {
+                            elem(rng, f.elem, 2, depth, false, out);
+                        }
+                    } else {
+                        elem(rng, f.elem, 2, depth, false, out);
+                    }
+                }
+            }
+            return;
+        }
+        for &i in msg.by_tag {
+            let f = &msg.fields[usize::from(i)];
+            let nested = matches!(f.elem, Elem::Message(_));
+            match f.shape {
+                Shape::Value => {
+                    if deep && nested {
+                        bytes_field(f.tag, b"", out);
+                    } else if rng.below(5) != 0 {
+                        elem(rng, f.elem, f.tag, depth, false, out);
+                    }
+                }
+                Shape::Pointer => {
+                    if !(deep && nested) && rng.below(2) == 0 {
+                        elem(rng, f.elem, f.tag, depth, true, out);
+                    }
+                }
+                Shape::Slice => {
+                    if !(deep && nested) {
+                        for _ in 0..rng.below(3) {
+                            elem(rng, f.elem, f.tag, depth, false, out);
+                        }
+                    }
+                }
+                Shape::Map => {
+                    if !(deep && nested) {
+                        for _ in 0..rng.below(3) {
+                            let mut entry = Vec::new();
+                            bytes_field(1, rng.pick(STRINGS).as_bytes(), &mut entry);
+                            elem(rng, f.elem, 2, depth, false, &mut entry);
+                            bytes_field(f.tag, &entry, out);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn random_objects_of_every_root_kind_round_trip(seed in 1u64..) {
+            for root in schema::ROOTS.iter() {
+                let m = MessageRef(root.message);
+                let mut rng = Rng(seed);
+                let mut pb = Vec::new();
+                message(&mut rng, root.message, 0, &mut pb);
+                let json = proto_to_json(m, &pb, None).unwrap();
+                // JSON → protobuf → JSON is the identity on JSON Go wrote …
+                let pb2 = json_to_proto(m, &json).unwrap();
+                let json2 = proto_to_json(m, &pb2, None).unwrap();
+                prop_assert_eq!(String::from_utf8_lossy(&json), String::from_utf8_lossy(&json2), "{}", root.kind);
+                // … and protobuf → JSON → protobuf on protobuf Go wrote.
+                prop_assert_eq!(json_to_proto(m, &json2).unwrap(), pb2);
+            }
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), kind in 0usize..schema::ROOTS.len()) {
+            let m = MessageRef(schema::ROOTS[kind].message);
+            let _ = proto_to_json(m, &bytes, None);
+            let mut wrapped = super::MAGIC.to_vec();
+            wrapped.extend_from_slice(&bytes);
+            let _ = super::envelope::unwrap(&wrapped);
+            let _ = json_to_proto(m, &bytes);
+        }
+
+        #[test]
+        fn mutated_objects_never_panic(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+            let mut pb = super::pb_of("Pod");
+            for (at, byte) in flips {
+                let len = pb.len();
+                pb[at % len] = byte;
+            }
+            let _ = proto_to_json(super::msg("v1", "Pod"), &pb, Some(("v1", "Pod")));
+        }
+    }
+}
+
+/// Transcoding speed and size on the simulator's fleet pods (written by the kube-sim test
+/// `proto::dump_fleet_pods`, one JSON a line, in the file `MEASURE_PODS`); run with
+/// `MEASURE_PODS=<file> cargo test -p kube-wire --release -- --ignored --nocapture measure`.
+#[test]
+#[ignore]
+fn measure_fleet_pods() {
+    let Ok(path) = std::env::var("MEASURE_PODS") else {
+        return;
+    };
+    let text = std::fs::read_to_string(path).unwrap();
+    let m = msg("v1", "Pod");
+    // Canonical (Go-written) JSON of each pod, as an apiserver would have sent it.
+    let pods: Vec<Vec<u8>> = text
+        .lines()
+        .map(|l| {
+            let pb = json_to_proto(m, l.as_bytes()).unwrap();
+            proto_to_json(m, &pb, Some(("v1", "Pod"))).unwrap()
+        })
+        .collect();
+    let json_bytes: usize = pods.iter().map(Vec::len).sum();
+    let rounds = 10;
+    let start = std::time::Instant::now();
+    let mut pb_bytes = 0;
+    let mut encoded = Vec::new();
+    for _ in 0..rounds {
+        encoded = pods
+            .iter()
+            .map(|p| json_to_proto(m, p).unwrap())
+            .collect::<Vec<_>>();
+    }
+    let enc = start.elapsed() / (rounds * pods.len() as u32);
+    for pb in &encoded {
+        pb_bytes += pb.len();
+    }
+    let start = std::time::Instant::now();
+    for _ in 0..rounds {
+        for pb in &encoded {
+            let _ = proto_to_json(m, pb, Some(("v1", "Pod"))).unwrap();
+        }
+    }
+    let dec = start.elapsed() / (rounds * pods.len() as u32);
+    println!(
+        "{} fleet pods: mean json {} B, protobuf {} B (ratio {:.2}); json_to_proto {:?}/pod, proto_to_json {:?}/pod",
+        pods.len(),
+        json_bytes / pods.len(),
+        pb_bytes / pods.len(),
+        pb_bytes as f64 / json_bytes as f64,
+        enc,
+        dec
+    );
+}
+
+/// Transcoding speed and size on a realistic pod; run with
+/// `cargo test -p kube-wire --release -- --ignored --nocapture measure`.
+#[test]
+#[ignore]
+fn measure_transcoding() {
+    let (v, json) = fixture("Pod");
+    let m = msg(v, "Pod");
+    // The canonical form, as an apiserver would have written it.
+    let canonical = transcode(v, "Pod", json).1;
+    let n: u32 = std::env::var("MEASURE_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20_000);
+    let start = std::time::Instant::now();
+    let mut pb = Vec::new();
+    for _ in 0..n {
+        pb = json_to_proto(m, canonical.as_bytes()).unwrap();
+    }
+    let enc = start.elapsed() / n;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        let _ = proto_to_json(m, &pb, Some((v, "Pod"))).unwrap();
+    }
+    let dec = start.elapsed() / n;
+    println!(
+        "pod: json {} B, protobuf {} B (ratio {:.2}); json_to_proto {:?}/pod, proto_to_json {:?}/pod",
+        canonical.len(),
+        pb.len(),
+        pb.len() as f64 / canonical.len() as f64,
+        enc,
+        dec
+    );
+}
+
+#[test]
+#[ignore]
+fn measure_baseline() {
+    let (v, json) = fixture("Pod");
+    let canonical = transcode(v, "Pod", json).1;
+    let n = 20_000;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        let _: Value = serde_json::from_str(&canonical).unwrap();
+    }
+    println!("serde_json Value parse {:?}/pod", start.elapsed() / n);
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        let _: serde::de::IgnoredAny = serde_json::from_str(&canonical).unwrap();
+    }
+    println!("serde_json IgnoredAny {:?}/pod", start.elapsed() / n);
+}
