@@ -56,7 +56,7 @@ impl ObjectRecord {
 }
 
 /// One cached object: its body (exactly sized, shared) and its record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Eq)]
 pub struct Cached {
     /// JSON without `kind`/`apiVersion`, starting with `{`.
     pub body: Bytes,
@@ -64,8 +64,22 @@ pub struct Cached {
     pub rec: ObjectRecord,
     /// The object's protobuf message, transcoded from `body` on first use by a protobuf
     /// client and shared by every later one (`downstream::protobuf`): empty when it does not
-    /// transcode.
+    /// transcode. Derived from `body`: a clone starts without it (a clone is made to be
+    /// changed: a bridge's restamped deletion must not carry the old bytes), and equality
+    /// ignores it.
     pub protobuf: OnceLock<Bytes>,
+}
+
+impl Clone for Cached {
+    fn clone(&self) -> Self {
+        Cached::new(self.body.clone(), self.rec.clone())
+    }
+}
+
+impl PartialEq for Cached {
+    fn eq(&self, other: &Self) -> bool {
+        self.body == other.body && self.rec == other.rec
+    }
 }
 
 impl Cached {

@@ -8,7 +8,8 @@
 //! strictly increasing resourceVersion order, its stream still open: its sequence equals the
 //! simulator's history filtered by its scope (outside the bridged stretch, where the folded state
 //! must match), and its folded state equals the simulator's. A client that resumes after a
-//! bridge from any resourceVersion it was sent converges too. With a one-event queue, watchers
+//! bridge from any resourceVersion it was sent converges too. Every watcher scope is watched
+//! twice, in JSON and in protobuf (decoded with kube-rs's `k8s-pb`), and both must pass. With a one-event queue, watchers
 //! that keep switching between reading the shared log and live delivery under a write storm
 //! (bookmarks included) lose, repeat and reorder nothing. Finally a client that stops reading
 //! is closed for lagging while a reading one gets everything.
@@ -31,6 +32,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use watchmux::cache::ResourceCache;
+
+/// What a kubelet sends: protobuf first.
+const KUBELET: &str = "application/vnd.kubernetes.protobuf,application/json";
 
 /// How long any awaited condition may take.
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -165,6 +169,40 @@ impl Seen {
         }
     }
 
+    /// One frame of a protobuf watch, decoded with `k8s-pb` (independently of watchmux's
+    /// transcoder): the same fields as [`Seen::parse`] reads from JSON.
+    fn parse_protobuf(frame: &[u8]) -> Seen {
+        use k8s_pb::api::core::v1::Pod;
+        use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
+        use k8s_pb::apimachinery::pkg::runtime::Unknown;
+        use prost::Message as _;
+        let e = WatchEvent::decode(frame).expect("WatchEvent");
+        let ty = e.r#type.unwrap_or_default();
+        let raw = e.object.and_then(|o| o.raw).unwrap_or_default();
+        let u = Unknown::decode(raw.get(4..).unwrap_or_default()).expect("runtime.Unknown");
+        if ty == "ERROR" {
+            return Seen {
+                ty,
+                key: String::new(),
+                rv: 0,
+                uid: String::new(),
+            };
+        }
+        let pod = Pod::decode(u.raw.as_deref().unwrap_or_default()).expect("Pod");
+        let m = pod.metadata.unwrap_or_default();
+        let s = |v: Option<String>| v.unwrap_or_default();
+        Seen {
+            key: if ty == "BOOKMARK" {
+                String::new()
+            } else {
+                format!("{}/{}", s(m.namespace), s(m.name))
+            },
+            rv: s(m.resource_version).parse().unwrap_or(0),
+            uid: s(m.uid),
+            ty,
+        }
+    }
+
     fn is_event(&self) -> bool {
         self.ty != "BOOKMARK"
     }
@@ -184,11 +222,25 @@ impl Recorder {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let end = Arc::new(Mutex::new(None));
         let (s, e) = (seen.clone(), end.clone());
+        let protobuf = w.headers.get("content-type").is_some_and(|t| {
+            t.as_bytes()
+                .starts_with(b"application/vnd.kubernetes.protobuf")
+        });
         let task = tokio::spawn(async move {
             loop {
-                match w.next_line(Duration::from_secs(3600)).await {
-                    Next::Line(l) => s.lock().push(Seen::parse(&l)),
-                    other => {
+                let next = if protobuf {
+                    w.next_frame(Duration::from_secs(3600))
+                        .await
+                        .map(|f| Seen::parse_protobuf(&f))
+                } else {
+                    match w.next_line(Duration::from_secs(3600)).await {
+                        Next::Line(l) => Ok(Seen::parse(&l)),
+                        other => Err(other),
+                    }
+                };
+                match next {
+                    Ok(seen) => s.lock().push(seen),
+                    Err(other) => {
                         *e.lock() = Some(format!("{other:?}"));
                         return;
                     }
@@ -486,17 +538,27 @@ impl Rig {
             from: Vec::new(),
             initial: Vec::new(),
         };
+        // Every scope twice: in JSON, and in protobuf as kubelets watch (the same events,
+        // relist bridges and selector move-in/move-out included, in both encodings).
         for scope in SCOPES {
             rig.add_watcher(scope, rv0).await;
+            rig.add_watcher_accepting(scope, rv0, KUBELET).await;
         }
         rig
     }
 
     /// Opens a watcher of `scope` from `rv` (at most the simulator's revision).
     async fn add_watcher(&mut self, scope: &Scope, rv: u64) {
+        self.add_watcher_accepting(scope, rv, "application/json")
+            .await;
+    }
+
+    /// [`Rig::add_watcher`] with an `Accept` header.
+    async fn add_watcher_accepting(&mut self, scope: &Scope, rv: u64, accept: &str) {
         self.initial.push(sim_state(&self.sim, scope, Some(rv)));
         self.from.push(rv);
-        let w = crate::common::watch(&scope.url(&self.proxy.url, rv)).await;
+        let w =
+            crate::common::watch_with(&scope.url(&self.proxy.url, rv), &[("accept", accept)]).await;
         self.watchers.push((scope.clone(), Recorder::start(w)));
     }
 
