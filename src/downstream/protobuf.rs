@@ -231,7 +231,7 @@ pub fn initial_frame(info: &ResourceInfo, obj: &Cached, form: &Form) -> Result<B
 /// metadata, encoded as kube encodes it (every value field of the empty object written).
 pub fn bookmark_frame(info: &ResourceInfo, rv: u64, initial_end: bool, form: &Form) -> Bytes {
     let api_version = info.api_version();
-    let core = info.builtin && info.group.is_empty();
+    let core = info.builtin;
     let b = kube_wire::event::bookmark_object(&info.kind, &api_version, core, rv, initial_end);
     let json = b.to_string();
     let msg = match form {

@@ -181,7 +181,7 @@ pub fn event_frame(
 /// the `k8s.io/initial-events-end` annotation): an empty object of the kind, its
 /// PartialObjectMetadata, or a Table whose one row embeds that PartialObjectMetadata.
 pub fn bookmark_frame(info: &ResourceInfo, rv: u64, initial_end: bool, form: &Form) -> Bytes {
-    let core = info.builtin && info.group.is_empty();
+    let core = info.builtin;
     let api_version = info.api_version();
     if *form == Form::Json {
         return json_bookmark_frame(&info.kind, &api_version, core, rv, initial_end);

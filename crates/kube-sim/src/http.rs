@@ -2,6 +2,12 @@
 //! the write verbs (through [`Ops`](super::ops::Ops)), discovery, authentication and authorization
 //! when a policy is set, injected faults, and the `/sim/` control endpoints.
 //!
+//! Every answer carrying objects (GET, LIST, WATCH, and the writes' answers) is in the
+//! negotiated representation and encoding, JSON or protobuf ([`super::protobuf`] builds the
+//! protobuf bodies); request bodies are read in the encoding their `Content-Type` names. An
+//! error's Status goes out in one place ([`handle`]), in the encoding kube writes errors in for
+//! the request's `Accept` (injected faults and the bearer-token 401 stay JSON).
+//!
 //! It decides no write semantics (`ops` and `semantics` do) and streams no watch itself
 //! ([`super::watch`] does). The `/sim/` endpoints skip the bearer token, the policy and injected
 //! errors, so a test can always reach them.
@@ -20,12 +26,13 @@ use serde_json::{Value, json};
 use super::SimState;
 use super::kinds::ResourceType;
 use super::patch::PatchType;
+use super::protobuf::{self, Input};
 use super::semantics::{DeleteOptions, UpdateScope, delete_success_status, returns_deleted_object};
 use super::store::{ListPage, ReadError, StoredObject};
 use super::util::now_unix;
 use super::watch;
 use kube_wire::continue_token::ContinueToken;
-use kube_wire::negotiate::{Repr, Target, negotiate};
+use kube_wire::negotiate::{Encoding, Negotiated, Repr, Target};
 use kube_wire::options::{ListOptions, RvMatch};
 use kube_wire::path::{self, ApiPath, ResourcePath};
 use kube_wire::status::Status;
@@ -86,13 +93,19 @@ pub async fn handle(
     let watching = matches!(path::parse(req.uri().path()), ApiPath::Resource(rp) if rp.legacy_watch)
         || ListOptions::from_query(req.uri().query()).is_ok_and(|o| o.watch);
     let pretty = !watching && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
+    let accept = header(&req, http::header::ACCEPT);
     let mut resp = match authorized_route(&state, req).await {
         Ok(r) => r,
-        Err(s) => status_response(&s),
+        Err(s) => protobuf::error_response(accept.as_deref(), &s),
     };
     resp.headers_mut()
         .insert(kube_wire::response::AUDIT_ID, audit_id);
-    if pretty && resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+    // kube pretty-prints JSON only (protobuf has no pretty serializer).
+    let json = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if pretty && json && resp.status() != StatusCode::SWITCHING_PROTOCOLS {
         resp = kube_wire::response::pretty_printed(resp).await;
     }
     Ok(resp)
@@ -173,6 +186,23 @@ async fn route(state: &Arc<SimState>, req: Request<Incoming>) -> Result<Response
     }
 }
 
+/// A request header as text (absent when missing or not visible ASCII).
+fn header<B>(req: &Request<B>, name: http::header::HeaderName) -> Option<String> {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// An object from a create or update body: JSON (or YAML given as JSON), or protobuf for a
+/// kind with a protobuf form, after kube's `Content-Type` check (415).
+fn object_body(rt: &ResourceType, input: Input, body: &[u8]) -> Result<Value, Status> {
+    match input {
+        Input::Json => super::semantics::parse_body(rt, body),
+        Input::Protobuf => protobuf::decode_object(rt, body),
+    }
+}
+
 async fn read_body(req: Request<Incoming>) -> Result<Bytes, Status> {
     match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(c) => Ok(c.to_bytes()),
@@ -229,7 +259,7 @@ impl Filter {
 async fn resource(
     state: &Arc<SimState>,
     rp: ResourcePath,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Result<Response<Body>, Status> {
     let rt = state
         .registry
@@ -270,25 +300,38 @@ async fn resource(
     if is_collection && rt.namespaced && ns.is_none() && method != Method::GET {
         return Err(Status::method_not_allowed());
     }
-    let accept = req
-        .headers()
-        .get(http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let accept = header(&req, http::header::ACCEPT);
+    let accept = accept.as_deref();
+    let content_type = header(&req, CONTENT_TYPE);
     let query = req.uri().query().map(str::to_string);
+    // Every answer carrying objects is in the negotiated representation and encoding; kube
+    // negotiates before it reads a body.
+    let negotiate = |target, watch| {
+        protobuf::negotiate(accept, target, &rt.kind, protobuf::endpoint(&rt, watch))
+    };
     match (method, rp.name.clone()) {
         (Method::GET, None) => {
             let mut opts = ListOptions::from_query(query.as_deref())?;
             opts.watch |= rp.legacy_watch;
             if opts.watch {
-                let repr = negotiate(accept.as_deref(), Target::Object, &rt.kind)?;
+                let wire = negotiate(Target::Object, true)?;
                 opts.apply_watch_list_defaults();
                 opts.validate()?;
                 let filter = Filter::new(&rt, ns, &opts)?;
-                return watch::serve(state.clone(), rt, opts, filter, repr, query.as_deref()).await;
+                let sink = watch::Sink::of(&mut req);
+                return watch::serve(
+                    state.clone(),
+                    rt,
+                    opts,
+                    filter,
+                    wire,
+                    query.as_deref(),
+                    sink,
+                )
+                .await;
             }
             stats.list_requests.fetch_add(1, Ordering::Relaxed);
-            let repr = negotiate(accept.as_deref(), Target::List, &rt.kind)?;
+            let wire = negotiate(Target::List, false)?;
             opts.validate()?;
             let filter = Filter::new(&rt, ns.clone(), &opts)?;
             list(
@@ -297,7 +340,7 @@ async fn resource(
                 ns.as_deref(),
                 &opts,
                 &filter,
-                repr,
+                wire,
                 query.as_deref(),
             )
             .await
@@ -305,69 +348,72 @@ async fn resource(
         (Method::GET, Some(name)) if rp.legacy_watch => {
             let mut opts = ListOptions::from_query(query.as_deref())?;
             opts.watch = true;
-            let repr = negotiate(accept.as_deref(), Target::Object, &rt.kind)?;
+            let wire = negotiate(Target::Object, true)?;
             opts.apply_watch_list_defaults();
             opts.validate()?;
             // kube's order: validation (422), field label conversion (400), then the name rule.
             Filter::new(&rt, ns.clone(), &opts)?;
             opts.fold_name(&name)?;
             let filter = Filter::new(&rt, ns, &opts)?;
-            watch::serve(state.clone(), rt, opts, filter, repr, query.as_deref()).await
+            let sink = watch::Sink::of(&mut req);
+            watch::serve(
+                state.clone(),
+                rt,
+                opts,
+                filter,
+                wire,
+                query.as_deref(),
+                sink,
+            )
+            .await
         }
         (Method::GET, Some(name)) => {
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
             let opts = ListOptions::from_query(query.as_deref())?;
-            let repr = negotiate(accept.as_deref(), Target::Object, &rt.kind)?;
+            let wire = negotiate(Target::Object, false)?;
             if let Some(rv) = opts.rv()?.filter(|r| *r > 0) {
                 wait_for(state, rv).await?;
             }
             let obj = state.ops.get(&rt, ns.as_deref(), &name)?;
-            let include = table_include(repr, query.as_deref())?;
+            let include = table_include(wire.repr, query.as_deref())?;
             Ok(object_response(
                 state,
                 &rt,
                 &obj,
-                repr,
+                wire,
                 include,
                 StatusCode::OK,
             ))
         }
         (Method::POST, None) => {
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let wire = negotiate(Target::Object, false)?;
+            let input = protobuf::input(content_type.as_deref())?;
             let body = read_body(req).await?;
-            let v = super::semantics::parse_body(&rt, &body)?;
+            let v = object_body(&rt, input, &body)?;
             let obj = state.ops.create(&rt, ns.as_deref(), v, false)?;
-            Ok(object_response(
+            write_response(
                 state,
                 &rt,
                 &obj,
-                Repr::Json,
-                IncludeObject::Metadata,
+                wire,
+                query.as_deref(),
                 StatusCode::CREATED,
-            ))
+            )
         }
         (Method::PUT, Some(name)) => {
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let wire = negotiate(Target::Object, false)?;
+            let input = protobuf::input(content_type.as_deref())?;
             let body = read_body(req).await?;
-            let v = super::semantics::parse_body(&rt, &body)?;
+            let v = object_body(&rt, input, &body)?;
             let obj = state.ops.update(&rt, ns.as_deref(), &name, v, scope)?;
-            Ok(object_response(
-                state,
-                &rt,
-                &obj,
-                Repr::Json,
-                IncludeObject::Metadata,
-                StatusCode::OK,
-            ))
+            write_response(state, &rt, &obj, wire, query.as_deref(), StatusCode::OK)
         }
         (Method::PATCH, Some(name)) => {
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
-            let ct = req
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string();
+            let wire = negotiate(Target::Object, false)?;
+            let ct = content_type.unwrap_or_default();
             let ty = PatchType::from_content_type(&ct).ok_or_else(|| {
                 super::ops::patch_status(&super::patch::PatchError::unsupported_media_type(
                     rt.builtin,
@@ -377,40 +423,40 @@ async fn resource(
             let obj = state
                 .ops
                 .patch(&rt, ns.as_deref(), &name, ty, &body, scope)?;
-            Ok(object_response(
-                state,
-                &rt,
-                &obj,
-                Repr::Json,
-                IncludeObject::Metadata,
-                StatusCode::OK,
-            ))
+            write_response(state, &rt, &obj, wire, query.as_deref(), StatusCode::OK)
         }
         (Method::DELETE, Some(name)) if scope == UpdateScope::Main => {
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let wire = negotiate(Target::Object, false)?;
             let body = read_body(req).await?;
-            let opts = delete_options(query.as_deref(), &body)?;
+            let opts = delete_options(query.as_deref(), content_type.as_deref(), &body)?;
             let r = state.ops.delete(&rt, ns.as_deref(), &name, &opts)?;
             if r.deleted && !returns_deleted_object(&rt) {
+                // A Status is answered as it is whatever the representation asked for.
                 let s = delete_success_status(&rt, &r.object);
-                return Ok(json_response(
-                    StatusCode::OK,
-                    serde_json::to_vec(&s).expect("json"),
-                ));
+                return Ok(match wire.encoding {
+                    Encoding::Protobuf => {
+                        protobuf::response(StatusCode::OK, protobuf::success_status(&s)?)
+                    }
+                    Encoding::Json | Encoding::Yaml => {
+                        json_response(StatusCode::OK, serde_json::to_vec(&s).expect("json"))
+                    }
+                });
             }
-            Ok(object_response(
+            write_response(
                 state,
                 &rt,
                 &r.object,
-                Repr::Json,
-                IncludeObject::Metadata,
+                wire,
+                query.as_deref(),
                 StatusCode::OK,
-            ))
+            )
         }
         (Method::DELETE, None) => {
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
+            let wire = negotiate(Target::List, false)?;
             let body = read_body(req).await?;
-            let dopts = delete_options(query.as_deref(), &body)?;
+            let dopts = delete_options(query.as_deref(), content_type.as_deref(), &body)?;
             let lopts = ListOptions::from_query(query.as_deref())?;
             let filter = Filter::new(&rt, ns.clone(), &lopts)?;
             let page = state
@@ -439,24 +485,39 @@ async fn resource(
                 last_key: None,
                 remaining: None,
             };
-            Ok(list_response(
-                state,
-                &rt,
-                &page,
-                None,
-                Repr::Json,
-                IncludeObject::Metadata,
-            ))
+            let include = table_include(wire.repr, query.as_deref())?;
+            list_response(state, &rt, &page, None, wire, include)
         }
         _ => Err(Status::method_not_allowed()),
     }
 }
 
-fn delete_options(query: Option<&str>, body: &[u8]) -> Result<DeleteOptions, Status> {
+/// The answer of a write (create, update, patch, delete) carrying the object: as kube, in the
+/// negotiated representation and encoding.
+fn write_response(
+    state: &SimState,
+    rt: &ResourceType,
+    obj: &StoredObject,
+    wire: Negotiated,
+    query: Option<&str>,
+    code: StatusCode,
+) -> Result<Response<Body>, Status> {
+    let include = table_include(wire.repr, query)?;
+    Ok(object_response(state, rt, obj, wire, include, code))
+}
+
+fn delete_options(
+    query: Option<&str>,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<DeleteOptions, Status> {
     let mut o = DeleteOptions::default();
     if !body.is_empty() {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| Status::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+        let v: Value = match protobuf::input(content_type)? {
+            Input::Json => serde_json::from_slice(body)
+                .map_err(|e| Status::bad_request(format!("error decoding DeleteOptions: {e}")))?,
+            Input::Protobuf => protobuf::decode_delete_options(body)?,
+        };
         o.grace_period_seconds = v["gracePeriodSeconds"].as_i64();
         o.precondition_uid = v["preconditions"]["uid"].as_str().map(str::to_string);
         o.precondition_rv = v["preconditions"]["resourceVersion"]
@@ -501,11 +562,20 @@ fn object_response(
     state: &SimState,
     rt: &ResourceType,
     obj: &StoredObject,
-    repr: Repr,
+    wire: Negotiated,
     include: IncludeObject,
     code: StatusCode,
 ) -> Response<Body> {
-    let body: Bytes = match repr {
+    if wire.encoding == Encoding::Protobuf {
+        return match protobuf::object(rt, obj, wire.repr) {
+            Ok(body) => {
+                state.stats.sent(Some(rt.index), body.len());
+                protobuf::response(code, body)
+            }
+            Err(s) => protobuf::status_response(&s),
+        };
+    }
+    let body: Bytes = match wire.repr {
         Repr::Json => obj.full_bytes(rt),
         Repr::Table => Bytes::from(table::to_go_json(&state.table_printer(rt).object_table(
             &rt.group,
@@ -530,7 +600,7 @@ async fn list(
     ns: Option<&str>,
     opts: &ListOptions,
     filter: &Filter,
-    repr: Repr,
+    wire: Negotiated,
     query: Option<&str>,
 ) -> Result<Response<Body>, Status> {
     // kube's `storage.ValidateListOptions`: with `continue`, the token is decoded first and any
@@ -603,8 +673,8 @@ async fn list(
     let token = page.last_key.as_ref().map(|k| {
         ContinueToken::after(page.rev as i64, k.strip_prefix(&prefix).unwrap_or(k)).encode()
     });
-    let include = table_include(repr, query)?;
-    Ok(list_response(state, rt, &page, token, repr, include))
+    let include = table_include(wire.repr, query)?;
+    list_response(state, rt, &page, token, wire, include)
 }
 
 /// Builds a list body from stored bytes without re-encoding items (JSON), or a Table /
@@ -614,9 +684,9 @@ fn list_response(
     rt: &ResourceType,
     page: &ListPage,
     token: Option<String>,
-    repr: Repr,
+    wire: Negotiated,
     include: IncludeObject,
-) -> Response<Body> {
+) -> Result<Response<Body>, Status> {
     state
         .stats
         .resource(rt.index)
@@ -631,7 +701,19 @@ fn list_response(
         meta.insert("remainingItemCount".into(), json!(r));
     }
     let meta = Value::Object(meta);
-    let body = match repr {
+    if wire.encoding == Encoding::Protobuf {
+        let chunks = protobuf::list(rt, page.items.iter().map(|o| &**o), &meta, wire.repr)?;
+        state
+            .stats
+            .sent(Some(rt.index), chunks.iter().map(Bytes::len).sum());
+        let mut r = kube_wire::response::stream_chunks(chunks, false);
+        r.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(kube_wire::negotiate::PROTOBUF),
+        );
+        return Ok(r);
+    }
+    let body = match wire.repr {
         Repr::Json => {
             let head = kube_wire::response::list_head(&rt.list_kind(), &rt.api_version(), &meta);
             let items: Vec<Bytes> = page
@@ -647,7 +729,7 @@ fn list_response(
                 .collect();
             let (resp, len) = kube_wire::response::stream_list(head, items);
             state.stats.sent(Some(rt.index), len);
-            return resp;
+            return Ok(resp);
         }
         Repr::Table => state.table_printer(rt).table_list(
             &rt.group,
@@ -660,7 +742,7 @@ fn list_response(
         Repr::Metadata => table::metadata_list(page.items.iter().map(|o| o.to_value(rt)), &meta),
     };
     state.stats.sent(Some(rt.index), body.len());
-    json_response(StatusCode::OK, body)
+    Ok(json_response(StatusCode::OK, body))
 }
 
 /// `/sim/...` control endpoints: stats, faults, compaction.

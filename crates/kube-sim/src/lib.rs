@@ -27,6 +27,7 @@ pub mod http;
 pub mod kinds;
 pub mod ops;
 pub mod patch;
+pub mod protobuf;
 pub mod semantics;
 pub mod stats;
 pub mod store;

@@ -4,7 +4,10 @@
 //! `timeoutSeconds`, and the faults that cut streams.
 //!
 //! Each watch is one task reading the resource's shared event log from its own cursor; frames of
-//! plain JSON watches are encoded once per event and shared.
+//! plain JSON watches are encoded once per event and shared. A watch is served in JSON (a
+//! Table, PartialObjectMetadata) or in protobuf ([`super::protobuf`]'s length-prefixed
+//! `WatchEvent`s), on a chunked body or, when the request asks to upgrade, a websocket
+//! ([`Sink`]: one message per event).
 //!
 //! Read-only over the store: a watch copies a batch of events out under a short read lock and
 //! sends them after releasing it, so a slow client never blocks writers.
@@ -27,15 +30,20 @@ use super::SimState;
 use super::faults::MALFORMED_EVENT;
 use super::http::{Body, Filter};
 use super::kinds::ResourceType;
+use super::protobuf;
 use super::store::{Event, EventType, StoredObject, encode_frame};
 use super::util::now_unix;
 use kube_wire::event::{bookmark_object, error_frame};
-use kube_wire::negotiate::Repr;
+use kube_wire::negotiate::{Encoding, Negotiated, Repr};
 use kube_wire::options::ListOptions;
 use kube_wire::status::Status;
 use kube_wire::table::{self, IncludeObject, TablePrinter};
 
 pub use kube_wire::event::INITIAL_EVENTS_END;
+pub use websocket::Sink;
+
+mod websocket;
+
 /// Events read from the log per lock acquisition.
 const BATCH: usize = 256;
 /// How long a watch-list waits for a future resourceVersion before an ERROR 504.
@@ -50,13 +58,21 @@ pub async fn serve(
     rt: Arc<ResourceType>,
     opts: ListOptions,
     filter: Filter,
-    repr: Repr,
+    wire: Negotiated,
     query: Option<&str>,
+    sink: Sink,
 ) -> Result<Response<Body>, Status> {
     // A non-numeric resourceVersion is rejected before the stream starts.
     let rv = opts.rv()?;
     // kube validates a Table watch's `includeObject` before the stream starts.
-    let include = super::http::table_include(repr, query)?;
+    let include = super::http::table_include(wire.repr, query)?;
+    let protobuf = wire.encoding == Encoding::Protobuf;
+    // Only then does the websocket handshake happen (and can fail).
+    let upgrade = match sink {
+        Sink::Chunked => None,
+        Sink::Websocket(response, fut) => Some((response, fut)),
+        Sink::Refused(response) => return Ok(response),
+    };
     // kube's arithmetic (`ListOptions::watch_timeout`): a client-supplied number never
     // overflows the deadline.
     let timeout = opts.watch_timeout().unwrap_or_else(|| {
@@ -72,7 +88,8 @@ pub async fn serve(
         rt,
         printer,
         filter,
-        repr,
+        repr: wire.repr,
+        protobuf,
         include,
         bookmarks: opts.allow_watch_bookmarks,
         deadline: far_deadline(timeout),
@@ -85,11 +102,23 @@ pub async fn serve(
     // in the counters (the stream task adopts the count).
     state.stats.count_open_watch(w.rt.index);
     state.tasks.spawn(async move { w.run(rv, sie).await });
+    if let Some((response, fut)) = upgrade {
+        state
+            .tasks
+            .spawn(websocket::pump(fut, rx, protobuf, state.cancel.clone()));
+        return Ok(response);
+    }
     let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
     let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
     *r.status_mut() = StatusCode::OK;
+    // kube names the stream for protobuf (`;stream=watch`), not for JSON.
+    let content_type = if protobuf {
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    } else {
+        "application/json"
+    };
     r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     r.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     Ok(r)
@@ -102,6 +131,8 @@ struct Watcher {
     printer: TablePrinter,
     filter: Filter,
     repr: Repr,
+    /// Frames are protobuf `WatchEvent`s (JSON lines otherwise).
+    protobuf: bool,
     include: IncludeObject,
     bookmarks: bool,
     deadline: Instant,
@@ -273,7 +304,7 @@ impl Watcher {
         let now = self.filter.matches(&ev.obj);
         let before = ev.prev.as_ref().is_some_and(|p| self.filter.matches(p));
         let emitted = ev.ty.emitted(before, now)?;
-        if self.repr == Repr::Json {
+        if self.repr == Repr::Json && !self.protobuf {
             return Some(ev.frame(&self.rt, emitted));
         }
         let obj = if emitted == EventType::Deleted && ev.ty == EventType::Modified {
@@ -288,6 +319,10 @@ impl Watcher {
 
     /// Encodes one event for this watcher's representation.
     fn encode(&mut self, ty: EventType, obj: &StoredObject, value: Option<Value>) -> Bytes {
+        if self.protobuf {
+            return protobuf::event_frame(&self.rt, ty.as_str(), &obj.body, self.repr)
+                .unwrap_or_else(|s| protobuf::error_frame(&s));
+        }
         match self.repr {
             Repr::Json => encode_frame(&self.rt, ty.as_str(), &obj.body),
             Repr::Table | Repr::Metadata => {
@@ -318,23 +353,39 @@ impl Watcher {
     /// A BOOKMARK: an empty object of the kind carrying only the resourceVersion (in a Table
     /// watch, a row embedding it as PartialObjectMetadata so the annotation survives).
     fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
-        let core = self.rt.builtin && self.rt.group.is_empty();
+        if self.protobuf {
+            return protobuf::bookmark_frame(&self.rt, rv, initial_end, self.repr);
+        }
+        let core = self.rt.builtin;
         let v = bookmark_object(&self.rt.kind, &self.rt.api_version(), core, rv, initial_end);
         table::event_frame("BOOKMARK", &table::bookmark_event_object(self.repr, &v, rv))
     }
 
     async fn send_error(&mut self, s: &Status) {
-        self.send(error_frame(s)).await;
+        let frame = if self.protobuf {
+            protobuf::error_frame(s)
+        } else {
+            error_frame(s)
+        };
+        self.send(frame).await;
     }
 
     /// Sends an event frame, preceded by a malformed line if that fault is armed.
     async fn send_event(&mut self, frame: Bytes) -> bool {
-        if self.state.faults.take_malformed()
-            && !self.send(Bytes::from_static(MALFORMED_EVENT)).await
-        {
+        if self.state.faults.take_malformed() && !self.send(self.malformed()).await {
             return false;
         }
         self.send(frame).await
+    }
+
+    /// The malformed event of that fault: a truncated JSON line, or in protobuf those bytes
+    /// as a frame (no `WatchEvent` decodes from them).
+    fn malformed(&self) -> Bytes {
+        if self.protobuf {
+            Bytes::from(kube_wire::proto::envelope::length_prefixed(MALFORMED_EVENT))
+        } else {
+            Bytes::from_static(MALFORMED_EVENT)
+        }
     }
 
     async fn send(&mut self, b: Bytes) -> bool {

@@ -96,11 +96,11 @@ pub fn unstructured_prefix(kind: &str, api_version: &str) -> String {
 
 /// A BOOKMARK object: an empty object of the kind carrying only `metadata.resourceVersion` (and
 /// the initial-events-end annotation), with the Go zero-value fields kube-apiserver's encoder
-/// emits for the core kinds.
+/// emits for a built-in (`typed`) kind; a custom resource's has none.
 pub fn bookmark_object(
     kind: &str,
     api_version: &str,
-    core: bool,
+    typed: bool,
     rv: u64,
     initial_end: bool,
 ) -> Value {
@@ -113,9 +113,9 @@ pub fn bookmark_object(
     obj.insert("kind".into(), json!(kind));
     obj.insert("apiVersion".into(), json!(api_version));
     obj.insert("metadata".into(), Value::Object(meta));
-    if core {
-        for (k, v) in zero_fields(kind) {
-            obj.insert(k.into(), v);
+    if typed {
+        for (k, v) in zero_fields(kind, api_version) {
+            obj.insert(k, v);
         }
     }
     Value::Object(obj)
@@ -125,11 +125,11 @@ pub fn bookmark_object(
 pub fn bookmark_frame(
     kind: &str,
     api_version: &str,
-    core: bool,
+    typed: bool,
     rv: u64,
     initial_end: bool,
 ) -> Bytes {
-    let obj = bookmark_object(kind, api_version, core, rv, initial_end);
+    let obj = bookmark_object(kind, api_version, typed, rv, initial_end);
     let mut out = b"{\"type\":\"BOOKMARK\",\"object\":".to_vec();
     out.extend_from_slice(&serde_json::to_vec(&obj).expect("bookmark serialises"));
     out.extend_from_slice(FRAME_TAIL);
@@ -144,37 +144,65 @@ pub fn error_frame(status: &crate::status::Status) -> Bytes {
     Bytes::from(out)
 }
 
-/// The Go zero-value fields of an empty object of a core kind.
-fn zero_fields(kind: &str) -> Vec<(&'static str, Value)> {
-    match kind {
-        "Pod" => vec![("spec", json!({"containers": null})), ("status", json!({}))],
-        "Node" => vec![
-            ("spec", json!({})),
-            (
-                "status",
-                json!({"daemonEndpoints":{"kubeletEndpoint":{"Port":0}},"nodeInfo":{"machineID":"","systemUUID":"","bootID":"","kernelVersion":"","osImage":"","containerRuntimeVersion":"","kubeletVersion":"","kubeProxyVersion":"","operatingSystem":"","architecture":""}}),
-            ),
-        ],
-        "Namespace" => vec![("spec", json!({})), ("status", json!({}))],
-        "Service" => vec![("spec", json!({})), ("status", json!({"loadBalancer":{}}))],
-        "Event" => vec![
-            ("involvedObject", json!({})),
-            ("reason", json!("")),
-            ("message", json!("")),
-            ("source", json!({})),
-            ("firstTimestamp", Value::Null),
-            ("lastTimestamp", Value::Null),
-            ("eventTime", Value::Null),
-            ("reportingComponent", json!("")),
-            ("reportingInstance", json!("")),
-        ],
-        _ => Vec::new(),
-    }
+/// The Go zero-value fields of an empty object of a built-in kind, after its `metadata`: what
+/// `encoding/json` writes for the kind's zero Go value (e.g. a Pod's
+/// `"spec":{"containers":null},"status":{}`), derived from the kind's schema by the protobuf
+/// transcoder (the zero message decoded back to Go's JSON). Empty for kinds it does not know.
+fn zero_fields(kind: &str, api_version: &str) -> Vec<(String, Value)> {
+    let Some(msg) = crate::proto::message_for(api_version, kind) else {
+        return Vec::new();
+    };
+    let zero = crate::proto::json_to_proto(msg, b"{}")
+        .and_then(|pb| crate::proto::proto_to_json(msg, &pb, None))
+        .ok()
+        .and_then(|json| serde_json::from_slice::<serde_json::Map<String, Value>>(&json).ok())
+        .unwrap_or_default();
+    zero.into_iter().filter(|(k, _)| k != "metadata").collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bookmarks_carry_go_zero_values_of_typed_kinds() {
+        let fields = |kind: &str, av: &str| -> Value {
+            Value::Object(zero_fields(kind, av).into_iter().collect())
+        };
+        // What Go's encoding/json writes for the zero values of kube's v0.36.2 types (an
+        // Event's reason and message are omitempty).
+        assert_eq!(
+            fields("Pod", "v1"),
+            json!({"spec": {"containers": null}, "status": {}})
+        );
+        assert_eq!(fields("Namespace", "v1"), json!({"spec": {}, "status": {}}));
+        assert_eq!(
+            fields("Service", "v1"),
+            json!({"spec": {}, "status": {"loadBalancer": {}}})
+        );
+        assert_eq!(
+            fields("Node", "v1"),
+            json!({"spec": {}, "status": {"daemonEndpoints":{"kubeletEndpoint":{"Port":0}},"nodeInfo":{"machineID":"","systemUUID":"","bootID":"","kernelVersion":"","osImage":"","containerRuntimeVersion":"","kubeletVersion":"","kubeProxyVersion":"","operatingSystem":"","architecture":""}}})
+        );
+        assert_eq!(
+            fields("Event", "v1"),
+            json!({"involvedObject": {}, "source": {},
+                   "firstTimestamp": null, "lastTimestamp": null, "eventTime": null,
+                   "reportingComponent": "", "reportingInstance": ""})
+        );
+        assert_eq!(
+            fields("Deployment", "apps/v1"),
+            json!({"spec": {"selector": null, "template": {"metadata": {}, "spec": {"containers": null}}, "strategy": {}}, "status": {}})
+        );
+        assert_eq!(
+            fields("Lease", "coordination.k8s.io/v1"),
+            json!({"spec": {}})
+        );
+        assert_eq!(fields("Widget", "example.com/v1"), json!({}));
+        let b = bookmark_object("Deployment", "apps/v1", true, 3, false);
+        let keys: Vec<&String> = b.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["kind", "apiVersion", "metadata", "spec", "status"]);
+    }
 
     #[test]
     fn move_in_and_out() {

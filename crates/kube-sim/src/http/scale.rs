@@ -1,7 +1,8 @@
 //! The HTTP side of the `scale` subresource (`GET`, `PUT` and `PATCH` of
-//! `.../{resource}/{name}/scale`): content negotiation, request bodies and answers. What a scale
-//! is and what writing one does is [`Ops`](crate::ops::Ops)'s (`ops::scale`); any other method
-//! is kube's 405.
+//! `.../{resource}/{name}/scale`): content negotiation, request bodies and answers (JSON or,
+//! for a protobuf client, `autoscaling/v1` `Scale` in protobuf). What a scale is and what
+//! writing one does is [`Ops`](crate::ops::Ops)'s (`ops::scale`); any other method is kube's
+//! 405.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,9 +17,11 @@ use crate::SimState;
 use crate::kinds::ResourceType;
 use crate::ops::patch_status;
 use crate::patch::{PatchError, PatchType};
+use crate::protobuf::{self, Input};
 use crate::util::now_unix;
-use kube_wire::negotiate::{Repr, Target, negotiate};
+use kube_wire::negotiate::{Encoding, Endpoint, Negotiated, Repr, Target};
 use kube_wire::path::ResourcePath;
+use kube_wire::proto;
 use kube_wire::status::Status;
 use kube_wire::table::{self, TablePrinter};
 
@@ -47,10 +50,19 @@ pub(super) async fn serve(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
+    let endpoint = Endpoint {
+        protobuf: proto::message_for(SCALE_API_VERSION, "Scale").is_some(),
+        watch: false,
+    };
+    // kube negotiates the answer before it reads a body.
+    let wire = protobuf::negotiate(header(ACCEPT).as_deref(), Target::Object, "Scale", endpoint)?;
     let scale = match req.method().clone() {
         Method::GET => {
-            let repr = negotiate(header(ACCEPT).as_deref(), Target::Object, "Scale")?;
             let scale = state.ops.get_scale(rt, ns, name)?;
+            if wire.encoding == Encoding::Protobuf {
+                return answer(&scale, wire);
+            }
+            let repr = wire.repr;
             let body = match repr {
                 Repr::Json => scale,
                 Repr::Table => TablePrinter::for_kind("autoscaling", "Scale").object_table(
@@ -66,7 +78,14 @@ pub(super) async fn serve(
             return Ok(json_response(StatusCode::OK, table::to_go_json(&body)));
         }
         Method::PUT => {
+            let input = protobuf::input(header(CONTENT_TYPE).as_deref())?;
             let body = read_body(req).await?;
+            if input == Input::Protobuf {
+                let msg = proto::message_for(SCALE_API_VERSION, "Scale");
+                let scale = protobuf::decode_typed(SCALE_API_VERSION, "Scale", msg, &body)?;
+                let scale = state.ops.update_scale(rt, ns, name, scale)?;
+                return answer(&scale, wire);
+            }
             let scale = match serde_json::from_slice::<Value>(&body) {
                 Ok(v @ Value::Object(_)) => v,
                 Ok(_) => {
@@ -91,5 +110,20 @@ pub(super) async fn serve(
         }
         _ => return Err(Status::method_not_allowed()),
     };
-    Ok(json_response(StatusCode::OK, table::to_go_json(&scale)))
+    answer(&scale, wire)
+}
+
+/// `autoscaling/v1`, the group version of `Scale`.
+const SCALE_API_VERSION: &str = "autoscaling/v1";
+
+/// The answer of a scale write, or of a protobuf GET: the Scale as negotiated (a Table is
+/// answered with the Scale itself, as the simulator's writes always were).
+fn answer(scale: &Value, wire: Negotiated) -> Result<Response<Body>, Status> {
+    Ok(match wire.encoding {
+        Encoding::Protobuf => protobuf::response(
+            StatusCode::OK,
+            protobuf::typed_object(SCALE_API_VERSION, "Scale", scale, wire.repr)?,
+        ),
+        Encoding::Json | Encoding::Yaml => json_response(StatusCode::OK, table::to_go_json(scale)),
+    })
 }

@@ -807,27 +807,35 @@ async fn not_found_method_not_allowed_not_acceptable() {
     let (s, _) = get_json(&format!("{u}/api/v1/namespaces/default/pods/a")).await;
     assert_eq!(s, 200);
 
-    // 406: only protobuf accepted (the simulator serves JSON only), and PartialObjectMetadata
-    // (not ...List) asked of a list.
-    let only_json = status_json(
-        406,
-        "NotAcceptable",
-        "only the following media types are accepted: application/json",
-        None,
-    );
-    for (p, accept) in [
-        ("/api/v1/pods", "application/vnd.kubernetes.protobuf"),
+    // 406: nothing the endpoint serializes accepted (kube lists its serializers; a watch, its
+    // stream ones), and PartialObjectMetadata (not ...List) asked of a list. (Protobuf alone
+    // is served for built-in kinds: see the `protobuf` module.)
+    let not_acceptable = |types: &str| {
+        status_json(
+            406,
+            "NotAcceptable",
+            &format!("only the following media types are accepted: {types}"),
+            None,
+        )
+    };
+    let serializers = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+    let streams = "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch";
+    for (p, accept, types) in [
+        ("/api/v1/pods", "text/html", serializers),
         (
             "/api/v1/namespaces/default/pods/a",
-            "application/vnd.kubernetes.protobuf",
+            "image/png",
+            serializers,
         ),
         (
             "/api/v1/pods?watch=1",
-            "application/vnd.kubernetes.protobuf;stream=watch",
+            "application/vnd.kubernetes.protobuf;stream=other",
+            streams,
         ),
         (
             "/api/v1/pods",
             "application/json;as=Table;g=example.com;v=v1",
+            serializers,
         ),
     ] {
         expect(
@@ -836,7 +844,7 @@ async fn not_found_method_not_allowed_not_acceptable() {
             &[("accept", accept)],
             "",
             406,
-            &only_json,
+            &not_acceptable(types),
         )
         .await;
     }
