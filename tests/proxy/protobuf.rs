@@ -129,6 +129,16 @@ async fn seeded() -> (kube_sim::Simulator, TestProxy) {
             .unwrap();
     }
     let px = common::proxy_for(&sim, |_| {}).await;
+    // The reflector's watch is open (it follows the sync): reads counted from now on are the
+    // test's own.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while common::upstream_reads(&sim, &["pods"]).2 == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no upstream watch of pods"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     (sim, px)
 }
 
