@@ -128,6 +128,16 @@ impl MediaRange<'_> {
     pub fn param(&self, k: &str) -> Option<&str> {
         self.params.iter().find(|(pk, _)| *pk == k).map(|(_, v)| *v)
     }
+
+    /// Whether this range covers `encoding`'s media type (`type/subtype`, `type/*`, `*/*`).
+    pub fn matches(&self, encoding: Encoding) -> bool {
+        let (ty, sub) = encoding
+            .media_type()
+            .split_once('/')
+            .unwrap_or(("application", "json"));
+        (self.ty == ty && (self.subtype == sub || self.subtype == "*"))
+            || (self.ty == "*" && self.subtype == "*")
+    }
 }
 
 /// Splits an Accept header into clauses and sorts them as `goautoneg` does (higher q first,
@@ -210,13 +220,7 @@ fn negotiate_among(
     }
     for mr in media_ranges(accept) {
         for &encoding in encodings {
-            let (ty, sub) = encoding
-                .media_type()
-                .split_once('/')
-                .unwrap_or(("application", "json"));
-            let matches = (mr.ty == ty && (mr.subtype == sub || mr.subtype == "*"))
-                || (mr.ty == "*" && mr.subtype == "*");
-            if !matches {
+            if !mr.matches(encoding) {
                 continue;
             }
             match accepts(&mr, encoding, endpoint) {
@@ -316,13 +320,7 @@ pub fn status_encoding(accept: Option<&str>) -> Encoding {
             continue;
         }
         for encoding in KUBE {
-            let (ty, sub) = encoding
-                .media_type()
-                .split_once('/')
-                .unwrap_or(("application", "json"));
-            let matches = (mr.ty == ty && (mr.subtype == sub || mr.subtype == "*"))
-                || (mr.ty == "*" && mr.subtype == "*");
-            if matches && !(stream.is_some() && encoding == Encoding::Yaml) {
+            if mr.matches(encoding) && !(stream.is_some() && encoding == Encoding::Yaml) {
                 return encoding;
             }
         }

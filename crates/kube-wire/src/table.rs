@@ -946,34 +946,13 @@ pub fn parse_rfc3339(s: &str) -> Option<i128> {
         }
         _ => return None,
     };
-    let days = days_from_civil(year, month, day);
+    let days = crate::proto::gotime::days_from_civil(
+        year,
+        u32::try_from(month).ok()?,
+        u32::try_from(day).ok()?,
+    );
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
     Some(i128::from(secs) * NS_PER_SEC + frac_ns)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Inverse of [`days_from_civil`].
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// Go's `t.UTC().Format(time.RFC3339)` (whole seconds, `Z`).
@@ -981,7 +960,7 @@ pub fn format_rfc3339(ns: i128) -> String {
     let secs = ns.div_euclid(NS_PER_SEC) as i64;
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = crate::proto::gotime::civil_from_days(days);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
         y,

@@ -21,7 +21,7 @@ pub mod encode;
 pub mod envelope;
 pub mod error;
 mod gojson;
-mod gotime;
+pub(crate) mod gotime;
 pub mod model;
 mod quantity;
 pub mod schema;
