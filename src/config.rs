@@ -1147,6 +1147,12 @@ mod tests {
             ResourceSpec::new("", "v1", "services"),
             ResourceSpec::new("", "v1", "configmaps"),
             ResourceSpec::new("discovery.k8s.io", "v1", "endpointslices"),
+            ResourceSpec::new("apps", "v1", "deployments"),
+            ResourceSpec::new("apps", "v1", "replicasets"),
+            ResourceSpec::new("apps", "v1", "statefulsets"),
+            ResourceSpec::new("apps", "v1", "daemonsets"),
+            ResourceSpec::new("batch", "v1", "jobs"),
+            ResourceSpec::new("coordination.k8s.io", "v1", "leases"),
         ];
         assert_eq!(c, want);
         c.validate().unwrap();
