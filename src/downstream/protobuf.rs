@@ -171,7 +171,8 @@ pub fn list_response<'a>(
         Err(e) => return status_response(&unencodable(info, "", &e)),
     };
     let chunks = envelope::list_chunks(list_api_version, list_kind, &list_meta, encoded);
-    let mut r = kube_wire::response::stream_chunks(chunks, gzip);
+    let total = chunks.total_len();
+    let mut r = kube_wire::response::stream_chunks(chunks, total, gzip);
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(PROTOBUF));
     r

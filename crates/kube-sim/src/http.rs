@@ -703,10 +703,9 @@ fn list_response(
     let meta = Value::Object(meta);
     if wire.encoding == Encoding::Protobuf {
         let chunks = protobuf::list(rt, page.items.iter().map(|o| &**o), &meta, wire.repr)?;
-        state
-            .stats
-            .sent(Some(rt.index), chunks.iter().map(Bytes::len).sum());
-        let mut r = kube_wire::response::stream_chunks(chunks, false);
+        state.stats.sent(Some(rt.index), chunks.total_len());
+        let total = chunks.total_len();
+        let mut r = kube_wire::response::stream_chunks(chunks, total, false);
         r.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static(kube_wire::negotiate::PROTOBUF),

@@ -184,7 +184,7 @@ pub fn list<'a>(
     items: impl IntoIterator<Item = &'a StoredObject>,
     list_meta: &Value,
     repr: Repr,
-) -> Result<Vec<Bytes>, Status> {
+) -> Result<envelope::ListChunks, Status> {
     let encoded = items
         .into_iter()
         .map(|o| body_of(rt, &o.body, repr).map(Bytes::from))

@@ -217,12 +217,14 @@ pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Resp
     (stream_maybe_gzip(chunks, total, gzip), total)
 }
 
-/// Streams a body made of `chunks` (sent as they are, or gzip-compressed as
-/// [`stream_list_encoded`] does), with JSON headers: a caller answering in another encoding
+/// Streams a body of `total` bytes made of `chunks` (taken as they are sent, or gzip-compressed
+/// as [`stream_list_encoded`] does), with JSON headers: a caller answering in another encoding
 /// sets its `Content-Type`.
-pub fn stream_chunks(chunks: Vec<Bytes>, gzip: bool) -> Response<Body> {
-    let total = chunks.iter().map(Bytes::len).sum();
-    stream_maybe_gzip(chunks.into_iter(), total, gzip)
+pub fn stream_chunks<I>(chunks: I, total: usize, gzip: bool) -> Response<Body>
+where
+    I: Iterator<Item = Bytes> + Send + Sync + 'static,
+{
+    stream_maybe_gzip(chunks, total, gzip)
 }
 
 /// The streaming (and, when `gzip` and larger than [`GZIP_THRESHOLD`], compressing) answer of

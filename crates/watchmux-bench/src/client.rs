@@ -1,8 +1,9 @@
 //! The bench's HTTP/1.1 client: a raw socket, a hand-rolled response reader and no JSON
 //! parsing. It has to keep up with hundreds of thousands of deliveries per second on the same
 //! two cores as the servers it measures, so it does the least a real client must: decode the
-//! chunked framing, split lines, and read the write-time stamp the simulator puts in each
-//! object to compute delivery latency.
+//! chunked framing, split lines (JSON) or length-prefixed frames (protobuf, read by
+//! [`super::pbframe`]), and read the write-time stamp the simulator puts in each object to
+//! compute delivery latency. Each request asks for one [`Encoding`] in its `Accept`.
 //!
 //! Plain HTTP/1.1 over TCP only (no TLS, and no gzip: it sends no `Accept-Encoding`), and no
 //! retries: what to do with a 429 or a failed watch is the scenario's decision.
@@ -18,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::hist::Histogram;
+use super::pbframe;
 use kube_sim::fleet::WRITE_TIME_ANNOTATION;
 use kube_sim::util::now_unix_nanos;
 
@@ -35,6 +37,48 @@ pub struct Head {
     pub content_length: Option<u64>,
     /// `Retry-After` seconds, when given.
     pub retry_after: Option<u64>,
+    /// `Content-Type`, when given.
+    pub content_type: Option<String>,
+}
+
+/// The wire form a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `Accept: application/json`.
+    Json,
+    /// `Accept: application/vnd.kubernetes.protobuf,application/json`, as every Kubernetes
+    /// component asks (kubelets, controllers).
+    Protobuf,
+}
+
+impl Encoding {
+    /// The `Accept` header value.
+    pub fn accept(self) -> &'static str {
+        match self {
+            Encoding::Json => "application/json",
+            Encoding::Protobuf => "application/vnd.kubernetes.protobuf,application/json",
+        }
+    }
+
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Json => "JSON",
+            Encoding::Protobuf => "protobuf",
+        }
+    }
+
+    /// Whether a response's `Content-Type` is this encoding's.
+    pub fn answered_by(self, content_type: Option<&str>) -> bool {
+        let essence = content_type
+            .and_then(|c| c.split(';').next())
+            .map(str::trim)
+            .unwrap_or("");
+        match self {
+            Encoding::Json => essence.eq_ignore_ascii_case("application/json"),
+            Encoding::Protobuf => essence.eq_ignore_ascii_case(kube_wire::negotiate::PROTOBUF),
+        }
+    }
 }
 
 /// One HTTP/1.1 connection.
@@ -62,9 +106,19 @@ impl Conn {
 
     /// Sends `GET path_and_query` asking for JSON.
     pub async fn get(&mut self, path_and_query: &str) -> std::io::Result<()> {
+        self.get_as(path_and_query, Encoding::Json).await
+    }
+
+    /// Sends `GET path_and_query` asking for `encoding`.
+    pub async fn get_as(
+        &mut self,
+        path_and_query: &str,
+        encoding: Encoding,
+    ) -> std::io::Result<()> {
         let req = format!(
-            "GET {path_and_query} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nUser-Agent: watchmux-bench\r\n\r\n",
-            self.host
+            "GET {path_and_query} HTTP/1.1\r\nHost: {}\r\nAccept: {}\r\nUser-Agent: watchmux-bench\r\n\r\n",
+            self.host,
+            encoding.accept()
         );
         self.stream.write_all(req.as_bytes()).await
     }
@@ -116,6 +170,7 @@ impl Conn {
                 "transfer-encoding" => head.chunked = v.eq_ignore_ascii_case("chunked"),
                 "content-length" => head.content_length = v.parse().ok(),
                 "retry-after" => head.retry_after = v.parse().ok(),
+                "content-type" => head.content_type = Some(v.to_string()),
                 _ => {}
             }
         }
@@ -260,6 +315,9 @@ pub struct WatchStats {
     pub errors: AtomicU64,
     /// ADDED/MODIFIED/DELETED events received while the window is open.
     pub received_in_window: AtomicU64,
+    /// Bytes of those events as they came in the body (a JSON line with its newline, a
+    /// protobuf event with its length prefix; without the chunked framing).
+    pub bytes_in_window: AtomicU64,
     /// Deliveries of writes stamped inside the window (whenever they arrive).
     pub stamped_in_window: AtomicU64,
     /// Latency (µs) of those deliveries: receive time minus the write's stamp.
@@ -285,6 +343,36 @@ impl WatchStats {
         self.first_failure.lock().get_or_insert(why);
     }
 
+    /// Counts an event of an object (not a bookmark or an error) of `bytes` on the wire;
+    /// returns the time it was received.
+    fn received(&self, bytes: usize) -> u64 {
+        let now = now_unix_nanos() as u64;
+        if self.window.contains(now) {
+            self.received_in_window.fetch_add(1, Ordering::Relaxed);
+            self.bytes_in_window
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+        now
+    }
+
+    /// Times the delivery received at `now` of a write stamped `stamp` (decimal digits) when
+    /// the write lies inside the window and the object is not being deleted (`deleting` is only
+    /// asked then: it costs a search).
+    fn timed(&self, now: u64, stamp: &[u8], deleting: impl FnOnce() -> bool) {
+        let digits = stamp.iter().take_while(|b| b.is_ascii_digit()).count();
+        let Some(stamp) = std::str::from_utf8(&stamp[..digits])
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            return;
+        };
+        if !self.window.contains(stamp) || deleting() {
+            return;
+        }
+        self.stamped_in_window.fetch_add(1, Ordering::Relaxed);
+        self.latency.record(now.saturating_sub(stamp) / 1000);
+    }
+
     /// Accounts one event line.
     pub fn on_line(&self, line: &[u8]) {
         self.frames.fetch_add(1, Ordering::Relaxed);
@@ -296,10 +384,7 @@ impl WatchStats {
             self.errors.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let now = now_unix_nanos() as u64;
-        if self.window.contains(now) {
-            self.received_in_window.fetch_add(1, Ordering::Relaxed);
-        }
+        let now = self.received(line.len() + 1);
         // A DELETED event carries the object's last state, and the simulated kubelet's final
         // update of a deleting pod does not stamp: neither says when its write happened.
         if line.starts_with(b"{\"type\":\"DELETED\"") {
@@ -307,27 +392,47 @@ impl WatchStats {
         }
         let Some(at) = STAMP.find(line) else { return };
         let rest = &line[at + STAMP.needle().len()..];
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        let Some(stamp) = std::str::from_utf8(&rest[..digits])
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
-            return;
-        };
-        if !self.window.contains(stamp) || DELETING.find(line).is_some() {
+        self.timed(now, rest, || DELETING.find(line).is_some());
+    }
+
+    /// Accounts one protobuf watch event (a frame without its length prefix), as
+    /// [`WatchStats::on_line`] does a JSON one.
+    pub fn on_protobuf(&self, event: &[u8]) {
+        self.frames.fetch_add(1, Ordering::Relaxed);
+        let ty = pbframe::event_type(event);
+        match ty {
+            b"BOOKMARK" => {
+                self.bookmarks.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            b"ERROR" => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            _ => {}
+        }
+        let now = self.received(event.len() + 4);
+        if ty == b"DELETED" {
             return;
         }
-        self.stamped_in_window.fetch_add(1, Ordering::Relaxed);
-        self.latency.record(now.saturating_sub(stamp) / 1000);
+        let Some(meta) = pbframe::object_meta(event) else {
+            return;
+        };
+        let Some(stamp) = pbframe::annotation(meta, WRITE_TIME_ANNOTATION) else {
+            return;
+        };
+        self.timed(now, stamp, || pbframe::deleting(meta));
     }
 }
 
-/// Runs one watch until the stream ends or `stop` fires: connects (holding `gate` until the
-/// response head arrives, so thousands of watchers do not overflow a listen backlog), then
-/// feeds every line to `stats`.
+/// Runs one watch asking for `encoding` until the stream ends or `stop` fires: connects
+/// (holding `gate` until the response head arrives, so thousands of watchers do not overflow a
+/// listen backlog), then feeds every event to `stats`. An answer in another encoding counts as
+/// a failed watch.
 pub async fn watch(
     addr: SocketAddr,
     path_and_query: String,
+    encoding: Encoding,
     stats: Arc<WatchStats>,
     gate: Arc<tokio::sync::Semaphore>,
     stop: tokio_util::sync::CancellationToken,
@@ -335,13 +440,21 @@ pub async fn watch(
     let permit = gate.acquire_owned().await;
     let opened = async {
         let mut c = Conn::connect(addr).await?;
-        c.get(&path_and_query).await?;
+        c.get_as(&path_and_query, encoding).await?;
         let head = c.read_head().await?;
         std::io::Result::Ok((c, head))
     };
     let (mut conn, head) = tokio::select! {
         _ = stop.cancelled() => return,
         r = opened => match r {
+            Ok((_, h)) if h.status == 200 && !encoding.answered_by(h.content_type.as_deref()) => {
+                stats.fail(format!(
+                    "answered {:?} to a {} watch",
+                    h.content_type.unwrap_or_default(),
+                    encoding.name()
+                ));
+                return;
+            }
             Ok((c, h)) if h.status == 200 => (c, h),
             Ok((_, h)) => {
                 stats.fail(format!("answered {}", h.status));
@@ -356,18 +469,32 @@ pub async fn watch(
     stats.connected.fetch_add(1, Ordering::Relaxed);
     drop(permit);
     let mut carry: Vec<u8> = Vec::new();
-    let read = conn.read_body(&head, |mut piece| {
-        while let Some(nl) = memchr::memchr(b'\n', piece) {
-            if carry.is_empty() {
-                stats.on_line(&piece[..nl]);
-            } else {
-                carry.extend_from_slice(&piece[..nl]);
-                stats.on_line(&carry);
-                carry.clear();
+    let mut frames = pbframe::Frames::default();
+    let mut broken = false;
+    let read = conn.read_body(&head, |mut piece| match encoding {
+        Encoding::Json => {
+            while let Some(nl) = memchr::memchr(b'\n', piece) {
+                if carry.is_empty() {
+                    stats.on_line(&piece[..nl]);
+                } else {
+                    carry.extend_from_slice(&piece[..nl]);
+                    stats.on_line(&carry);
+                    carry.clear();
+                }
+                piece = &piece[nl + 1..];
             }
-            piece = &piece[nl + 1..];
+            carry.extend_from_slice(piece);
         }
-        carry.extend_from_slice(piece);
+        Encoding::Protobuf => {
+            if !frames.push(piece, |event| stats.on_protobuf(event)) && !broken {
+                broken = true;
+                stats.errors.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .first_failure
+                    .lock()
+                    .get_or_insert_with(|| "a protobuf frame over 64 MiB".into());
+            }
+        }
     });
     tokio::select! {
         _ = stop.cancelled() => {}
@@ -432,12 +559,24 @@ pub async fn list(addr: SocketAddr, path_and_query: &str) -> std::io::Result<Lis
 
 /// One GET on a new connection, keeping the whole body (small answers only: `/metrics`).
 pub async fn get_body(addr: SocketAddr, path_and_query: &str) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut c = Conn::connect(addr).await?;
-    c.get(path_and_query).await?;
-    let head = c.read_head().await?;
-    let mut body = Vec::new();
-    c.read_body(&head, |p| body.extend_from_slice(p)).await?;
+    let (head, body) = get_body_as(addr, path_and_query, Encoding::Json).await?;
     Ok((head.status, body))
+}
+
+/// One GET asking for `encoding` on a new connection, keeping the whole body in memory (sized
+/// once from `Content-Length` when given).
+pub async fn get_body_as(
+    addr: SocketAddr,
+    path_and_query: &str,
+    encoding: Encoding,
+) -> std::io::Result<(Head, Vec<u8>)> {
+    let mut c = Conn::connect(addr).await?;
+    c.get_as(path_and_query, encoding).await?;
+    let head = c.read_head().await?;
+    let size = head.content_length.unwrap_or(0).min(1 << 32);
+    let mut body = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    c.read_body(&head, |p| body.extend_from_slice(p)).await?;
+    Ok((head, body))
 }
 
 #[cfg(test)]
@@ -469,6 +608,47 @@ mod tests {
         assert_eq!(get(&s.received_in_window), 3);
         assert_eq!(get(&s.stamped_in_window), 2);
         assert_eq!(s.latency.count(), 2);
+    }
+
+    #[test]
+    fn protobuf_events_are_classified_and_timed_like_lines() {
+        use kube_wire::proto::{envelope, json_to_proto, message_for};
+        let event = |stamp: u64, ty: &str, deleting: bool| {
+            let mut meta = serde_json::json!({"name": "p",
+                "annotations": {WRITE_TIME_ANNOTATION: stamp.to_string()}});
+            if deleting {
+                meta["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+            }
+            let pod = serde_json::json!({ "metadata": meta }).to_string();
+            let body = json_to_proto(message_for("v1", "Pod").unwrap(), pod.as_bytes()).unwrap();
+            envelope::watch_event(ty, &envelope::wrap("v1", "Pod", &body))
+        };
+        let s = WatchStats::default();
+        let before = now_unix_nanos() as u64 - 1_000_000;
+        let start = s.window.open();
+        let objects = [
+            event(start + 1, "MODIFIED", false),
+            event(before, "MODIFIED", false),
+            event(start + 1, "MODIFIED", true),
+            event(start + 1, "DELETED", false),
+        ];
+        for e in &objects {
+            s.on_protobuf(e);
+        }
+        s.on_protobuf(&envelope::watch_event("BOOKMARK", b""));
+        s.on_protobuf(&envelope::watch_event("ERROR", b""));
+        s.window.close();
+        s.on_protobuf(&event(start + 2, "MODIFIED", false));
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        assert_eq!(get(&s.frames), 7);
+        assert_eq!((get(&s.bookmarks), get(&s.errors)), (1, 1));
+        assert_eq!(get(&s.received_in_window), 4);
+        // The in-window write received after the window closed counts; the deleting pod's and
+        // the DELETED event's do not.
+        assert_eq!(get(&s.stamped_in_window), 2);
+        assert_eq!(s.latency.count(), 2);
+        let wire: usize = objects.iter().map(|e| e.len() + 4).sum();
+        assert_eq!(get(&s.bytes_in_window), wire as u64);
     }
 
     #[tokio::test]

@@ -87,6 +87,7 @@ fn list_spec(s: &Sizes) -> ScenarioSpec {
             "rss_growth_mb",
         ],
         scaling_metric: None,
+        variants: None,
     }
 }
 
@@ -116,6 +117,7 @@ fn check_spec(s: &Sizes) -> ScenarioSpec {
         ],
         ratio_metrics: vec![],
         scaling_metric: None,
+        variants: None,
     }
 }
 

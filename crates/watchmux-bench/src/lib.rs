@@ -12,11 +12,14 @@
 
 pub mod client;
 pub mod consistent;
+pub mod decode;
 pub mod hist;
 pub mod limit;
 pub mod nginx;
+pub mod pbframe;
 pub mod plot;
 pub mod procs;
+pub mod protobuf;
 pub mod report;
 pub mod scenarios;
 pub mod scrape;
@@ -77,11 +80,13 @@ pub enum Scenario {
     Sync,
     /// S7: consistent reads (no resourceVersion) served after a freshness check.
     Consistent,
+    /// S8: protobuf against JSON through watchmux (delivery, client decode, LIST).
+    Protobuf,
 }
 
 impl Scenario {
     /// All, in run order.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Broadcast,
         Scenario::Idle,
         Scenario::List,
@@ -89,6 +94,7 @@ impl Scenario {
         Scenario::Sync,
         Scenario::Fleet,
         Scenario::Herd,
+        Scenario::Protobuf,
     ];
 }
 
@@ -103,9 +109,10 @@ impl std::str::FromStr for Scenario {
             "s5" | "idle" => Scenario::Idle,
             "s6" | "sync" => Scenario::Sync,
             "s7" | "consistent" => Scenario::Consistent,
+            "s8" | "protobuf" => Scenario::Protobuf,
             other => {
                 return Err(format!(
-                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent)"
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf)"
                 ));
             }
         })
@@ -117,9 +124,9 @@ impl std::str::FromStr for Scenario {
 pub struct Sizes {
     /// S1 watcher counts.
     pub broadcast_watchers: Vec<usize>,
-    /// S1 writes per second.
+    /// S1 (and S8 delivery) writes per second.
     pub broadcast_rate: f64,
-    /// Pods in S1 and S5's fleet.
+    /// Pods in S1's, S5's and S8's delivery fleet.
     pub broadcast_pods: usize,
     /// Nodes of the S2/S4/S6 fleet.
     pub fleet_nodes: usize,
@@ -151,6 +158,13 @@ pub struct Sizes {
     pub freshness_rate: f64,
     /// S7: consistent + `resourceVersion=0` LIST pairs per freshness case and repeat.
     pub freshness_rounds: usize,
+    /// S8 watcher counts of the delivery cases (S1's writer: `broadcast_rate` writes/s to
+    /// `broadcast_pods` pods).
+    pub protobuf_watchers: Vec<usize>,
+    /// Pods of S8's LISTs.
+    pub protobuf_list_pods: usize,
+    /// S8: decodes of one pod event per encoding and repeat (in 25 batches).
+    pub decode_iterations: usize,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -185,6 +199,9 @@ impl Sizes {
             freshness_pods: 1000,
             freshness_rate: 1000.0,
             freshness_rounds: 10,
+            protobuf_watchers: vec![1000, 10_000],
+            protobuf_list_pods: 100_000,
+            decode_iterations: 50_000,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -211,6 +228,9 @@ impl Sizes {
             freshness_pods: 100,
             freshness_rate: 100.0,
             freshness_rounds: 2,
+            protobuf_watchers: vec![10],
+            protobuf_list_pods: 300,
+            decode_iterations: 100,
             window_secs: 0.5,
             repeats: 2,
         }
@@ -274,7 +294,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     let mut big: Option<procs::Proc> = None;
     for sc in &opts.scenarios {
         let t0 = Instant::now();
-        // A scenario reports one table, S7 two.
+        // A scenario reports one table, S7 two, S8 three.
         let mine = match sc {
             Scenario::Broadcast => vec![scenarios::broadcast_spec(s)],
             Scenario::Fleet => vec![scenarios::fleet_spec(s)],
@@ -283,6 +303,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::Idle => vec![scenarios::idle_spec(s)],
             Scenario::Sync => vec![scenarios::sync_spec(s)],
             Scenario::Consistent => consistent::specs(s),
+            Scenario::Protobuf => protobuf::specs(s),
         };
         let title = mine
             .iter()
@@ -310,6 +331,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
                 scenarios::sync(&env, s, kinds, sim, &mut samples).await?
             }
             Scenario::Consistent => consistent::run(&env, s, kinds, &mut samples).await?,
+            Scenario::Protobuf => protobuf::run(&env, s, kinds, &mut samples).await?,
         }
         eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
         specs.extend(mine);

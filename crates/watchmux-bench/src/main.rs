@@ -55,7 +55,8 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync s7|consistent, or `all`.
+    /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync s7|consistent
+    /// s8|protobuf, or `all`.
     #[arg(default_value = "all")]
     scenarios: Vec<String>,
     /// Tiny sizes that run in seconds (what the test suite runs).
@@ -122,6 +123,16 @@ struct RunArgs {
     /// S7 consistent + RV=0 LIST pairs per freshness case.
     #[arg(long)]
     freshness_rounds: Option<usize>,
+    /// S8 watcher counts of the JSON/protobuf delivery cases, comma separated (the writer is
+    /// S1's: --broadcast-rate).
+    #[arg(long, value_delimiter = ',')]
+    protobuf_watchers: Option<Vec<usize>>,
+    /// S8 pods of the JSON/protobuf LISTs.
+    #[arg(long)]
+    protobuf_list_pods: Option<usize>,
+    /// S8 decodes of one pod event per encoding and repeat.
+    #[arg(long)]
+    decode_iterations: Option<usize>,
 }
 
 #[tokio::main]
@@ -181,7 +192,10 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         consistent_clients,
         freshness_pods,
         freshness_rate,
-        freshness_rounds
+        freshness_rounds,
+        protobuf_watchers,
+        protobuf_list_pods,
+        decode_iterations
     );
     let scenarios: Vec<Scenario> = if a.scenarios.iter().any(|s| s == "all") {
         Scenario::ALL.to_vec()

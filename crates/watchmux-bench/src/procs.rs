@@ -170,6 +170,33 @@ pub fn usage(pids: &[u32]) -> Usage {
     u
 }
 
+/// CPU seconds the whole machine has spent busy since boot, over all cores (`/proc/stat`: every
+/// state but idle and iowait, steal included: time the hypervisor gave to another guest);
+/// 0 when unreadable. The difference over a window, minus the
+/// measured processes' own, is what other processes took from them.
+pub fn machine_busy_secs() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return 0.0;
+    };
+    let Some(cpu) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0.0;
+    };
+    // user nice system idle iowait irq softirq steal (guest time is inside user already).
+    let ticks: Vec<f64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let busy: f64 = ticks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    busy / clock_ticks()
+}
+
 /// Waits (at most `max`) until `pids` use less than a tenth of a core over a quarter second:
 /// a server still working off a previous run's requests would disturb the next run.
 pub async fn wait_quiet(pids: &[u32], max: Duration) {
@@ -234,6 +261,10 @@ mod tests {
         let b = usage(&[0]);
         assert!(a.rss_bytes > 1 << 20, "rss {}", a.rss_bytes);
         assert!(b.cpu_secs > a.cpu_secs, "{a:?} {b:?}");
+        assert!(
+            machine_busy_secs() >= b.cpu_secs,
+            "the machine ran this process"
+        );
         assert_eq!(usage(&[u32::MAX]), Usage::default());
     }
 }

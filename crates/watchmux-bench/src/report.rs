@@ -36,6 +36,27 @@ pub struct ScenarioSpec {
     pub ratio_metrics: Vec<&'static str>,
     /// A figure reported as its last case ÷ its first case for every target (how it scales).
     pub scaling_metric: Option<&'static str>,
+    /// When the variable is not the target but a variant of each case (S8: the encoding).
+    pub variants: Option<Variants>,
+}
+
+/// A scenario whose cases each run in several variants against the same target (S8: JSON and
+/// protobuf through watchmux). Its samples' cases are named [`variant_case`]`(base, variant)`;
+/// its table has a row per case and variant (the target, always the same, is said in the
+/// scenario's `about` instead of on every row), and each variant is compared with the first.
+#[derive(Debug, Clone)]
+pub struct Variants {
+    /// Header of the variant column ("encoding").
+    pub label: &'static str,
+    /// The variants in row order; the first is the one the others are divided by.
+    pub names: Vec<&'static str>,
+    /// The figures for which each variant's ratio to the first is reported.
+    pub ratio_metrics: Vec<&'static str>,
+}
+
+/// The case name of `variant` of case `base`.
+pub fn variant_case(base: &str, variant: &str) -> String {
+    format!("{base} · {variant}")
 }
 
 /// One run's figures.
@@ -173,6 +194,10 @@ pub fn markdown(spec: &ScenarioSpec, samples: &[&Sample], repeats: usize) -> Str
     let mut md = String::new();
     let _ = writeln!(md, "### {} {}\n\n{}\n", spec.id, spec.name, spec.about);
     let _ = writeln!(md, "Medians over {repeats} repeat(s).\n");
+    if let Some(v) = &spec.variants {
+        variant_tables(&mut md, spec, v, &sum);
+        return md;
+    }
     let _ = write!(md, "| {} | target |", spec.case_label);
     for m in &spec.metrics {
         let _ = write!(md, " {} |", m.label);
@@ -260,6 +285,94 @@ pub fn markdown(spec: &ScenarioSpec, samples: &[&Sample], repeats: usize) -> Str
     md
 }
 
+/// The table of a scenario with [`Variants`], then each variant's ratio to the first.
+fn variant_tables(md: &mut String, spec: &ScenarioSpec, v: &Variants, sum: &Summary) {
+    // The bases, in the order their cases first ran.
+    let mut bases: Vec<&str> = Vec::new();
+    for case in &sum.cases {
+        if let Some((base, name)) = case.rsplit_once(" · ")
+            && v.names.contains(&name)
+            && !bases.contains(&base)
+        {
+            bases.push(base);
+        }
+    }
+    let _ = write!(md, "| {} | {} |", spec.case_label, v.label);
+    for m in &spec.metrics {
+        let _ = write!(md, " {} |", m.label);
+    }
+    let _ = write!(md, "\n|---|---|");
+    for _ in &spec.metrics {
+        let _ = write!(md, "---:|");
+    }
+    md.push('\n');
+    let several = sum.targets.len() > 1;
+    for base in &bases {
+        for name in &v.names {
+            let case = variant_case(base, name);
+            for &t in &sum.targets {
+                if !spec
+                    .metrics
+                    .iter()
+                    .any(|m| sum.get(&case, t, m.key).is_some())
+                {
+                    continue;
+                }
+                let label = if several {
+                    format!("{name} ({t})")
+                } else {
+                    name.to_string()
+                };
+                let _ = write!(md, "| {base} | {label} |");
+                for m in &spec.metrics {
+                    let cell = fmt_num(sum.get(&case, t, m.key).unwrap_or(f64::NAN));
+                    let _ = write!(md, " {cell} |");
+                }
+                md.push('\n');
+            }
+        }
+    }
+    let Some((first, others)) = v.names.split_first() else {
+        return;
+    };
+    if v.ratio_metrics.is_empty() || others.is_empty() {
+        return;
+    }
+    let _ = write!(
+        md,
+        "\nEach {} ÷ {first} (for figures where lower is better, < 1 means it is better than {first}):\n\n| {} | figure |",
+        v.label, spec.case_label
+    );
+    for o in others {
+        let _ = write!(md, " {o} ÷ {first} |");
+    }
+    let _ = write!(md, "\n|---|---|");
+    for _ in others {
+        let _ = write!(md, "---:|");
+    }
+    md.push('\n');
+    for base in &bases {
+        for key in &v.ratio_metrics {
+            let Some(m) = spec.metrics.iter().find(|m| m.key == *key) else {
+                continue;
+            };
+            let _ = write!(md, "| {base} | {} |", m.label);
+            for o in others {
+                let r = sum.targets.iter().find_map(|&t| {
+                    let a = sum.get(&variant_case(base, o), t, key)?;
+                    let b = sum.get(&variant_case(base, first), t, key)?;
+                    (b != 0.0).then_some(a / b).filter(|r| r.is_finite())
+                });
+                let cell = r
+                    .map(|r| format!("{}×", fmt_num(r)))
+                    .unwrap_or_else(|| "–".into());
+                let _ = write!(md, " {cell} |");
+            }
+            md.push('\n');
+        }
+    }
+}
+
 /// Every sample as CSV rows: `scenario,case,target,repeat,metric,value`.
 pub fn samples_csv(samples: &[Sample]) -> String {
     let mut s = String::from("scenario,case,target,repeat,metric,value\n");
@@ -331,6 +444,7 @@ mod tests {
             }],
             ratio_metrics: vec!["x"],
             scaling_metric: Some("x"),
+            variants: None,
         };
         let md = markdown(&spec, &refs, 3);
         assert!(md.contains("| 10 | watchmux | **2.00** |"), "{md}");
@@ -339,5 +453,51 @@ mod tests {
         assert!(csv.contains("S1,10,watchmux,x,2,1,3,3"), "{csv}");
         assert_eq!(fmt_num(1234567.0), "1,234,567");
         assert_eq!(fmt_num(-1234.0), "-1,234");
+    }
+
+    #[test]
+    fn variants_are_rows_and_compared_with_the_first() {
+        let at = |base: &str, v: &str, r: usize, x: f64| Sample {
+            scenario: "S8",
+            case: variant_case(base, v),
+            target: TargetKind::Watchmux,
+            repeat: r,
+            values: vec![("x", x)],
+        };
+        let s = [
+            at("10", "JSON", 0, 4.0),
+            at("10", "pb", 0, 1.0),
+            at("10", "JSON", 1, 6.0),
+            at("10", "pb", 1, 2.0),
+            at("20", "JSON", 0, 8.0),
+        ];
+        let refs: Vec<&Sample> = s.iter().collect();
+        let spec = ScenarioSpec {
+            id: "S8",
+            name: "test",
+            about: "about".into(),
+            case_label: "watchers",
+            metrics: vec![Metric {
+                key: "x",
+                label: "x (B)",
+                higher_is_better: false,
+            }],
+            ratio_metrics: vec![],
+            scaling_metric: None,
+            variants: Some(Variants {
+                label: "encoding",
+                names: vec!["JSON", "pb"],
+                ratio_metrics: vec!["x"],
+            }),
+        };
+        let md = markdown(&spec, &refs, 2);
+        assert!(md.contains("| watchers | encoding | x (B) |"), "{md}");
+        assert!(
+            md.contains("| 10 | JSON | 5.00 |\n| 10 | pb | 1.50 |\n| 20 | JSON | 8.00 |"),
+            "{md}"
+        );
+        assert!(md.contains("| 10 | x (B) | 0.300× |"), "{md}");
+        assert!(md.contains("| 20 | x (B) | – |"), "{md}");
+        assert!(!md.contains("watchmux"), "{md}");
     }
 }

@@ -1,6 +1,7 @@
-//! Scenarios S1–S6 (S7, consistent reads, is in [`super::consistent`]). S1 (broadcast), S2
-//! (fleet) and S3 (list) start every target once in front of one simulator (S1 and S3 their
-//! own, S2 the suite's shared large one) and then run their
+//! Scenarios S1–S6 (S7, consistent reads, is in [`super::consistent`]; S8, protobuf, in
+//! [`super::protobuf`], which runs its watchers through this module's `stream_run`). S1
+//! (broadcast), S2 (fleet) and S3 (list) start every target once in front of one simulator (S1
+//! and S3 their own, S2 the suite's shared large one) and then run their
 //! cases with the targets interleaved inside each repeat, so drift over time (page cache, heat,
 //! the simulator's growing history) falls on every target alike. S4 (herd) and S5 (idle) start
 //! fresh target processes every repeat, because a cold start and memory growth are what they
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, WatchStats};
+use super::client::{self, Encoding, WatchStats};
 use super::procs::{self, PeakRss, Proc};
 use super::report::{Metric, Sample, ScenarioSpec};
 use super::targets::{self, Env, Target, TargetKind};
@@ -44,9 +45,18 @@ struct Watchers {
 }
 
 impl Watchers {
-    /// Starts one watch per path against `addr` and waits (bounded) until every one has its
-    /// response head or failed.
+    /// Starts one JSON watch per path against `addr` and waits (bounded) until every one has
+    /// its response head or failed.
     async fn connect(addr: SocketAddr, paths: Vec<String>) -> Result<Watchers, BenchError> {
+        Watchers::connect_as(addr, paths, Encoding::Json).await
+    }
+
+    /// [`Watchers::connect`] asking for `encoding`.
+    async fn connect_as(
+        addr: SocketAddr,
+        paths: Vec<String>,
+        encoding: Encoding,
+    ) -> Result<Watchers, BenchError> {
         let stats = Arc::new(WatchStats::default());
         let stop = CancellationToken::new();
         let gate = Arc::new(Semaphore::new(CONNECT_CONCURRENCY));
@@ -56,6 +66,7 @@ impl Watchers {
             tasks.spawn(client::watch(
                 addr,
                 p,
+                encoding,
                 stats.clone(),
                 gate.clone(),
                 stop.clone(),
@@ -143,19 +154,21 @@ pub(crate) async fn stop_all(ts: Vec<Target>) {
 
 /// The simulator's writes during a streaming run.
 #[derive(Debug, Clone, Copy)]
-struct Churn {
-    per_second: f64,
+pub(crate) struct Churn {
+    pub(crate) per_second: f64,
     /// `status` or `realistic` (see `kube_kube_sim::churn::ChurnMix`).
-    mix: &'static str,
+    pub(crate) mix: &'static str,
 }
 
 /// What a streaming run measured, before the scenario picks its figures.
-struct StreamRun {
+pub(crate) struct StreamRun {
     secs: f64,
-    deliveries_in_window: u64,
-    stamped_in_window: u64,
+    pub(crate) deliveries_in_window: u64,
+    /// Bytes of those deliveries in the bodies (see [`WatchStats::bytes_in_window`]).
+    pub(crate) bytes_in_window: u64,
+    pub(crate) stamped_in_window: u64,
     upstream_events: u64,
-    upstream_stamped: u64,
+    pub(crate) upstream_stamped: u64,
     p50_ms: f64,
     p99_ms: f64,
     max_ms: f64,
@@ -163,11 +176,20 @@ struct StreamRun {
     rss_mb: f64,
     upstream_cpu_s: f64,
     client_cpu_s: f64,
+    /// The whole machine's busy CPU seconds in the window.
+    machine_cpu_s: f64,
 }
 
 impl StreamRun {
+    /// Cores that processes other than the target, the simulator and the bench took during the
+    /// window (for a target with processes of its own, not `direct`): anything above a few
+    /// hundredths means the machine was not quiet.
+    pub(crate) fn other_cpu_cores(&self) -> f64 {
+        (self.machine_cpu_s - self.cpu_s - self.upstream_cpu_s - self.client_cpu_s) / self.secs
+    }
+
     /// The figures every streaming scenario reports (rates per second of the window).
-    fn figures(&self) -> Vec<(&'static str, f64)> {
+    pub(crate) fn figures(&self) -> Vec<(&'static str, f64)> {
         let per_s = |x: f64| x / self.secs;
         vec![
             ("deliveries_per_s", per_s(self.deliveries_in_window as f64)),
@@ -191,13 +213,18 @@ impl StreamRun {
     }
 }
 
-/// Connects `paths` to the target, runs churn at `rate` (`mix`) for a warm-up second and a
-/// measured window, stops it, waits for stragglers and disconnects. A reference watcher on the
-/// simulator itself counts the upstream's writes in the window.
-async fn stream_run(
+/// Connects `paths` to the target asking for `encoding`, runs churn at `rate` (`mix`) for a
+/// warm-up second and a measured window, stops it, waits for stragglers and disconnects. A
+/// reference watcher (JSON) on the simulator itself counts the upstream's writes in the window.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call per scenario, each argument named there"
+)]
+pub(crate) async fn stream_run(
     sim: &Proc,
     target: &Target,
     paths: Vec<String>,
+    encoding: Encoding,
     churn: Churn,
     s: &Sizes,
     window: Duration,
@@ -216,15 +243,16 @@ async fn stream_run(
         )],
     )
     .await?;
-    let watchers = Watchers::connect(target.addr, paths).await?;
+    let watchers = Watchers::connect_as(target.addr, paths, encoding).await?;
     tokio::time::sleep(s.pause(0.3)).await;
     targets::set_churn(sim.addr, rate, mix).await?;
     tokio::time::sleep(s.pause(1.0)).await;
     let pids = target.pids();
-    let (u0, s0, c0) = (
+    let (u0, s0, c0, m0) = (
         procs::usage(&pids),
         procs::usage(&[sim.pid()]),
         procs::usage(&[0]),
+        procs::machine_busy_secs(),
     );
     let t0 = Instant::now();
     reference.stats.window.open();
@@ -233,12 +261,14 @@ async fn stream_run(
     watchers.stats.window.close();
     reference.stats.window.close();
     let secs = t0.elapsed().as_secs_f64();
-    let (u1, s1, c1) = (
+    let (u1, s1, c1, m1) = (
         procs::usage(&pids),
         procs::usage(&[sim.pid()]),
         procs::usage(&[0]),
+        procs::machine_busy_secs(),
     );
     let received = watchers.stats.received_in_window.load(Ordering::Relaxed);
+    let received_bytes = watchers.stats.bytes_in_window.load(Ordering::Relaxed);
     targets::set_churn(sim.addr, 0.0, mix).await?;
     drain(
         &reference.stats,
@@ -268,6 +298,7 @@ async fn stream_run(
     let run = StreamRun {
         secs,
         deliveries_in_window: received,
+        bytes_in_window: received_bytes,
         stamped_in_window: stats.stamped_in_window.load(Ordering::Relaxed),
         upstream_events,
         upstream_stamped,
@@ -278,6 +309,7 @@ async fn stream_run(
         rss_mb: u1.rss_bytes as f64 / MB,
         upstream_cpu_s: s1.cpu_secs - s0.cpu_secs,
         client_cpu_s: c1.cpu_secs - c0.cpu_secs,
+        machine_cpu_s: m1 - m0,
     };
     // Let the servers notice the closed connections before the next run.
     tokio::time::sleep(s.pause(0.7)).await;
@@ -308,6 +340,7 @@ pub fn broadcast_spec(s: &Sizes) -> ScenarioSpec {
         ],
         ratio_metrics: vec!["deliveries_per_s", "p99_ms", "cpu_s_per_million", "rss_mb"],
         scaling_metric: None,
+        variants: None,
     }
 }
 
@@ -328,6 +361,7 @@ pub async fn broadcast(
                     &sim,
                     t,
                     paths,
+                    Encoding::Json,
                     Churn {
                         per_second: s.broadcast_rate,
                         mix: "status",
@@ -389,6 +423,7 @@ pub fn fleet_spec(s: &Sizes) -> ScenarioSpec {
         ],
         ratio_metrics: vec!["p99_ms", "cpu_us_per_event", "rss_mb"],
         scaling_metric: Some("cpu_us_per_event"),
+        variants: None,
     }
 }
 
@@ -421,6 +456,7 @@ pub async fn fleet(
                     sim,
                     t,
                     kubelet_paths(k),
+                    Encoding::Json,
                     Churn {
                         per_second: s.fleet_rate,
                         mix: "realistic",
@@ -465,6 +501,7 @@ pub fn list_spec(s: &Sizes) -> ScenarioSpec {
         ],
         ratio_metrics: vec!["mb_per_s", "rss_growth_mb"],
         scaling_metric: None,
+        variants: None,
     }
 }
 
@@ -563,6 +600,7 @@ pub fn herd_spec(s: &Sizes) -> ScenarioSpec {
         ],
         ratio_metrics: vec!["upstream_requests", "upstream_mb", "seconds_to_serve_all"],
         scaling_metric: None,
+        variants: None,
     }
 }
 
@@ -727,6 +765,7 @@ pub fn idle_spec(s: &Sizes) -> ScenarioSpec {
         ],
         ratio_metrics: vec!["rss_kb_per_watcher"],
         scaling_metric: None,
+        variants: None,
     }
 }
 
@@ -807,6 +846,7 @@ pub fn sync_spec(s: &Sizes) -> ScenarioSpec {
         ],
         ratio_metrics: vec!["seconds"],
         scaling_metric: None,
+        variants: None,
     }
 }
 

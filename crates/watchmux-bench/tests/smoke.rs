@@ -28,7 +28,12 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
     let report = watchmux_bench::run(&opts).await.expect("bench runs");
     let s = &report.samples;
     let ids: Vec<&str> = report.specs.iter().map(|x| x.id).collect();
-    assert_eq!(ids, ["S1", "S5", "S3", "S7.1", "S7.2", "S6", "S2", "S4"]);
+    assert_eq!(
+        ids,
+        [
+            "S1", "S5", "S3", "S7.1", "S7.2", "S6", "S2", "S4", "S8.1", "S8.2", "S8.3"
+        ]
+    );
 
     // Every streaming and list scenario measured every target, each case twice.
     let mut expected = vec![TargetKind::Watchmux, TargetKind::Direct, TargetKind::Limit];
@@ -130,6 +135,9 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
     let json = values(s, "S6", TargetKind::Watchmux, "json_mb");
     assert!(json.len() == 2 && json.iter().all(|j| *j > 0.0), "{json:?}");
 
+    // S8: every case ran in both encodings through watchmux (the LIST's first protobuf one too).
+    s8(s, &sizes);
+
     // The reports: Markdown with every scenario, CSVs with every sample, a PNG.
     let md = std::fs::read_to_string(out.path().join("results.md")).unwrap();
     for id in ids {
@@ -147,5 +155,81 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
     assert!(
         png.starts_with(b"\x89PNG\r\n\x1a\n"),
         "fanout.png is not a PNG"
+    );
+}
+
+/// The figure `key` of S8 table `id`'s `variant` samples, one per repeat.
+fn s8_values(s: &[Sample], id: &str, variant: &str, key: &str) -> Vec<f64> {
+    let suffix = format!(" · {variant}");
+    s.iter()
+        .filter(|x| x.scenario == id && x.case.ends_with(&suffix))
+        .flat_map(|x| x.values.iter().filter(|(k, _)| *k == key).map(|(_, v)| *v))
+        .collect()
+}
+
+/// S8's figures that do not depend on timing.
+fn s8(s: &[Sample], sizes: &Sizes) {
+    let r = sizes.repeats;
+    assert!(
+        s.iter()
+            .filter(|x| x.scenario.starts_with("S8"))
+            .all(|x| x.target == TargetKind::Watchmux)
+    );
+    // S8.1: every watcher got every write of the window in either encoding (the protobuf
+    // client read each write's stamp out of a protobuf event), and protobuf events are smaller.
+    let cases = sizes.protobuf_watchers.len() * r;
+    for enc in ["JSON", "protobuf"] {
+        let d = s8_values(s, "S8.1", enc, "delivered_pct");
+        assert_eq!(d.len(), cases, "S8.1 {enc}");
+        assert!(
+            d.iter().all(|p| (*p - 100.0).abs() < 1e-9),
+            "S8.1 {enc} delivered {d:?}"
+        );
+        let p50 = s8_values(s, "S8.1", enc, "p50_ms");
+        assert!(p50.iter().all(|p| *p > 0.0), "S8.1 {enc} p50 {p50:?}");
+    }
+    let json = s8_values(s, "S8.1", "JSON", "bytes_per_event");
+    let pb = s8_values(s, "S8.1", "protobuf", "bytes_per_event");
+    assert!(
+        json.iter().all(|b| *b > 1000.0),
+        "JSON bytes per event {json:?}"
+    );
+    assert!(
+        pb.iter().all(|b| *b > 100.0 && *b < json[0]),
+        "protobuf bytes per event {pb:?} vs JSON {json:?}"
+    );
+    // S8.2: both encodings decoded (to the sample pod: decode_case checks its name) and the
+    // transcoder ran; the protobuf event is the smaller.
+    let json = s8_values(s, "S8.2", "JSON", "event_bytes");
+    let pb = s8_values(s, "S8.2", "protobuf", "event_bytes");
+    assert_eq!((json.len(), pb.len()), (r, r));
+    assert!(pb[0] < json[0], "event bytes {pb:?} vs {json:?}");
+    for k in ["decode_ns", "to_protobuf_ns", "to_json_ns"] {
+        let v = s8_values(s, "S8.2", "protobuf", k);
+        assert!(v.len() == r && v.iter().all(|x| *x > 0.0), "S8.2 {k} {v:?}");
+    }
+    // S8.3: a LIST in each encoding served from watchmux's cache, decoded by a typed client
+    // into every pod; the protobuf body is the smaller.
+    let pods = sizes.protobuf_list_pods as f64;
+    for enc in ["JSON", "protobuf (first)", "protobuf"] {
+        let up = s8_values(s, "S8.3", enc, "upstream_requests");
+        assert!(
+            up.len() == r && up.iter().all(|u| *u == 0.0),
+            "S8.3 {enc} upstream {up:?}"
+        );
+    }
+    for enc in ["JSON", "protobuf"] {
+        let items = s8_values(s, "S8.3", enc, "items");
+        assert!(
+            items.len() == r && items.iter().all(|i| *i == pods),
+            "S8.3 {enc} items {items:?}"
+        );
+    }
+    let json = s8_values(s, "S8.3", "JSON", "body_mb");
+    let first = s8_values(s, "S8.3", "protobuf (first)", "body_mb");
+    let pb = s8_values(s, "S8.3", "protobuf", "body_mb");
+    assert!(
+        pb[0] < json[0] && first[0] == pb[0],
+        "bodies {json:?} {first:?} {pb:?}"
     );
 }

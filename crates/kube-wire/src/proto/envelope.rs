@@ -181,34 +181,70 @@ pub fn list<'a>(
     out
 }
 
-/// [`list`] as a stream of chunks of about 64 KiB, for answers that must not hold the whole
-/// body in one buffer (a LIST of 100k pods): the same bytes, with the item bodies copied once
-/// into the chunks.
+/// [`list`] as a stream of chunks of about 64 KiB, made as they are sent: an answer never holds
+/// the whole body (a LIST of 100k pods is hundreds of MB), only the items' shared bodies and
+/// one chunk. The same bytes as [`list`].
 pub fn list_chunks(
     api_version: &str,
     list_kind: &str,
     list_meta: &[u8],
     items: Vec<bytes::Bytes>,
-) -> Vec<bytes::Bytes> {
-    const CHUNK: usize = 64 * 1024;
+) -> ListChunks {
     let raw_len =
         field_len(1, list_meta.len()) + items.iter().map(|i| field_len(2, i.len())).sum::<usize>();
-    let mut chunks = Vec::new();
-    let mut buf = Vec::with_capacity(CHUNK);
-    head(&mut buf, api_version, list_kind, raw_len);
-    put_bytes(&mut buf, 1, list_meta);
-    for item in &items {
-        if buf.len() >= CHUNK {
-            chunks.push(bytes::Bytes::from(std::mem::replace(
-                &mut buf,
-                Vec::with_capacity(CHUNK),
-            )));
-        }
-        put_bytes(&mut buf, 2, item);
+    let mut head_buf = Vec::with_capacity(CHUNK);
+    head(&mut head_buf, api_version, list_kind, raw_len);
+    put_bytes(&mut head_buf, 1, list_meta);
+    ListChunks {
+        total: envelope_len(api_version, list_kind, raw_len),
+        head: Some(head_buf),
+        items: items.into_iter(),
+        finished: false,
     }
-    tail(&mut buf);
-    chunks.push(bytes::Bytes::from(buf));
-    chunks
+}
+
+/// The size of the chunks [`ListChunks`] yields (one item larger than it makes a larger one).
+const CHUNK: usize = 64 * 1024;
+
+/// The chunks of a protobuf list body, built one at a time ([`list_chunks`]).
+#[derive(Debug)]
+pub struct ListChunks {
+    total: usize,
+    head: Option<Vec<u8>>,
+    items: std::vec::IntoIter<bytes::Bytes>,
+    finished: bool,
+}
+
+impl ListChunks {
+    /// The length of the whole body.
+    pub fn total_len(&self) -> usize {
+        self.total
+    }
+}
+
+impl Iterator for ListChunks {
+    type Item = bytes::Bytes;
+
+    fn next(&mut self) -> Option<bytes::Bytes> {
+        if self.finished {
+            return None;
+        }
+        let mut buf = self
+            .head
+            .take()
+            .unwrap_or_else(|| Vec::with_capacity(CHUNK));
+        while buf.len() < CHUNK {
+            match self.items.next() {
+                Some(item) => put_bytes(&mut buf, 2, &item),
+                None => {
+                    tail(&mut buf);
+                    self.finished = true;
+                    break;
+                }
+            }
+        }
+        Some(bytes::Bytes::from(buf))
+    }
 }
 
 /// The encoded `ListMeta` of a list's JSON metadata

@@ -532,6 +532,8 @@ fn lists_assemble_from_per_object_bytes() {
     let many: Vec<bytes::Bytes> = (0..300).map(|_| bytes::Bytes::from(pod.clone())).collect();
     let whole = envelope::list("v1", "PodList", &list_meta, many.iter().map(|b| &b[..]));
     let chunks = envelope::list_chunks("v1", "PodList", &list_meta, many);
+    assert_eq!(chunks.total_len(), whole.len());
+    let chunks: Vec<bytes::Bytes> = chunks.collect();
     assert!(chunks.len() > 1);
     assert_eq!(chunks.concat(), whole);
 
