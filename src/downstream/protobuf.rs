@@ -17,14 +17,14 @@
 //! It must not choose the form ([`super::form`]) nor read the cache.
 
 use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 
 use crate::cache::{Cached, ResourceInfo};
 use kube_wire::event::EventType;
 use kube_wire::negotiate::PROTOBUF;
 use kube_wire::proto::{self, MessageRef, envelope};
-use kube_wire::response::{Body, full};
+use kube_wire::response::{Body, protobuf_response, protobuf_status_response};
 use kube_wire::status::Status;
 
 use super::form::Form;
@@ -123,26 +123,6 @@ fn type_meta<'a>(info: &'a ResourceInfo, form: &Form, api_version: &'a str) -> (
     }
 }
 
-/// A protobuf answer with kube's headers.
-fn response(code: StatusCode, body: Vec<u8>) -> Response<Body> {
-    let mut r = Response::new(full(body));
-    *r.status_mut() = code;
-    let h = r.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static(PROTOBUF));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-    r
-}
-
-/// A Status as kube sends it to a client that negotiated protobuf.
-pub fn status_response(s: &Status) -> Response<Body> {
-    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    match envelope::status(&s.to_json()) {
-        Ok(body) => response(code, body),
-        // A Status always transcodes; should it not, JSON still says what happened.
-        Err(_) => kube_wire::response::status_response(s),
-    }
-}
-
 /// A LIST answer of `items` (in order) in `form` (`Protobuf` or `MetadataProtobuf`), streamed
 /// from the objects' shared messages without copying them, gzip-compressed as kube does when
 /// `gzip` (the client accepts it) and the body is large.
@@ -163,12 +143,12 @@ pub fn list_response<'a>(
     for obj in items {
         match item_of(info, obj, form) {
             Ok(b) => encoded.push(b),
-            Err(s) => return status_response(&s),
+            Err(s) => return protobuf_status_response(&s),
         }
     }
     let list_meta = match envelope::list_meta(meta.to_value().to_string().as_bytes()) {
         Ok(m) => m,
-        Err(e) => return status_response(&unencodable(info, "", &e)),
+        Err(e) => return protobuf_status_response(&unencodable(info, "", &e)),
     };
     let chunks = envelope::list_chunks(list_api_version, list_kind, &list_meta, encoded);
     let total = chunks.total_len();
@@ -184,19 +164,19 @@ pub fn object_response(info: &ResourceInfo, obj: &Cached, form: &Form) -> Respon
     match item_of(info, obj, form) {
         Ok(m) => {
             let (av, kind) = type_meta(info, form, &api_version);
-            response(StatusCode::OK, envelope::wrap(av, kind, &m))
+            protobuf_response(StatusCode::OK, envelope::wrap(av, kind, &m))
         }
-        Err(s) => status_response(&s),
+        Err(s) => protobuf_status_response(&s),
     }
 }
 
 /// A chunked watch frame (length-prefixed `WatchEvent`) of an event of type `ty` whose object
 /// message is `message` (in `form`'s shape already).
 fn frame(ty: &str, av: &str, kind: &str, message: &[u8]) -> Bytes {
-    let object = envelope::wrap(av, kind, message);
-    Bytes::from(envelope::length_prefixed(&envelope::watch_event(
-        ty, &object,
-    )))
+    Bytes::from(envelope::watch_frame(
+        ty,
+        &envelope::wrap(av, kind, message),
+    ))
 }
 
 /// The watch frame of a logged change as `emitted`, whose object is `body` (the event's stored
@@ -231,30 +211,19 @@ pub fn initial_frame(info: &ResourceInfo, obj: &Cached, form: &Form) -> Result<B
 /// the `k8s.io/initial-events-end` annotation): the kind's empty object with only that
 /// metadata, encoded as kube encodes it (every value field of the empty object written).
 pub fn bookmark_frame(info: &ResourceInfo, rv: u64, initial_end: bool, form: &Form) -> Bytes {
-    let api_version = info.api_version();
-    let core = info.builtin;
-    let b = kube_wire::event::bookmark_object(&info.kind, &api_version, core, rv, initial_end);
-    let json = b.to_string();
-    let msg = match form {
-        Form::MetadataProtobuf => proto::message(proto::schema::PARTIAL_OBJECT_METADATA),
-        _ => object_message(info),
-    };
-    let encoded = msg
-        .ok_or(())
-        .and_then(|m| proto::json_to_proto(m, json.as_bytes()).map_err(|_| ()));
-    let encoded: Result<Vec<u8>, ()> = encoded;
-    let (av, kind) = type_meta(info, form, &api_version);
-    match encoded {
-        Ok(m) => frame("BOOKMARK", av, kind, &m),
-        // The empty object of a kind the transcoder knows always encodes.
-        Err(()) => error_frame(&Status::internal("unable to encode a bookmark as protobuf")),
-    }
+    kube_wire::event::protobuf_bookmark_frame(
+        &info.kind,
+        &info.api_version(),
+        info.builtin,
+        rv,
+        initial_end,
+        *form == Form::MetadataProtobuf,
+    )
+    // The empty object of a kind the transcoder knows always encodes.
+    .unwrap_or_else(|| error_frame(&Status::internal("unable to encode a bookmark as protobuf")))
 }
 
 /// An ERROR event carrying `status`.
 pub fn error_frame(status: &Status) -> Bytes {
-    let object = envelope::status(&status.to_json()).unwrap_or_default();
-    Bytes::from(envelope::length_prefixed(&envelope::watch_event(
-        "ERROR", &object,
-    )))
+    Bytes::from(envelope::error_frame(&status.to_json()))
 }

@@ -78,7 +78,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     let mut resp = match route_and_serve(&app, req, pretty).await {
         Ok(r) => r,
         Err(e) if status_encoding == Encoding::Protobuf => {
-            super::protobuf::status_response(&Status::from(&e))
+            kube_wire::response::protobuf_status_response(&Status::from(&e))
         }
         Err(e) => status_response(&Status::from(&e)),
     };

@@ -435,9 +435,10 @@ async fn resource(
                 // A Status is answered as it is whatever the representation asked for.
                 let s = delete_success_status(&rt, &r.object);
                 return Ok(match wire.encoding {
-                    Encoding::Protobuf => {
-                        protobuf::response(StatusCode::OK, protobuf::success_status(&s)?)
-                    }
+                    Encoding::Protobuf => kube_wire::response::protobuf_response(
+                        StatusCode::OK,
+                        protobuf::success_status(&s)?,
+                    ),
                     Encoding::Json | Encoding::Yaml => {
                         json_response(StatusCode::OK, serde_json::to_vec(&s).expect("json"))
                     }
@@ -570,9 +571,9 @@ fn object_response(
         return match protobuf::object(rt, obj, wire.repr) {
             Ok(body) => {
                 state.stats.sent(Some(rt.index), body.len());
-                protobuf::response(code, body)
+                kube_wire::response::protobuf_response(code, body)
             }
-            Err(s) => protobuf::status_response(&s),
+            Err(s) => kube_wire::response::protobuf_status_response(&s),
         };
     }
     let body: Bytes = match wire.repr {

@@ -19,18 +19,16 @@
 use std::fmt::Display;
 
 use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
-use http::{Response, StatusCode};
+use http::Response;
 use serde_json::Value;
 
 use super::kinds::ResourceType;
 use super::store::StoredObject;
-use kube_wire::event::bookmark_object;
 use kube_wire::negotiate::{
     Encoding, Endpoint, Negotiated, PROTOBUF, Repr, Target, negotiate_media, status_encoding,
 };
 use kube_wire::proto::{self, MessageRef, ProtoError, envelope, schema};
-use kube_wire::response::{Body, full};
+use kube_wire::response::{Body, protobuf_status_response};
 use kube_wire::status::Status;
 
 /// The group version of PartialObjectMetadata(List) answers (as the simulator's JSON ones).
@@ -85,36 +83,12 @@ pub fn negotiate(
     negotiate_media(Some(&rest.join(",")), target, kind, endpoint)
 }
 
-/// An answer in protobuf with kube's headers.
-pub fn response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    let mut r = Response::new(full(body.into()));
-    *r.status_mut() = code;
-    let h = r.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static(PROTOBUF));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-    r
-}
-
-/// A Status in protobuf (`Retry-After` when it carries one).
-pub fn status_response(s: &Status) -> Response<Body> {
-    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut r = match envelope::status(&s.to_json()) {
-        Ok(body) => response(code, body),
-        // Every Status the simulator builds transcodes; should one not, JSON still tells.
-        Err(_) => return kube_wire::response::status_response(s),
-    };
-    if let Some(ra) = s.retry_after() {
-        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(ra));
-    }
-    r
-}
-
 /// The answer for an error: its Status in the encoding kube writes errors in for this `Accept`
 /// header (`responsewriters.ErrorNegotiated`: protobuf for a protobuf-first client, whatever
 /// the endpoint; JSON otherwise, YAML included, which the simulator does not write).
 pub fn error_response(accept: Option<&str>, s: &Status) -> Response<Body> {
     match status_encoding(accept) {
-        Encoding::Protobuf => status_response(s),
+        Encoding::Protobuf => protobuf_status_response(s),
         Encoding::Json | Encoding::Yaml => kube_wire::response::status_response(s),
     }
 }
@@ -203,12 +177,9 @@ pub fn list<'a>(
 pub fn event_frame(rt: &ResourceType, ty: &str, json: &[u8], repr: Repr) -> Result<Bytes, Status> {
     let body = body_of(rt, json, repr)?;
     let (av, kind) = type_meta(rt, repr);
-    Ok(frame(ty, &envelope::wrap(&av, &kind, &body)))
-}
-
-fn frame(ty: &str, wrapped: &[u8]) -> Bytes {
-    Bytes::from(envelope::length_prefixed(&envelope::watch_event(
-        ty, wrapped,
+    Ok(Bytes::from(envelope::watch_frame(
+        ty,
+        &envelope::wrap(&av, &kind, &body),
     )))
 }
 
@@ -216,23 +187,20 @@ fn frame(ty: &str, wrapped: &[u8]) -> Bytes {
 /// `k8s.io/initial-events-end` annotation on the one that ends a watch-list's initial events),
 /// encoded as kube encodes it.
 pub fn bookmark_frame(rt: &ResourceType, rv: u64, initial_end: bool, repr: Repr) -> Bytes {
-    let core = rt.builtin;
-    let b = bookmark_object(&rt.kind, &rt.api_version(), core, rv, initial_end);
-    match serde_json::to_vec(&b)
-        .map_err(|e| Status::internal(e.to_string()))
-        .and_then(|json| event_frame(rt, "BOOKMARK", &json, repr))
-    {
-        Ok(f) => f,
-        Err(s) => error_frame(&s),
-    }
+    kube_wire::event::protobuf_bookmark_frame(
+        &rt.kind,
+        &rt.api_version(),
+        rt.builtin,
+        rv,
+        initial_end,
+        repr == Repr::Metadata,
+    )
+    .unwrap_or_else(|| error_frame(&Status::internal("unable to encode a bookmark as protobuf")))
 }
 
 /// An ERROR event carrying `status`.
 pub fn error_frame(status: &Status) -> Bytes {
-    frame(
-        "ERROR",
-        &envelope::status(&status.to_json()).unwrap_or_default(),
-    )
+    Bytes::from(envelope::error_frame(&status.to_json()))
 }
 
 /// How a request body is encoded.

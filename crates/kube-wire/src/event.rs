@@ -121,6 +121,36 @@ pub fn bookmark_object(
     Value::Object(obj)
 }
 
+/// The BOOKMARK frame for [`bookmark_object`] in protobuf, as a protobuf watch carries it: the
+/// kind's message (or, for a `metadata` watch, a `PartialObjectMetadata`) of that object,
+/// wrapped, in a length-prefixed `WatchEvent`. `None` when the transcoder has no message for
+/// the kind.
+pub fn protobuf_bookmark_frame(
+    kind: &str,
+    api_version: &str,
+    typed: bool,
+    rv: u64,
+    initial_end: bool,
+    metadata: bool,
+) -> Option<Bytes> {
+    use crate::proto::{self, envelope, schema};
+    let json = bookmark_object(kind, api_version, typed, rv, initial_end).to_string();
+    let (msg, av, kind) = if metadata {
+        (
+            proto::message(schema::PARTIAL_OBJECT_METADATA)?,
+            "meta.k8s.io/v1",
+            "PartialObjectMetadata",
+        )
+    } else {
+        (proto::message_for(api_version, kind)?, api_version, kind)
+    };
+    let body = proto::json_to_proto(msg, json.as_bytes()).ok()?;
+    Some(Bytes::from(envelope::watch_frame(
+        "BOOKMARK",
+        &envelope::wrap(av, kind, &body),
+    )))
+}
+
 /// The BOOKMARK frame for [`bookmark_object`].
 pub fn bookmark_frame(
     kind: &str,

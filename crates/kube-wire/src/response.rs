@@ -111,6 +111,33 @@ fn with_json_headers(mut r: Response<Body>, code: StatusCode) -> Response<Body> 
     r
 }
 
+/// An answer in protobuf (`application/vnd.kubernetes.protobuf`) with kube's headers.
+pub fn protobuf_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(body.into()));
+    *r.status_mut() = code;
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(crate::negotiate::PROTOBUF),
+    );
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    r
+}
+
+/// [`status_response`] in protobuf, for a client whose `Accept` settles on it
+/// ([`crate::negotiate::status_encoding`]); in JSON should the Status not transcode.
+pub fn protobuf_status_response(s: &Status) -> Response<Body> {
+    let Ok(body) = crate::proto::envelope::status(&s.to_json()) else {
+        return status_response(s);
+    };
+    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = protobuf_response(code, body);
+    if let Some(ra) = s.retry_after() {
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(ra));
+    }
+    r
+}
+
 /// The HTTP answer for a Status (with `Retry-After` when it carries one).
 pub fn status_response(s: &Status) -> Response<Body> {
     let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -120,7 +120,7 @@ const SCALE_API_VERSION: &str = "autoscaling/v1";
 /// answered with the Scale itself, as the simulator's writes always were).
 fn answer(scale: &Value, wire: Negotiated) -> Result<Response<Body>, Status> {
     Ok(match wire.encoding {
-        Encoding::Protobuf => protobuf::response(
+        Encoding::Protobuf => kube_wire::response::protobuf_response(
             StatusCode::OK,
             protobuf::typed_object(SCALE_API_VERSION, "Scale", scale, wire.repr)?,
         ),

@@ -160,6 +160,18 @@ pub fn length_prefixed(event: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A chunked-HTTP watch frame: the length-prefixed `WatchEvent` of type `ty` carrying the
+/// wrapped `object`.
+pub fn watch_frame(ty: &str, object: &[u8]) -> Vec<u8> {
+    length_prefixed(&watch_event(ty, object))
+}
+
+/// The watch frame of an ERROR event carrying the Status whose JSON is `status_json` (an empty
+/// object should it not transcode: a Status always does).
+pub fn error_frame(status_json: &[u8]) -> Vec<u8> {
+    watch_frame("ERROR", &status(status_json).unwrap_or_default())
+}
+
 /// A wrapped `XList`: `{1: list_meta, 2: item, 2: item, …}` from an encoded `ListMeta` body and
 /// encoded item bodies, so a cached LIST is a concatenation of per-object bytes encoded once.
 pub fn list<'a>(
