@@ -24,7 +24,7 @@ use super::client::{self, Encoding};
 use super::decode::{self, DecodeError, SamplePod};
 use super::procs::{self, PeakRss, Proc};
 use super::report::{Sample, ScenarioSpec, Variants, median, variant_case};
-use super::scenarios::{self, Churn, MB, brief, m};
+use super::scenarios::{self, MB, brief, m};
 use super::targets::{self, Env, Target, TargetKind};
 use super::{BenchError, Sizes};
 use kube_wire::proto;
@@ -192,20 +192,7 @@ async fn delivery_cases(
         for r in 0..s.repeats {
             for enc in order(r) {
                 let paths = vec!["/api/v1/pods?watch=1".to_string(); w];
-                let run = scenarios::stream_run(
-                    sim,
-                    t,
-                    paths,
-                    enc,
-                    Churn {
-                        per_second: s.broadcast_rate,
-                        mix: "status",
-                    },
-                    s,
-                    Duration::from_secs_f64(s.window_secs),
-                    Some(w as u64),
-                )
-                .await?;
+                let run = scenarios::broadcast_run(sim, t, paths, enc, s, w).await?;
                 let expected = (w as u64 * run.upstream_stamped).max(1);
                 let mut values = run.figures();
                 values.push((

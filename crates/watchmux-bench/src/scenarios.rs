@@ -216,6 +216,32 @@ impl StreamRun {
 /// Connects `paths` to the target asking for `encoding`, runs churn at `rate` (`mix`) for a
 /// warm-up second and a measured window, stops it, waits for stragglers and disconnects. A
 /// reference watcher (JSON) on the simulator itself counts the upstream's writes in the window.
+/// S1's measured window (S8.1's too, in either encoding): `paths` (every one of the `watchers`
+/// receives every event) under the broadcast churn, `s.broadcast_rate` status writes/s.
+pub(crate) async fn broadcast_run(
+    sim: &Proc,
+    target: &Target,
+    paths: Vec<String>,
+    encoding: Encoding,
+    s: &Sizes,
+    watchers: usize,
+) -> Result<StreamRun, BenchError> {
+    stream_run(
+        sim,
+        target,
+        paths,
+        encoding,
+        Churn {
+            per_second: s.broadcast_rate,
+            mix: "status",
+        },
+        s,
+        Duration::from_secs_f64(s.window_secs),
+        Some(watchers as u64),
+    )
+    .await
+}
+
 #[allow(
     clippy::too_many_arguments,
     reason = "one call per scenario, each argument named there"
@@ -357,20 +383,7 @@ pub async fn broadcast(
         for r in 0..s.repeats {
             for t in &ts {
                 let paths = vec!["/api/v1/pods?watch=1".to_string(); w];
-                let run = stream_run(
-                    &sim,
-                    t,
-                    paths,
-                    Encoding::Json,
-                    Churn {
-                        per_second: s.broadcast_rate,
-                        mix: "status",
-                    },
-                    s,
-                    Duration::from_secs_f64(s.window_secs),
-                    Some(w as u64),
-                )
-                .await?;
+                let run = broadcast_run(&sim, t, paths, Encoding::Json, s, w).await?;
                 let expected = (w as u64 * run.upstream_stamped).max(1);
                 let mut sample = Sample {
                     scenario: "S1",
