@@ -160,18 +160,30 @@ impl WatchStream {
                 let line = self.buf.split_to(i + 1).freeze();
                 return Next::Line(line.slice(..line.len() - 1));
             }
-            if self.ended {
-                return Next::End;
+            if let Some(stop) = self.read_more(deadline).await {
+                return stop;
             }
-            match tokio::time::timeout_at(deadline, self.body.frame()).await {
-                Err(_) => return Next::Timeout,
-                Ok(None) => self.ended = true,
-                Ok(Some(Err(_))) => return Next::Aborted,
-                Ok(Some(Ok(f))) => {
-                    if let Ok(d) = f.into_data() {
-                        self.buf.extend_from_slice(&d);
-                    }
+        }
+    }
+
+    /// Reads the next piece of the body into the buffer; what stopped the stream instead (its
+    /// end, once the buffer was read to it; an abort; nothing by `deadline`).
+    async fn read_more(&mut self, deadline: tokio::time::Instant) -> Option<Next> {
+        if self.ended {
+            return Some(Next::End);
+        }
+        match tokio::time::timeout_at(deadline, self.body.frame()).await {
+            Err(_) => Some(Next::Timeout),
+            Ok(None) => {
+                self.ended = true;
+                None
+            }
+            Ok(Some(Err(_))) => Some(Next::Aborted),
+            Ok(Some(Ok(f))) => {
+                if let Ok(d) = f.into_data() {
+                    self.buf.extend_from_slice(&d);
                 }
+                None
             }
         }
     }
@@ -190,18 +202,8 @@ impl WatchStream {
                     return Ok(f.split_off(4).freeze());
                 }
             }
-            if self.ended {
-                return Err(Next::End);
-            }
-            match tokio::time::timeout_at(deadline, self.body.frame()).await {
-                Err(_) => return Err(Next::Timeout),
-                Ok(None) => self.ended = true,
-                Ok(Some(Err(_))) => return Err(Next::Aborted),
-                Ok(Some(Ok(f))) => {
-                    if let Ok(d) = f.into_data() {
-                        self.buf.extend_from_slice(&d);
-                    }
-                }
+            if let Some(stop) = self.read_more(deadline).await {
+                return Err(stop);
             }
         }
     }
