@@ -188,6 +188,9 @@ pub fn media_ranges(accept: &str) -> Vec<MediaRange<'_>> {
     out
 }
 
+/// kube-apiserver's serializers, in its order (CBOR is off by default in 1.36).
+const KUBE: [Encoding; 3] = [Encoding::Json, Encoding::Yaml, Encoding::Protobuf];
+
 /// Chooses the representation and encoding, or kube's 406. `kind` names the object in the
 /// PartialObjectMetadata list/object mismatch messages.
 pub fn negotiate_media(
@@ -196,20 +199,7 @@ pub fn negotiate_media(
     kind: &str,
     endpoint: Endpoint,
 ) -> Result<Negotiated, Status> {
-    negotiate_among(accept, target, kind, endpoint, &KUBE)
-}
-
-/// kube-apiserver's serializers, in its order (CBOR is off by default in 1.36).
-const KUBE: [Encoding; 3] = [Encoding::Json, Encoding::Yaml, Encoding::Protobuf];
-
-/// [`negotiate_media`] among the given serializers.
-fn negotiate_among(
-    accept: Option<&str>,
-    target: Target,
-    kind: &str,
-    endpoint: Endpoint,
-    encodings: &[Encoding],
-) -> Result<Negotiated, Status> {
+    let encodings = &KUBE;
     let accept = accept.unwrap_or("");
     if accept.is_empty() {
         return Ok(Negotiated {
@@ -328,17 +318,6 @@ pub fn status_encoding(accept: Option<&str>) -> Encoding {
     Encoding::Json
 }
 
-/// Negotiation for a server that answers in JSON only: as [`negotiate_media`] with JSON as the
-/// only serializer. Returns the representation.
-pub fn negotiate(accept: Option<&str>, target: Target, kind: &str) -> Result<Repr, Status> {
-    let endpoint = Endpoint {
-        protobuf: false,
-        watch: false,
-    };
-    let json = [Encoding::Json];
-    Ok(negotiate_among(accept, target, kind, endpoint, &json)?.repr)
-}
-
 /// The wire form of a read answered from stored objects: the objects themselves (JSON or
 /// protobuf), a `meta.k8s.io/v1` Table (with what each row embeds; JSON only), or
 /// PartialObjectMetadata(List) (JSON or protobuf). Each
@@ -393,50 +372,42 @@ impl Form {
 mod tests {
     use super::*;
 
-    #[test]
-    fn kubectl_table_header_gives_table() {
-        let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(
-            negotiate(Some(a), Target::List, "Pod").unwrap(),
-            Repr::Table
-        );
+    /// The representation a built-in kind's endpoint answers in.
+    fn repr(accept: Option<&str>, target: Target) -> Result<Repr, Status> {
+        negotiate_media(accept, target, "Pod", Endpoint::BUILTIN).map(|n| n.repr)
     }
 
     #[test]
-    fn protobuf_first_falls_back_to_json() {
+    fn kubectl_table_header_gives_table() {
+        let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(repr(Some(a), Target::List).unwrap(), Repr::Table);
+    }
+
+    #[test]
+    fn protobuf_first_falls_back_to_json_where_there_is_no_protobuf() {
         let a = "application/vnd.kubernetes.protobuf,application/json";
-        assert_eq!(negotiate(Some(a), Target::List, "Pod").unwrap(), Repr::Json);
-        let e = negotiate(
-            Some("application/vnd.kubernetes.protobuf"),
-            Target::List,
-            "Pod",
-        )
-        .unwrap_err();
+        let cr = |a| negotiate_media(Some(a), Target::List, "Widget", CR);
+        assert_eq!(cr(a).unwrap().repr, Repr::Json);
+        assert_eq!(cr(a).unwrap().encoding, Encoding::Json);
+        let e = cr("application/vnd.kubernetes.protobuf").unwrap_err();
         assert_eq!(e.code, 406);
     }
 
     #[test]
     fn metadata_forms() {
         let a = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-        assert_eq!(
-            negotiate(Some(a), Target::List, "Pod").unwrap(),
-            Repr::Metadata
-        );
-        let e = negotiate(
+        assert_eq!(repr(Some(a), Target::List).unwrap(), Repr::Metadata);
+        let e = repr(
             Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
             Target::List,
-            "Pod",
         )
         .unwrap_err();
         assert_eq!(
             e.message,
             "you requested PartialObjectMetadata, but the requested object is a list (*v1.PodList)"
         );
-        assert_eq!(negotiate(None, Target::Object, "Pod").unwrap(), Repr::Json);
-        assert_eq!(
-            negotiate(Some("*/*"), Target::Object, "Pod").unwrap(),
-            Repr::Json
-        );
+        assert_eq!(repr(None, Target::Object).unwrap(), Repr::Json);
+        assert_eq!(repr(Some("*/*"), Target::Object).unwrap(), Repr::Json);
     }
 
     fn media(accept: &str, target: Target, endpoint: Endpoint) -> Result<Negotiated, Status> {
