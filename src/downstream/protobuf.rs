@@ -105,14 +105,17 @@ fn metadata_message(info: &ResourceInfo, object: Bytes) -> Result<Bytes, Status>
         .map_err(|e| unencodable(info, "", &e))
 }
 
-/// The object as `form` carries it (the kind's message, or PartialObjectMetadata), and its
-/// type meta.
-fn item_of(info: &ResourceInfo, obj: &Cached, form: &Form) -> Result<Bytes, Status> {
-    let m = message_of(info, obj)?;
+/// An object's `message` as `form` carries it: itself, or its PartialObjectMetadata.
+fn shaped(info: &ResourceInfo, form: &Form, message: Bytes) -> Result<Bytes, Status> {
     match form {
-        Form::MetadataProtobuf => metadata_message(info, m),
-        _ => Ok(m),
+        Form::MetadataProtobuf => metadata_message(info, message),
+        _ => Ok(message),
     }
+}
+
+/// A cached object as `form` carries it, from its shared message.
+fn item_of(info: &ResourceInfo, obj: &Cached, form: &Form) -> Result<Bytes, Status> {
+    shaped(info, form, message_of(info, obj)?)
 }
 
 /// The `(apiVersion, kind)` of one object in `form`.
@@ -170,15 +173,6 @@ pub fn object_response(info: &ResourceInfo, obj: &Cached, form: &Form) -> Respon
     }
 }
 
-/// A chunked watch frame (length-prefixed `WatchEvent`) of an event of type `ty` whose object
-/// message is `message` (in `form`'s shape already).
-fn frame(ty: &str, av: &str, kind: &str, message: &[u8]) -> Bytes {
-    Bytes::from(envelope::watch_frame(
-        ty,
-        &envelope::wrap(av, kind, message),
-    ))
-}
-
 /// The watch frame of a logged change as `emitted`, whose object is `body` (the event's stored
 /// state, or a restamped previous one): from `obj`'s shared message when `body` is its body.
 pub fn event_frame(
@@ -190,16 +184,16 @@ pub fn event_frame(
 ) -> Result<Bytes, Status> {
     let api_version = info.api_version();
     let message = if body.as_ptr() == obj.body.as_ptr() && body.len() == obj.body.len() {
-        message_of(info, obj)?
+        item_of(info, obj, form)?
     } else {
-        transcode(info, body).map_err(|e| unencodable(info, &obj.rec.name, &e))?
-    };
-    let message = match form {
-        Form::MetadataProtobuf => metadata_message(info, message)?,
-        _ => message,
+        let m = transcode(info, body).map_err(|e| unencodable(info, &obj.rec.name, &e))?;
+        shaped(info, form, m)?
     };
     let (av, kind) = type_meta(info, form, &api_version);
-    Ok(frame(ty.as_str(), av, kind, &message))
+    Ok(Bytes::from(envelope::watch_frame(
+        ty.as_str(),
+        &envelope::wrap(av, kind, &message),
+    )))
 }
 
 /// The watch frame of an initial event (ADDED) of a cached object.
