@@ -15,6 +15,7 @@ use tokio::sync::watch as tokio_watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::cache::budget::MemoryBudget;
 use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, Config, ResourceSpec};
 use crate::downstream::limits;
@@ -95,6 +96,8 @@ pub struct App {
     /// The printer columns of the cached custom resources, kept current by one upstream watch
     /// of their CRDs (started only when a custom resource is cached).
     pub crd_columns: Arc<CrdColumns>,
+    /// `cache.memory_limit`: what every cache counts in, and the load shedding it drives.
+    pub budget: Arc<MemoryBudget>,
 }
 
 impl std::fmt::Debug for App {
@@ -135,6 +138,7 @@ impl App {
                     &config.server,
                 ))
             });
+        let budget = MemoryBudget::new(config.cache.memory_limit);
         let proxy = Arc::new(App {
             slots,
             upstream,
@@ -152,8 +156,9 @@ impl App {
             header_read_timeout: config.server.header_read_timeout,
             tasks: TaskTracker::new(),
             conns: TaskTracker::new(),
-            metrics: Arc::new(crate::metrics::Metrics::new(config)),
+            metrics: Arc::new(crate::metrics::Metrics::with_budget(config, budget.clone())),
             crd_columns,
+            budget,
         });
         if proxy.crd_columns.wants_any() {
             let (up, columns, cancel) = (
@@ -185,6 +190,8 @@ impl App {
                 max_count: c.snapshot_max_count,
                 max_bytes: c.snapshot_max_bytes,
             },
+            budget: self.budget.clone(),
+            max_object_bytes: c.max_object_bytes,
         }
     }
 

@@ -287,6 +287,14 @@ pub struct CacheConfig {
     /// `snapshot_max_bytes`: per resource, the objects only the kept snapshots still hold (those
     /// changed or deleted since) stay within this many bytes of JSON.
     pub snapshot_max_bytes: u64,
+    /// `memory_limit`: bytes the caches may hold in all (objects, event logs, kept snapshots,
+    /// protobuf copies, watchers), with load shed in a fixed order as it nears the limit
+    /// (`crate::cache::budget`). Zero: no limit.
+    pub memory_limit: u64,
+    /// `max_object_bytes`: the largest upstream object the cache takes (a watch line may be this
+    /// plus its envelope, a LIST page this times the page size); a larger one is an upstream
+    /// error for its resource, logged and counted, and the cache keeps its last good state.
+    pub max_object_bytes: u64,
     /// `[[cache.resources]]`: the resources served from the cache; everything else passes through.
     pub resources: Vec<ResourceSpec>,
 }
@@ -304,6 +312,8 @@ impl Default for CacheConfig {
             snapshot_retention: Duration::from_secs(75),
             snapshot_max_count: 64,
             snapshot_max_bytes: 128 << 20,
+            memory_limit: 0,
+            max_object_bytes: 16 << 20,
             resources: Vec::new(),
         }
     }
@@ -557,6 +567,7 @@ impl Config {
         check_duration("cache.snapshot_retention_secs", c.snapshot_retention, true)?;
         check_count("cache.snapshot_max_count", c.snapshot_max_count as u64)?;
         check_count("cache.snapshot_max_bytes", c.snapshot_max_bytes)?;
+        check_count("cache.max_object_bytes", c.max_object_bytes)?;
         let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
         for (i, r) in c.resources.iter().enumerate() {
             let at = format!("cache.resources[{i}]");
@@ -894,6 +905,8 @@ struct RawCache {
     snapshot_retention_secs: u64,
     snapshot_max_count: usize,
     snapshot_max_bytes: u64,
+    memory_limit: u64,
+    max_object_bytes: u64,
     resources: Vec<ResourceSpec>,
 }
 
@@ -911,6 +924,8 @@ impl Default for RawCache {
             snapshot_retention_secs: d.snapshot_retention.as_secs(),
             snapshot_max_count: d.snapshot_max_count,
             snapshot_max_bytes: d.snapshot_max_bytes,
+            memory_limit: d.memory_limit,
+            max_object_bytes: d.max_object_bytes,
             resources: d.resources,
         }
     }
@@ -981,6 +996,8 @@ impl RawConfig {
                 snapshot_retention: Duration::from_secs(c.snapshot_retention_secs),
                 snapshot_max_count: c.snapshot_max_count,
                 snapshot_max_bytes: c.snapshot_max_bytes,
+                memory_limit: c.memory_limit,
+                max_object_bytes: c.max_object_bytes,
                 resources: c.resources,
             },
         })

@@ -49,7 +49,9 @@ impl From<&LimitError> for Status {
     fn from(e: &LimitError) -> Status {
         match e {
             LimitError::UrlTooLong { .. } => Status::request_uri_too_long(e.to_string()),
-            LimitError::TooManyWatches { .. } | LimitError::TooManyLists { .. } => {
+            LimitError::TooManyWatches { .. }
+            | LimitError::TooManyLists { .. }
+            | LimitError::OverMemory { .. } => {
                 Status::too_many_requests(e.to_string(), RETRY_AFTER_SECONDS)
             }
         }

@@ -41,6 +41,7 @@ use prometheus::{
 };
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::cache::budget::MemoryBudget;
 use crate::cache::{ResourceCache, ResourceInfo};
 use crate::config::{Config, ResourceSpec};
 use crate::downstream::read_point::PassReason;
@@ -152,6 +153,7 @@ pub struct ResourceMetrics {
     upstream_requests: IntCounterVec,
     upstream_list_duration: Histogram,
     upstream_connects: IntCounter,
+    upstream_oversize: IntCounter,
     upstream_watch_ends: IntCounterVec,
     upstream_relists: IntCounterVec,
     upstream_events: [IntCounter; 5],
@@ -262,6 +264,12 @@ impl ResourceMetrics {
 
     /// A LIST or WATCH attempt failed: the upstream watch is broken from now on, until a watch
     /// is accepted again. Logged once per outage.
+    /// The upstream sent something larger than `cache.max_object_bytes` allows.
+    pub fn upstream_oversize(&self) {
+        self.upstream_oversize.inc();
+    }
+
+    /// The resource's upstream list or watch failed with `error`.
     pub fn upstream_failed(&self, error: &dyn std::fmt::Display) {
         self.watching.store(false, Ordering::Relaxed);
         if self
@@ -375,6 +383,7 @@ struct Shared {
     resources: Vec<Arc<ResourceMetrics>>,
     ready_outage: Duration,
     shutting_down: AtomicBool,
+    budget: Arc<MemoryBudget>,
 }
 
 impl Shared {
@@ -494,6 +503,11 @@ impl Metrics {
     /// Metrics for the resources `config` caches; readiness fails after an upstream watch
     /// outage longer than `config.server.ready_outage`.
     pub fn new(config: &Config) -> Metrics {
+        Self::with_budget(config, MemoryBudget::unlimited())
+    }
+
+    /// The metrics of a watchmux configured by `config` whose caches count in `budget`.
+    pub fn with_budget(config: &Config, budget: Arc<MemoryBudget>) -> Metrics {
         let registry = Registry::new();
         let r = &registry;
         let upstream_requests = counter_vec(
@@ -508,6 +522,12 @@ impl Metrics {
             "Duration of a reflector's complete (paged) upstream LIST.",
             &["resource"],
             UPSTREAM_LIST_BUCKETS,
+        );
+        let upstream_oversize = counter_vec(
+            r,
+            "watchmux_upstream_oversize_total",
+            "Upstream objects, watch lines or list pages refused for exceeding cache.max_object_bytes (each one fails the list or watch, which is retried; the cache keeps its last good state).",
+            &["resource"],
         );
         let upstream_connects = counter_vec(
             r,
@@ -524,7 +544,7 @@ impl Metrics {
         let upstream_relists = counter_vec(
             r,
             "watchmux_upstream_relists_total",
-            "Upstream LISTs of a whole resource, by cause: initial, expired (the watch resourceVersion is gone).",
+            "Upstream LISTs of a whole resource, by cause: initial, expired (the watch resourceVersion is gone), oversize (a watch event exceeded cache.max_object_bytes).",
             &["resource", "reason"],
         );
         let upstream_events = counter_vec(
@@ -609,6 +629,7 @@ impl Metrics {
                 upstream_requests: upstream_requests.clone(),
                 upstream_list_duration: upstream_list_duration.with_label_values(&[l]),
                 upstream_connects: upstream_connects.with_label_values(&[l]),
+                upstream_oversize: upstream_oversize.with_label_values(&[l]),
                 upstream_watch_ends: upstream_watch_ends.clone(),
                 upstream_relists: upstream_relists.clone(),
                 upstream_events: EVENT_TYPES.map(|t| upstream_events.with_label_values(&[l, t])),
@@ -670,6 +691,7 @@ impl Metrics {
             resources,
             ready_outage: config.server.ready_outage,
             shutting_down: AtomicBool::new(false),
+            budget,
         });
         registry
             .register(Box::new(ScrapeCollector::new(shared.clone())))
@@ -1100,6 +1122,36 @@ const SCRAPED: &[Family] = &[
         &["resource", "transport"],
     ),
     gauge(
+        "watchmux_cache_memory_bytes",
+        "Bytes the resource's cache counts in the memory budget: object versions (JSON, record, protobuf copy), logged events and their frames, watchers.",
+        R,
+    ),
+    gauge(
+        "watchmux_memory_limit_bytes",
+        "cache.memory_limit (0: no limit).",
+        &[],
+    ),
+    gauge(
+        "watchmux_memory_used_bytes",
+        "Bytes counted in the memory budget now, all resources.",
+        &[],
+    ),
+    gauge(
+        "watchmux_memory_peak_bytes",
+        "The most bytes ever counted in the memory budget at once.",
+        &[],
+    ),
+    gauge(
+        "watchmux_memory_pressure",
+        "Load shedding level: 0 none, 1 (80 % of the limit) no snapshots or protobuf copies kept, 2 (90 %) event logs trimmed and watchers that fall out closed, 3 (100 %) new cached LISTs and WATCHes refused with 429.",
+        &[],
+    ),
+    counter(
+        "watchmux_memory_shed_total",
+        "What memory pressure shed, by action: snapshots (dropped or not kept), protobuf_copies (not kept), log_events (cut), watchers (closed), requests (refused with 429).",
+        &["action"],
+    ),
+    gauge(
         "watchmux_ready",
         "1 when /readyz passes: every cached resource synced, no upstream outage beyond the bound, not shutting down.",
         &[],
@@ -1201,7 +1253,9 @@ impl Collector for ScrapeCollector {
                 (0usize, 0u64, 0u64, 0usize, 0.0f64, false);
             let mut counts = [0u64; 6];
             let mut kept = crate::cache::SnapshotUsage::default();
+            let mut memory = 0;
             if let Some(c) = r.cache.get() {
+                memory = c.account().used();
                 let snap = c.snapshot();
                 objects = snap.objects.len();
                 bytes = snap.objects.values().map(|o| o.body.len() as u64).sum();
@@ -1228,6 +1282,7 @@ impl Collector for ScrapeCollector {
             s.gauge("watchmux_cache_window_age_seconds", &[l], age);
             s.gauge("watchmux_cache_snapshots", &[l], kept.count as f64);
             s.gauge("watchmux_cache_snapshot_bytes", &[l], kept.bytes as f64);
+            s.gauge("watchmux_cache_memory_bytes", &[l], memory as f64);
             s.gauge(
                 "watchmux_cache_synced",
                 &[l],
@@ -1267,6 +1322,24 @@ impl Collector for ScrapeCollector {
                 }
                 s.counter("watchmux_watch_bytes_sent_total", &[l, tr], totals[5]);
             }
+        }
+        let b = &self.shared.budget;
+        s.gauge("watchmux_memory_limit_bytes", &[], b.limit() as f64);
+        s.gauge("watchmux_memory_used_bytes", &[], b.used() as f64);
+        s.gauge("watchmux_memory_peak_bytes", &[], b.peak() as f64);
+        s.gauge("watchmux_memory_pressure", &[], b.pressure() as u8 as f64);
+        for (action, n) in [
+            ("snapshots", &b.shed.snapshots),
+            ("protobuf_copies", &b.shed.protobuf_copies),
+            ("log_events", &b.shed.log_events),
+            ("watchers", &b.shed.watchers),
+            ("requests", &b.shed.requests),
+        ] {
+            s.counter(
+                "watchmux_memory_shed_total",
+                &[action],
+                n.load(Ordering::Relaxed),
+            );
         }
         let ready = self.shared.readiness().iter().all(|c| c.error.is_none());
         s.gauge("watchmux_ready", &[], if ready { 1.0 } else { 0.0 });

@@ -60,12 +60,14 @@ pub enum Outcome {
 pub type BridgeEvent = (EventType, Arc<Cached>, Option<Arc<Cached>>);
 
 /// Plans the bridge events from the cached objects at `old_rv` to `items` listed at `list_rv`,
-/// in increasing resourceVersion order; `Err` says why it is not safe.
+/// in increasing resourceVersion order; `Err` says why it is not safe. Every object of an event
+/// is a new version made by `keep` (the cache's writer charges it to the memory budget).
 pub fn plan(
     old: &imbl::OrdMap<Arc<str>, Arc<Cached>>,
     old_rv: u64,
     items: &[Cached],
     list_rv: u64,
+    keep: impl Fn(Cached) -> Cached,
 ) -> Result<Vec<BridgeEvent>, String> {
     if list_rv < old_rv {
         return Err(format!(
@@ -104,12 +106,12 @@ pub fn plan(
             if !used.insert(rv) {
                 return Err(format!("two listed objects share RV {rv}"));
             }
-            events.push((ty, Arc::new(item.clone()), prev));
+            events.push((ty, Arc::new(keep(item.clone())), prev));
         }
     }
     for (key, p) in old.iter() {
         if !listed.contains_key(key.as_ref()) {
-            deletions.push((list_rv + 1, p.clone()));
+            deletions.push((list_rv.saturating_add(1), p.clone()));
         }
     }
     // Earliest deadline first: each deletion takes the smallest free RV above old_rv.
@@ -129,7 +131,7 @@ pub fn plan(
         let mut stamped = (*p).clone();
         stamped.body = restamp(&p.body, p.rec.rv, next);
         stamped.rec.rv = next;
-        events.push((EventType::Deleted, Arc::new(stamped), Some(p)));
+        events.push((EventType::Deleted, Arc::new(keep(stamped)), Some(p)));
         next += 1;
     }
     events.sort_by_key(|(_, o, _)| o.rec.rv);
@@ -177,7 +179,7 @@ mod tests {
             obj("b", "ub", 13, "2"),
             obj("d", "ud", 12, "1"),
         ];
-        let ev = plan(&old, 10, &new, 15).unwrap();
+        let ev = plan(&old, 10, &new, 15, |c| c).unwrap();
         let got: Vec<(EventType, String, u64)> = ev
             .iter()
             .map(|(t, o, _)| (*t, o.rec.name.clone(), o.rec.rv))
@@ -208,7 +210,7 @@ mod tests {
         let old = map(&[obj("a", "u1", 5, "x")]);
         // a deleted at 11, re-created at 12 with a new uid; z created at 13.
         let new = [obj("a", "u2", 12, "y"), obj("z", "uz", 13, "y")];
-        let ev = plan(&old, 10, &new, 13).unwrap();
+        let ev = plan(&old, 10, &new, 13, |c| c).unwrap();
         let got: Vec<(EventType, String, u64)> = ev
             .iter()
             .map(|(t, o, _)| (*t, o.rec.uid.clone(), o.rec.rv))
@@ -226,19 +228,23 @@ mod tests {
     #[test]
     fn unsafe_cases_fall_back() {
         let old = map(&[obj("a", "u1", 5, "x"), obj("b", "u2", 6, "x")]);
-        assert!(plan(&old, 10, &[], 9).is_err(), "list older than the cache");
         assert!(
-            plan(&old, 10, &[obj("a", "u1", 8, "y")], 12).is_err(),
+            plan(&old, 10, &[], 9, |c| c).is_err(),
+            "list older than the cache"
+        );
+        assert!(
+            plan(&old, 10, &[obj("a", "u1", 8, "y")], 12, |c| c).is_err(),
             "changed object with an old RV"
         );
         // Two deletions but only one free revision: not etcd-like.
-        assert!(plan(&old, 10, &[obj("c", "u3", 11, "x")], 12).is_err());
+        assert!(plan(&old, 10, &[obj("c", "u3", 11, "x")], 12, |c| c).is_err());
         assert_eq!(
             plan(
                 &old,
                 10,
                 &[obj("a", "u1", 5, "x"), obj("b", "u2", 6, "x")],
-                10
+                10,
+                |c| c
             )
             .unwrap()
             .len(),

@@ -16,6 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use super::budget::{Account, Charge};
 use super::record::{self, Cached};
 use super::{CacheSettings, ResourceInfo};
 use kube_wire::event::{EventType, encode_frame};
@@ -40,6 +41,9 @@ pub struct CacheEvent {
     /// Frames in the other wire forms ([`CacheEvent::frame_in`]), allocated on first use: most
     /// events are only ever sent as plain JSON.
     derived: OnceLock<Box<DerivedFrames>>,
+    /// What the event counts for in the memory budget: its fixed part, then each frame as it is
+    /// encoded (the objects count for themselves).
+    charge: Charge,
 }
 
 /// Wire forms other than plain JSON whose frames are shared: PartialObjectMetadata, a Table
@@ -52,15 +56,28 @@ type DerivedFrames = [OnceLock<Bytes>; DERIVED_FORMS * 3];
 impl CacheEvent {
     /// The frame for this change as `emitted`, encoded once and shared by every watcher.
     pub fn frame(&self, info: &ResourceInfo, emitted: EventType) -> Bytes {
-        self.frames[emitted as usize]
-            .get_or_init(|| {
-                encode_frame(
-                    emitted.as_str(),
-                    &info.type_prefix,
-                    &self.emitted_body(emitted),
-                )
-            })
-            .clone()
+        self.charged_init(&self.frames[emitted as usize], || {
+            encode_frame(
+                emitted.as_str(),
+                &info.type_prefix,
+                &self.emitted_body(emitted),
+            )
+        })
+    }
+
+    /// The frame in `slot`, encoded by `encode` if it is the first use, and then counted in
+    /// the event's charge.
+    fn charged_init(&self, slot: &OnceLock<Bytes>, encode: impl FnOnce() -> Bytes) -> Bytes {
+        let mut made = 0;
+        let b = slot.get_or_init(|| {
+            let b = encode();
+            made = b.len();
+            b
+        });
+        if made > 0 {
+            self.charge.add(made as u64);
+        }
+        b.clone()
     }
 
     /// The stored body a watcher receives for this change as `emitted`: the new state, or for
@@ -94,10 +111,13 @@ impl CacheEvent {
             Form::Protobuf => 4,
             Form::MetadataProtobuf => 5,
         };
-        let frames = self.derived.get_or_init(Default::default);
-        frames[slot * 3 + emitted as usize]
-            .get_or_init(|| encode(&self.emitted_body(emitted)))
-            .clone()
+        let frames = self.derived.get_or_init(|| {
+            self.charge.add(size_of::<DerivedFrames>() as u64);
+            Default::default()
+        });
+        self.charged_init(&frames[slot * 3 + emitted as usize], || {
+            encode(&self.emitted_body(emitted))
+        })
     }
 
     /// What a watcher with `filter` receives for this change, if anything.
@@ -165,11 +185,13 @@ impl EventLog {
     }
 
     /// Appends a change at `obj`'s resourceVersion (greater than every logged one).
+    /// The event counts in `account` (see [`super::budget`]).
     pub(super) fn push(
         &mut self,
         ty: EventType,
         obj: Arc<Cached>,
         prev: Option<Arc<Cached>>,
+        account: &Arc<Account>,
     ) -> Arc<CacheEvent> {
         self.cum_bytes += size_of_event(&obj);
         let ev = Arc::new(CacheEvent {
@@ -181,6 +203,7 @@ impl EventLog {
             at: Instant::now(),
             frames: Default::default(),
             derived: OnceLock::new(),
+            charge: account.charge(size_of::<CacheEvent>() as u64 + 16),
         });
         self.events.push_back(ev.clone());
         ev
@@ -201,6 +224,20 @@ impl EventLog {
             self.max_evicted = self.max_evicted.max(e.rv);
             self.evicted_since_list = true;
         }
+    }
+
+    /// Drops the oldest events while `more()` says so (memory pressure); returns how many.
+    pub(super) fn trim_while(&mut self, mut more: impl FnMut() -> bool) -> usize {
+        let mut n = 0;
+        while more() {
+            let Some(e) = self.events.pop_front() else {
+                break;
+            };
+            self.max_evicted = self.max_evicted.max(e.rv);
+            self.evicted_since_list = true;
+            n += 1;
+        }
+        n
     }
 
     /// Number of events held.

@@ -25,6 +25,7 @@
 //! answers (downstream does: the cache only encodes each event's frame, once, for every watcher).
 
 pub mod bridge;
+pub mod budget;
 pub mod event_log;
 pub mod record;
 pub mod snapshots;
@@ -38,8 +39,11 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use tokio::sync::{mpsc, watch};
 
-use crate::hub::watcher::{FELL_OUT_OF_WINDOW, LAGGING_BEYOND_BYTE_BOUND, RELIST_NOT_BRIDGED};
+use crate::hub::watcher::{
+    CUT_FOR_MEMORY, FELL_OUT_OF_WINDOW, LAGGING_BEYOND_BYTE_BOUND, RELIST_NOT_BRIDGED,
+};
 use crate::hub::{Hub, Subscription, WatcherShared};
+use budget::{Account, MemoryBudget, Pressure};
 use event_log::EventLog;
 use kube_wire::event::{EventType, frame_head, typed_prefix, unstructured_prefix};
 use kube_wire::selector::Filter;
@@ -147,7 +151,7 @@ impl ResourceInfo {
 }
 
 /// Cache tuning (from the config file).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CacheSettings {
     /// Events kept in the log.
     pub window_count: usize,
@@ -160,6 +164,11 @@ pub struct CacheSettings {
     /// How long, and how many, snapshots paged LISTs were cut from are kept for their
     /// continuations.
     pub retention: Retention,
+    /// The process's memory budget, which the cache counts in and sheds load for
+    /// ([`budget`]).
+    pub budget: Arc<MemoryBudget>,
+    /// The largest upstream object the reflector takes (`cache.max_object_bytes`).
+    pub max_object_bytes: u64,
 }
 
 impl Default for CacheSettings {
@@ -174,6 +183,8 @@ impl Default for CacheSettings {
                 max_count: 64,
                 max_bytes: 128 << 20,
             },
+            budget: MemoryBudget::unlimited(),
+            max_object_bytes: 16 << 20,
         }
     }
 }
@@ -220,6 +231,8 @@ pub struct ResourceCache {
     snapshots: snapshots::Retained,
     /// Counters.
     pub counters: CacheCounters,
+    /// This resource's share of the memory budget.
+    account: Arc<Account>,
 }
 
 impl std::fmt::Debug for ResourceCache {
@@ -233,7 +246,9 @@ impl std::fmt::Debug for ResourceCache {
 impl ResourceCache {
     /// An empty, not yet synced cache: the read handle, and its one writer.
     pub fn new(info: ResourceInfo, settings: CacheSettings) -> (Arc<ResourceCache>, CacheWriter) {
+        let account = settings.budget.account();
         let cache = Arc::new(ResourceCache {
+            account,
             settings,
             state: RwLock::new(State {
                 synced: false,
@@ -254,6 +269,16 @@ impl ResourceCache {
     /// Settings in use.
     pub fn settings(&self) -> &CacheSettings {
         &self.settings
+    }
+
+    /// This resource's share of the memory budget.
+    pub fn account(&self) -> &Arc<Account> {
+        &self.account
+    }
+
+    /// The memory budget's level now (what the router refuses at [`Pressure::Full`]).
+    pub fn pressure(&self) -> Pressure {
+        self.settings.budget.pressure()
     }
 
     /// Whether the first list is in.
@@ -344,7 +369,25 @@ impl ResourceCache {
     /// Keeps `snap` for the continuations of the paged LIST cut from it, within `retention`
     /// (see [`snapshots`]).
     pub fn retain_snapshot(&self, snap: &Snapshot, retention: &Retention) {
+        if self.shed_snapshots() {
+            return;
+        }
         self.snapshots.keep(self, snap, retention);
+    }
+
+    /// Under memory pressure ([`Pressure::Soft`] and above) no snapshot is kept: drops those
+    /// kept, counting them, and says so.
+    fn shed_snapshots(&self) -> bool {
+        if self.pressure() < Pressure::Soft {
+            return false;
+        }
+        let dropped = self.snapshots.clear();
+        self.settings
+            .budget
+            .shed
+            .snapshots
+            .fetch_add(dropped as u64 + 1, Ordering::Relaxed);
+        true
     }
 
     /// The kept snapshot at exactly `rv`, if there is one (it stays kept a while longer).
@@ -379,7 +422,8 @@ impl ResourceCache {
             .write()
             .hub
             .insert(&self.info, filter, tx, shared.clone());
-        Subscription::new(self.clone(), id, shared, rx)
+        let charge = self.account.charge(budget::WATCHER_BYTES);
+        Subscription::new(self.clone(), id, shared, rx, charge)
     }
 
     /// Removes watcher `id` from the hub (its [`Subscription`] was dropped).
@@ -459,7 +503,7 @@ impl CacheWriter {
             return false;
         }
         let key: Arc<str> = Arc::from(obj.rec.key());
-        let obj = Arc::new(obj);
+        let obj = Arc::new(obj.charged(&c.account));
         let prev = st.store.set(
             &c.info,
             key,
@@ -475,16 +519,45 @@ impl CacheWriter {
     /// Logs a change already stored and has the hub dispatch it. Caller holds the write lock.
     fn append(&self, st: &mut State, ty: EventType, obj: Arc<Cached>, prev: Option<Arc<Cached>>) {
         let c = &*self.cache;
-        let ev = st.log.push(ty, obj, prev);
+        let ev = st.log.push(ty, obj, prev, &c.account);
         st.rv = ev.rv;
         st.log.evict(&c.settings);
-        let done = st.hub.dispatch(&c.info, &ev);
+        Self::shed_log(c, st);
+        let shallow = c.settings.budget.above_trim();
+        let done = st.hub.dispatch(&c.info, &ev, shallow);
         c.counters
             .selector_evaluations
             .fetch_add(done.evaluated, Ordering::Relaxed);
         c.counters
             .deliveries
             .fetch_add(done.delivered, Ordering::Relaxed);
+    }
+
+    /// Under memory pressure ([`Pressure::Trim`] and above): cuts the log from its oldest end
+    /// until the budget is back under the level or the log is empty, then closes the watchers
+    /// whose cursor the log no longer holds — the furthest behind. Returns how many it closed.
+    /// Caller holds the write lock.
+    fn shed_log(c: &ResourceCache, st: &mut State) -> usize {
+        let budget = &c.settings.budget;
+        if !budget.above_trim() {
+            return 0;
+        }
+        let cut = st.log.trim_while(|| budget.above_trim());
+        if cut == 0 {
+            return 0;
+        }
+        budget
+            .shed
+            .log_events
+            .fetch_add(cut as u64, Ordering::Relaxed);
+        let State { log, hub, .. } = &*st;
+        let closed =
+            hub.close_lagging(|cursor| log.lag_bytes(cursor).is_err().then_some(CUT_FOR_MEMORY));
+        budget
+            .shed
+            .watchers
+            .fetch_add(closed as u64, Ordering::Relaxed);
+        closed
     }
 
     /// An upstream BOOKMARK: the cache's resourceVersion advances without an event.
@@ -526,11 +599,14 @@ impl CacheWriter {
         c.counters
             .slow_watchers_closed
             .fetch_add(closed as u64, Ordering::Relaxed);
+        let shed = Self::shed_log(c, &mut st);
         drop(st);
         // Kept snapshots age out and are held to their byte bound here too, not only when a
-        // LIST or a scrape looks at them.
-        c.snapshots.prune(c);
-        closed
+        // LIST or a scrape looks at them; under memory pressure none is kept.
+        if !c.shed_snapshots() {
+            c.snapshots.prune(c);
+        }
+        closed + shed
     }
 
     /// Installs a full list from upstream at `list_rv`. The first time, this is the initial sync.
@@ -540,8 +616,10 @@ impl CacheWriter {
     pub fn replace(&self, items: Vec<Cached>, list_rv: u64) -> bridge::Outcome {
         let c = &*self.cache;
         let mut st = c.state.write();
+        let charge = |o: Cached| o.charged(&c.account);
         if !st.synced {
-            st.store.reset(&c.info, items);
+            st.store
+                .reset(&c.info, items.into_iter().map(charge).collect());
             st.rv = list_rv;
             st.log.begin_at(list_rv);
             st.synced = true;
@@ -550,7 +628,7 @@ impl CacheWriter {
             c.synced_tx.send_replace(true);
             return bridge::Outcome::Initial;
         }
-        let plan = bridge::plan(st.store.objects(), st.rv, &items, list_rv);
+        let plan = bridge::plan(st.store.objects(), st.rv, &items, list_rv, charge);
         let outcome = match plan {
             Ok(events) => {
                 let n = events.len();
@@ -569,7 +647,8 @@ impl CacheWriter {
                 bridge::Outcome::Bridged { events: n }
             }
             Err(why) => {
-                st.store.reset(&c.info, items);
+                st.store
+                    .reset(&c.info, items.into_iter().map(charge).collect());
                 st.rv = list_rv;
                 st.log.restart_at(list_rv);
                 st.hub.close_all(RELIST_NOT_BRIDGED);

@@ -11,13 +11,15 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::ResourceInfo;
+use super::budget::{Account, Charge, Pressure};
 
 /// What selectors and indexes need of an object, extracted once at ingest.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -56,21 +58,26 @@ impl ObjectRecord {
 }
 
 /// One cached object: its body (exactly sized, shared) and its record.
-#[derive(Debug, Eq)]
+#[derive(Debug)]
 pub struct Cached {
     /// JSON without `kind`/`apiVersion`, starting with `{`.
     pub body: Bytes,
     /// Extracted record.
     pub rec: ObjectRecord,
     /// The object's protobuf message, transcoded from `body` on first use by a protobuf
-    /// client and shared by every later one (`downstream::protobuf`): empty when it does not
+    /// client and shared by every later one ([`Cached::protobuf`]): empty when it does not
     /// transcode. Derived from `body`: a clone starts without it (a clone is made to be
     /// changed: a bridge's restamped deletion must not carry the old bytes), and equality
     /// ignores it.
-    pub protobuf: OnceLock<Bytes>,
+    protobuf: OnceLock<Bytes>,
+    /// What this version counts for in the memory budget, once a cache holds it
+    /// ([`Cached::charged`]); the protobuf copy is added to it.
+    charge: Option<Charge>,
 }
 
 impl Clone for Cached {
+    /// A copy without the protobuf copy (see [`Cached::protobuf`]) and uncharged: a clone is
+    /// made to be changed, and is charged when a cache takes it.
     fn clone(&self) -> Self {
         Cached::new(self.body.clone(), self.rec.clone())
     }
@@ -82,6 +89,12 @@ impl PartialEq for Cached {
     }
 }
 
+impl Eq for Cached {}
+
+/// What an object's record, its key in the store and the store's tree node cost beside the
+/// body, apart from the strings counted one by one.
+const RECORD_OVERHEAD: u64 = 256;
+
 impl Cached {
     /// An object of `body` (JSON without type meta) and its record.
     pub fn new(body: Bytes, rec: ObjectRecord) -> Self {
@@ -89,7 +102,62 @@ impl Cached {
             body,
             rec,
             protobuf: OnceLock::new(),
+            charge: None,
         }
+    }
+
+    /// This version, counted in `account` for as long as it lives (the cache's writer charges
+    /// every version it stores). Its size: the body, the record's strings (twice the key, as
+    /// the store keys by it) and a fixed overhead.
+    pub fn charged(mut self, account: &Arc<Account>) -> Self {
+        let r = &self.rec;
+        let strings: usize = [&r.namespace, &r.name, &r.uid]
+            .iter()
+            .map(|s| s.len())
+            .sum::<usize>()
+            + r.labels
+                .iter()
+                .chain(&r.fields)
+                .map(|(k, v)| k.len() + v.len() + 48)
+                .sum::<usize>();
+        let bytes = self.body.len() + strings + r.namespace.len() + r.name.len();
+        self.charge = Some(account.charge(bytes as u64 + RECORD_OVERHEAD));
+        self
+    }
+
+    /// The bytes this version counts for in the memory budget (0 when uncharged).
+    pub fn charged_bytes(&self) -> u64 {
+        self.charge.as_ref().map_or(0, Charge::bytes)
+    }
+
+    /// The object's protobuf message, transcoded from `body` by `transcode` on first use and
+    /// kept for every later reader (an empty message when it does not transcode) — unless the
+    /// memory budget is under pressure ([`Pressure::Soft`]), when it is transcoded for this
+    /// reader only.
+    pub fn protobuf(&self, transcode: impl FnOnce(&Bytes) -> Bytes) -> Bytes {
+        if let Some(b) = self.protobuf.get() {
+            return b.clone();
+        }
+        let pressed = self
+            .charge
+            .as_ref()
+            .is_some_and(|c| c.account().budget().pressure() >= Pressure::Soft);
+        if pressed {
+            if let Some(c) = &self.charge {
+                let shed = &c.account().budget().shed;
+                shed.protobuf_copies.fetch_add(1, Ordering::Relaxed);
+            }
+            return transcode(&self.body);
+        }
+        let mut made = false;
+        let b = self.protobuf.get_or_init(|| {
+            made = true;
+            transcode(&self.body)
+        });
+        if made && let Some(c) = &self.charge {
+            c.add(b.len() as u64);
+        }
+        b.clone()
     }
 }
 

@@ -122,6 +122,14 @@ impl Retained {
         Some(k.snap.clone())
     }
 
+    /// Drops every kept snapshot (memory pressure); returns how many.
+    pub(super) fn clear(&self) -> usize {
+        let mut inner = self.inner.lock();
+        let n = inner.by_rv.len();
+        inner.by_rv.clear();
+        n
+    }
+
     /// Drops what expired and what exceeds the bounds.
     pub(super) fn prune(&self, cache: &ResourceCache) {
         let mut inner = self.inner.lock();

@@ -1,5 +1,6 @@
 //! Request limits: the URL length of every request, and on what the cache serves, concurrent
-//! watches per client and concurrent LISTs overall. A granted [`Permit`] travels with the
+//! watches per client, concurrent LISTs overall and the memory budget's last step (no new cached
+//! LIST or WATCH while it is full). A granted [`Permit`] travels with the
 //! response body (or the websocket pump) and frees its slot when dropped: when the watch ends,
 //! the list body has been sent, or the client went away (hyper drops the body with the
 //! connection or the HTTP/2 stream).
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -20,6 +22,7 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::cache::budget::{MemoryBudget, Pressure};
 use kube_wire::response::Body;
 
 /// The peer's IP address, put into every request's extensions by the server.
@@ -49,6 +52,25 @@ pub enum LimitError {
         /// `server.max_concurrent_lists`.
         limit: usize,
     },
+    /// The caches hold `cache.memory_limit` bytes already ([`Pressure::Full`]): no new cached
+    /// LIST or WATCH until they hold less.
+    #[error("the watch cache is at its memory limit ({limit} bytes), please try again later")]
+    OverMemory {
+        /// `cache.memory_limit`.
+        limit: u64,
+    },
+}
+
+/// Refuses a new cached LIST or WATCH while the memory budget is full (see
+/// [`crate::cache::budget`]), counting the refusal.
+pub fn check_memory(budget: &MemoryBudget) -> Result<(), LimitError> {
+    if budget.pressure() < Pressure::Full {
+        return Ok(());
+    }
+    budget.shed.requests.fetch_add(1, Ordering::Relaxed);
+    Err(LimitError::OverMemory {
+        limit: budget.limit(),
+    })
 }
 
 /// Refuses a request URL (path and query) of `length` bytes when it is over `limit`.

@@ -59,25 +59,23 @@ fn unencodable(info: &ResourceInfo, name: &str, e: &dyn std::fmt::Display) -> St
 /// `PartialObjectMetadata` for a custom resource (whose objects kube serves in protobuf only
 /// as metadata). Both carry `metadata` as field 1. Transcoded once per object version.
 fn message_of(info: &ResourceInfo, obj: &Cached) -> Result<Bytes, Status> {
-    let b = obj
-        .protobuf
-        .get_or_init(|| match transcode(info, &obj.body) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(
-                    resource = %info.resource, object = %obj.rec.name, error = %e,
-                    "an upstream object does not transcode to protobuf"
-                );
-                Bytes::new()
-            }
-        });
+    let b = obj.protobuf(|body| match transcode(info, body) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(
+                resource = %info.resource, object = %obj.rec.name, error = %e,
+                "an upstream object does not transcode to protobuf"
+            );
+            Bytes::new()
+        }
+    });
     if b.is_empty() {
         return Err(Status::internal(format!(
             "unable to encode {} {:?} as protobuf",
             info.kind, obj.rec.name
         )));
     }
-    Ok(b.clone())
+    Ok(b)
 }
 
 /// Transcodes a stored body (JSON without type meta).

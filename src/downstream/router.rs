@@ -119,6 +119,7 @@ async fn route_and_serve(
             form,
             printer,
         } => {
+            limits::check_memory(&app.budget)?;
             let permit = app.limits.acquire_watch(&client)?;
             // A websocket watch: check the subprotocols before anything else is started.
             let ws = if websocket::is_websocket(&req) {
@@ -154,6 +155,7 @@ async fn route_and_serve(
             form,
             printer,
         } => {
+            limits::check_memory(&app.budget)?;
             let permit = app.limits.acquire_list()?;
             // A pretty answer is re-indented whole: not compressed.
             let gzip = !pretty && kube_wire::response::accepts_gzip(req.headers());

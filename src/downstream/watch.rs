@@ -30,6 +30,7 @@ use super::{protobuf, table};
 use crate::app::App;
 use crate::cache::{CacheEvent, ResourceCache};
 use crate::hub::Subscription;
+use crate::hub::watcher::CUT_FOR_MEMORY;
 use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
 use kube_wire::event::{EventType, FRAME_TAIL, error_frame};
 use kube_wire::negotiate::Encoding;
@@ -447,9 +448,22 @@ impl Watcher {
         }
     }
 
+    /// The hub closed the watcher. One cut off under memory pressure is also told, when its
+    /// queue has room, what its re-watch would hear: kube's 410 for its resourceVersion, which
+    /// the trimmed log no longer holds (informers relist on it).
     fn closed(&self, sub: &Subscription) {
         let reason = sub.shared().reason().unwrap_or("closed");
-        tracing::info!(resource = %self.cache.info.group_resource(), reason, cursor = sub.shared().cursor(), "watcher closed");
+        let cursor = sub.shared().cursor();
+        tracing::info!(resource = %self.cache.info.group_resource(), reason, cursor, "watcher closed");
+        if reason == CUT_FOR_MEMORY
+            && let Err(oldest) = self.cache.check_watch_start(self.last_sent)
+        {
+            let s = Status::expired(format!(
+                "too old resource version: {} ({oldest})",
+                self.last_sent
+            ));
+            let _ = self.tx.try_send(Out::Frame(self.error_frame(&s)));
+        }
     }
 
     async fn send(&self, b: Bytes) -> Result<(), Stop> {

@@ -57,6 +57,9 @@ pub struct Hub {
     next_id: u64,
 }
 
+/// Under memory pressure, the queue depth from which a watcher reads the log instead.
+pub const SHALLOW_QUEUE: usize = 16;
+
 impl Hub {
     /// Adds a watcher; returns its id.
     pub fn insert(
@@ -119,8 +122,15 @@ impl Hub {
 
     /// Hands `ev` to every live watcher it concerns, as the type that watcher receives it as.
     /// A watcher whose queue is full falls behind (it will read the log); one whose task is
-    /// gone is removed.
-    pub fn dispatch(&mut self, info: &ResourceInfo, ev: &Arc<CacheEvent>) -> Dispatched {
+    /// gone is removed. With `shallow` (memory pressure, see `crate::cache::budget`) a queue
+    /// counts as full from [`SHALLOW_QUEUE`] events: queued events are pinned for as long as the
+    /// watcher does not read them, the log's can be cut.
+    pub fn dispatch(
+        &mut self,
+        info: &ResourceInfo,
+        ev: &Arc<CacheEvent>,
+        shallow: bool,
+    ) -> Dispatched {
         let mut gone = Vec::new();
         let mut done = Dispatched::default();
         for (id, w) in self.candidates(info, &ev.obj, ev.prev.as_deref()) {
@@ -131,6 +141,10 @@ impl Hub {
             let Some(emitted) = ev.emitted_for(&w.filter) else {
                 continue;
             };
+            if shallow && w.tx.max_capacity() - w.tx.capacity() >= SHALLOW_QUEUE {
+                w.shared.fall_behind();
+                continue;
+            }
             match w.tx.try_send((ev.clone(), emitted)) {
                 Ok(()) => done.delivered += 1,
                 Err(mpsc::error::TrySendError::Full(_)) => w.shared.fall_behind(),

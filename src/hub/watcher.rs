@@ -35,6 +35,7 @@ use tokio_util::sync::{
     CancellationToken, WaitForCancellationFuture, WaitForCancellationFutureOwned,
 };
 
+use crate::cache::budget::Charge;
 use crate::cache::{CacheEvent, ResourceCache};
 use kube_wire::event::EventType;
 
@@ -46,6 +47,9 @@ pub type Delivery = (Arc<CacheEvent>, EventType);
 pub const FELL_OUT_OF_WINDOW: &str = "fell out of the event window";
 /// Close reason: the watcher lags by more than `CacheSettings::max_lag_bytes`.
 pub const LAGGING_BEYOND_BYTE_BOUND: &str = "lagging beyond the byte bound";
+/// Close reason: the event log was cut under memory pressure past the watcher's cursor
+/// (`crate::cache::budget`).
+pub const CUT_FOR_MEMORY: &str = "cut off to keep within cache.memory_limit";
 /// Close reason: a relist could not be bridged, so the history restarted (kube's behaviour).
 pub const RELIST_NOT_BRIDGED: &str = "upstream relist could not be bridged";
 
@@ -136,21 +140,25 @@ pub struct Subscription {
     id: u64,
     shared: Arc<WatcherShared>,
     rx: mpsc::Receiver<Delivery>,
+    /// What the watcher counts for in the memory budget while it lives.
+    _charge: Charge,
 }
 
 impl Subscription {
-    /// The task's end of the watcher `id` registered in `cache`'s hub.
+    /// The task's end of the watcher `id` registered in `cache`'s hub, counted by `charge`.
     pub(crate) fn new(
         cache: Arc<ResourceCache>,
         id: u64,
         shared: Arc<WatcherShared>,
         rx: mpsc::Receiver<Delivery>,
+        charge: Charge,
     ) -> Self {
         Subscription {
             cache,
             id,
             shared,
             rx,
+            _charge: charge,
         }
     }
 

@@ -94,12 +94,46 @@ pub enum MalformedData {
     /// The watch stream broke mid-way.
     #[error("watch stream broke: {0}")]
     StreamBroke(#[source] hyper::Error),
-    /// One watch line exceeded the bound.
-    #[error("an event larger than 64 MiB")]
-    EventTooLarge,
+    /// One watch line exceeded the bound (`cache.max_object_bytes` and room for the envelope).
+    #[error("a watch event line longer than {limit} bytes (cache.max_object_bytes)")]
+    EventTooLarge {
+        /// The bound.
+        limit: usize,
+    },
+    /// One object (listed or in a watch event) exceeded `cache.max_object_bytes`.
+    #[error("an object of {size} bytes, more than cache.max_object_bytes ({limit})")]
+    ObjectTooLarge {
+        /// Its size.
+        size: usize,
+        /// The bound.
+        limit: usize,
+    },
+    /// A list page's body exceeded its bound (`cache.max_object_bytes` times the page size).
+    #[error("a list page longer than {limit} bytes (cache.max_object_bytes × list_page_size)")]
+    PageTooLarge {
+        /// The bound.
+        limit: usize,
+    },
+}
+
+impl MalformedData {
+    /// Whether this is one of the size bounds (counted in `watchmux_upstream_oversize_total`).
+    pub fn is_oversize(&self) -> bool {
+        matches!(
+            self,
+            MalformedData::EventTooLarge { .. }
+                | MalformedData::ObjectTooLarge { .. }
+                | MalformedData::PageTooLarge { .. }
+        )
+    }
 }
 
 impl ReflectorError {
+    /// Whether the upstream sent more than a size bound allows.
+    pub fn is_oversize(&self) -> bool {
+        matches!(self, ReflectorError::Malformed { cause, .. } if cause.is_oversize())
+    }
+
     /// `cause` found in the answer to `what`.
     pub fn malformed(what: impl Into<String>, cause: impl Into<MalformedData>) -> Self {
         ReflectorError::Malformed {

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{MalformedData, ReflectorError, collection_path, read_body};
+use super::{MalformedData, ReflectorError, collection_path, read_body_within};
 use crate::cache::record::decode_object;
 use crate::cache::{Cached, ResourceInfo};
 use crate::config::ResourceSpec;
@@ -23,10 +23,42 @@ struct ListMeta {
 }
 
 #[derive(Deserialize)]
-struct ListPage<'a> {
+struct WirePage<'a> {
     metadata: ListMeta,
     #[serde(borrow, default)]
     items: Vec<&'a RawValue>,
+}
+
+/// One page of an upstream LIST, read for the cache.
+#[derive(Debug)]
+pub struct Page {
+    /// The items, each decoded ([`decode_object`]).
+    pub items: Vec<Cached>,
+    /// `metadata.resourceVersion` as sent (the first page's is the list's).
+    pub resource_version: String,
+    /// `metadata.continue` as sent (`""` on the last page).
+    pub continue_token: String,
+}
+
+/// Reads one LIST answer's body of `info`'s objects: the reflector's only reading of a list
+/// page (public so that the fuzz harness feeds it arbitrary bytes). `what` names the request
+/// in errors.
+pub fn read_page(info: &ResourceInfo, body: &[u8], what: &str) -> Result<Page, ReflectorError> {
+    let page: WirePage<'_> =
+        serde_json::from_slice(body).map_err(|e| ReflectorError::malformed(what, e))?;
+    let items = page
+        .items
+        .iter()
+        .map(|raw| {
+            decode_object(info, raw.get().as_bytes())
+                .map_err(|e| ReflectorError::malformed(what, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page {
+        items,
+        resource_version: page.metadata.resource_version,
+        continue_token: page.metadata.continue_token,
+    })
 }
 
 /// A consistent paged list: every item and the list's resourceVersion.
@@ -35,8 +67,13 @@ pub async fn list_all(
     spec: &ResourceSpec,
     info: &ResourceInfo,
     page_size: usize,
+    max_object_bytes: u64,
     m: &ResourceMetrics,
 ) -> Result<(Vec<Cached>, u64), ReflectorError> {
+    let max_object = usize::try_from(max_object_bytes).unwrap_or(usize::MAX);
+    let max_page = max_object
+        .saturating_mul(page_size.max(1))
+        .saturating_add(super::watch::ENVELOPE_ROOM);
     let base = collection_path(spec);
     let mut items = Vec::new();
     let mut token = String::new();
@@ -51,20 +88,24 @@ pub async fn list_all(
         m.upstream_request("list", resp.as_ref().ok().map(|r| r.status().as_u16()));
         let resp = resp?;
         let code = resp.status();
-        let body = read_body(resp, &q).await?;
+        let body = read_body_within(resp, &q, max_page).await?;
         m.upstream_list_bytes(body.len());
         if !code.is_success() {
             return Err(ReflectorError::from_answer(code, &q, &body));
         }
-        let page: ListPage<'_> =
-            serde_json::from_slice(&body).map_err(|e| ReflectorError::malformed(&q, e))?;
-        for raw in &page.items {
-            let c = decode_object(info, raw.get().as_bytes())
-                .map_err(|e| ReflectorError::malformed(&q, e))?;
-            items.push(c);
+        let page = read_page(info, &body, &q)?;
+        if let Some(big) = page.items.iter().find(|c| c.body.len() > max_object) {
+            return Err(ReflectorError::malformed(
+                &q,
+                MalformedData::ObjectTooLarge {
+                    size: big.body.len(),
+                    limit: max_object,
+                },
+            ));
         }
+        items.extend(page.items);
         if list_rv == 0 {
-            let value = page.metadata.resource_version;
+            let value = page.resource_version;
             list_rv = value.parse().map_err(|source| {
                 ReflectorError::malformed(
                     &q,
@@ -75,9 +116,9 @@ pub async fn list_all(
                 )
             })?;
         }
-        if page.metadata.continue_token.is_empty() {
+        if page.continue_token.is_empty() {
             return Ok((items, list_rv));
         }
-        token = page.metadata.continue_token;
+        token = page.continue_token;
     }
 }

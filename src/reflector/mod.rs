@@ -52,7 +52,7 @@ pub use backoff::Backoff;
 pub use discovery::discover;
 pub use error::{MalformedData, ReflectorError};
 pub use freshness::{Freshness, NotFresh, Progress};
-pub use list::list_all;
+pub use list::{Page, list_all, read_page};
 pub use watch::{WatchEnd, apply_line, watch};
 
 /// First retry delay (before jitter).
@@ -184,7 +184,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         match discover(&self.up, &self.spec).await {
             Ok(mut info) => {
                 info.index_fields = self.spec.effective_index_fields();
-                let (_, writer) = ResourceCache::new(info, self.settings);
+                let (_, writer) = ResourceCache::new(info, self.settings.clone());
                 let writer = self.writer.get_or_init(|| writer);
                 let freshness = Freshness::new(
                     self.up.clone(),
@@ -223,7 +223,16 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             m.relist(c);
         }
         let started = std::time::Instant::now();
-        match list_all(&self.up, &self.spec, writer.info(), self.page_size, m).await {
+        match list_all(
+            &self.up,
+            &self.spec,
+            writer.info(),
+            self.page_size,
+            self.settings.max_object_bytes,
+            m,
+        )
+        .await
+        {
             Ok((items, rv)) => {
                 m.listed(started.elapsed());
                 let n = items.len();
@@ -237,6 +246,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             }
             Err(e) => {
                 m.upstream_failed(&e);
+                oversize(&self.spec, &e, m);
                 let d = backoff.next_delay();
                 tracing::warn!(resource = %self.spec, error = %e, retry_in = ?d, "list failed");
                 State::Backoff {
@@ -289,6 +299,17 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                 m.watch_ended("error");
                 m.upstream_failed(&e);
                 let d = backoff.next_delay();
+                if oversize(&self.spec, &e, m) {
+                    // Re-watching would replay the same event: relist instead, which succeeds
+                    // once the object is gone or small enough again.
+                    return State::Backoff {
+                        delay: d,
+                        then: Box::new(State::List {
+                            writer,
+                            cause: Some("oversize"),
+                        }),
+                    };
+                }
                 tracing::warn!(resource = %self.spec, error = %e, retry_in = ?d, resource_version = writer.rv(), "watch failed; re-watching from the last resourceVersion");
                 State::Backoff {
                     delay: d,
@@ -314,6 +335,18 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
     }
 }
 
+/// Counts and reports an upstream answer refused for its size: the cache cannot take the
+/// resource's current state until the object shrinks or `cache.max_object_bytes` is raised.
+/// Returns whether it was.
+fn oversize(spec: &ResourceSpec, e: &ReflectorError, m: &ResourceMetrics) -> bool {
+    if !e.is_oversize() {
+        return false;
+    }
+    m.upstream_oversize();
+    tracing::error!(resource = %spec, error = %e, "upstream data exceeds cache.max_object_bytes; the cache keeps its last good state until the object shrinks or is deleted, or the limit is raised");
+    true
+}
+
 /// `/api/v1/pods`, `/apis/apps/v1/deployments`: the collection a LIST or watch reads.
 fn collection_path(spec: &ResourceSpec) -> String {
     if spec.group.is_empty() {
@@ -323,14 +356,33 @@ fn collection_path(spec: &ResourceSpec) -> String {
     }
 }
 
-/// The whole body of an upstream answer to `what`.
+/// The whole body of an upstream answer to `what` (at most 64 MiB: discovery documents,
+/// Status answers, a freshness check's one-item list).
 async fn read_body(
     resp: http::Response<hyper::body::Incoming>,
     what: &str,
 ) -> Result<Bytes, ReflectorError> {
-    resp.into_body()
+    read_body_within(resp, what, 64 << 20).await
+}
+
+/// The whole body of an upstream answer to `what`, refused past `limit` bytes (a list page:
+/// [`MalformedData::PageTooLarge`]).
+async fn read_body_within(
+    resp: http::Response<hyper::body::Incoming>,
+    what: &str,
+    limit: usize,
+) -> Result<Bytes, ReflectorError> {
+    match http_body_util::Limited::new(resp.into_body(), limit)
         .collect()
         .await
-        .map(|c| c.to_bytes())
-        .map_err(|e| ReflectorError::malformed(what, MalformedData::Body(e)))
+    {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) => Err(ReflectorError::malformed(
+            what,
+            match e.downcast::<hyper::Error>() {
+                Ok(e) => MalformedData::Body(*e),
+                Err(_) => MalformedData::PageTooLarge { limit },
+            },
+        )),
+    }
 }

@@ -57,11 +57,15 @@ struct RvOnly {
     resource_version: String,
 }
 
-/// The longest watch line (one event) accepted from the upstream.
+/// The longest watch line (one event) accepted from the upstream unless told otherwise
+/// ([`WatchLines::max_line`]).
 const MAX_LINE: usize = 64 << 20;
 
+/// Room for a watch event's envelope around an object of `cache.max_object_bytes`.
+pub(super) const ENVELOPE_ROOM: usize = 64 << 10;
+
 /// The lines of an upstream watch stream, as they arrive: the body read frame by frame and cut
-/// at newlines, blank lines skipped, a line longer than [`MAX_LINE`] refused. Shared by the
+/// at newlines, blank lines skipped, a line longer than the bound refused. Shared by the
 /// reflector's watch, the freshness check's short watch and the CRD watch.
 pub(super) struct WatchLines {
     body: hyper::body::Incoming,
@@ -70,6 +74,8 @@ pub(super) struct WatchLines {
     what: String,
     /// The stream counts as ended at this instant (a silent connection), if set.
     deadline: Option<tokio::time::Instant>,
+    /// The longest line accepted.
+    max_line: usize,
 }
 
 impl WatchLines {
@@ -84,7 +90,14 @@ impl WatchLines {
             buf: BytesMut::new(),
             what: what.to_string(),
             deadline,
+            max_line: MAX_LINE,
         }
+    }
+
+    /// Lines longer than `max` bytes are refused.
+    pub(super) fn max_line(mut self, max: usize) -> Self {
+        self.max_line = max;
+        self
     }
 
     /// The next complete, non-blank line (without its newline); `None` once the stream ended
@@ -101,10 +114,12 @@ impl WatchLines {
                     return Ok(Some(line));
                 }
             }
-            if self.buf.len() > MAX_LINE {
+            if self.buf.len() > self.max_line {
                 return Err(ReflectorError::malformed(
                     &self.what,
-                    MalformedData::EventTooLarge,
+                    MalformedData::EventTooLarge {
+                        limit: self.max_line,
+                    },
                 ));
             }
             let frame = match self.deadline {
@@ -230,6 +245,16 @@ pub fn apply_line(
             })?;
             let c = decode_object(writer.info(), obj)
                 .map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+            let limit = writer.cache().settings().max_object_bytes;
+            if c.body.len() as u64 > limit {
+                return Err(ReflectorError::malformed(
+                    WATCH_EVENT,
+                    MalformedData::ObjectTooLarge {
+                        size: c.body.len(),
+                        limit: usize::try_from(limit).unwrap_or(usize::MAX),
+                    },
+                ));
+            }
             writer.apply(ty, c);
             Ok(None)
         }
@@ -263,7 +288,10 @@ pub async fn watch(
     m.watch_connected();
     // The upstream ends the stream after `timeout`; a silent connection gets a grace period.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout + 30);
-    let mut lines = WatchLines::new(resp.into_body(), &q, Some(deadline));
+    let max_object =
+        usize::try_from(writer.cache().settings().max_object_bytes).unwrap_or(usize::MAX);
+    let mut lines = WatchLines::new(resp.into_body(), &q, Some(deadline))
+        .max_line(max_object.saturating_add(ENVELOPE_ROOM));
     let mut received = 0u64;
     while let Some(line) = lines.next(|n| m.upstream_watch_bytes(n)).await? {
         if let Some(end) = apply_line(writer, &line, Some(m))? {

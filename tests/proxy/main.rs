@@ -14,6 +14,7 @@ mod crd_tables;
 mod kube;
 mod kubectl;
 mod limits;
+mod memory;
 mod observability;
 mod pagination;
 mod passthrough;
