@@ -573,6 +573,44 @@ mod tests {
     }
 
     #[test]
+    fn charges_follow_the_version_and_its_protobuf_copy_unless_under_pressure() {
+        use crate::cache::budget::MemoryBudget;
+        let body = br#"{"metadata":{"name":"p","namespace":"d","resourceVersion":"5"}}"#;
+        let budget = MemoryBudget::new(100_000);
+        let account = budget.account();
+        let c = decode_object(&pods(), body).unwrap().charged(&account);
+        let base = c.charged_bytes();
+        assert!(base > body.len() as u64);
+        assert_eq!(budget.used(), base);
+        // The copy is kept and counted; later readers do not transcode again.
+        let mut calls = 0;
+        let pb = c.protobuf(|_| {
+            calls += 1;
+            Bytes::from_static(&[0u8; 1000])
+        });
+        assert_eq!((pb.len(), budget.used()), (1000, base + 1000));
+        c.protobuf(|_| unreachable!("kept"));
+        assert_eq!(calls, 1);
+        // A clone is uncharged and carries no copy; dropping the version releases all of it.
+        let twin = c.clone();
+        assert_eq!(twin.charged_bytes(), 0);
+        drop(c);
+        assert_eq!(budget.used(), 0);
+        // Under pressure (80 % of the limit) a copy is made for the reader only.
+        let _held = account.charge(85_000);
+        let c = decode_object(&pods(), body).unwrap().charged(&account);
+        let used = budget.used();
+        assert_eq!(c.protobuf(|_| Bytes::from_static(b"x")).len(), 1);
+        assert_eq!(
+            c.protobuf(|_| Bytes::from_static(b"yy")).len(),
+            2,
+            "not kept"
+        );
+        assert_eq!(budget.used(), used);
+        assert_eq!(budget.shed.protobuf_copies.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
     fn restamps_the_resource_version() {
         let b = Bytes::from_static(br#"{"metadata":{"name":"p","resourceVersion":"5"},"spec":{}}"#);
         assert_eq!(
