@@ -561,9 +561,22 @@ impl Config {
         check_duration("cache.event_window_secs", c.event_window, false)?;
         check_duration("cache.bookmark_interval_secs", c.bookmark_interval, false)?;
         check_count("cache.watcher_queue", c.watcher_queue as u64)?;
+        check_range(
+            "cache.watcher_queue",
+            c.watcher_queue as u64,
+            1,
+            MAX_WATCHER_QUEUE,
+        )?;
         check_count("cache.watcher_max_lag_bytes", c.watcher_max_lag_bytes)?;
         check_duration("cache.not_ready_wait_ms", c.not_ready_wait, true)?;
         check_count("cache.list_page_size", c.list_page_size as u64)?;
+        // Sent as the upstream LIST's `limit`, which kube parses as an int64.
+        check_range(
+            "cache.list_page_size",
+            c.list_page_size as u64,
+            1,
+            i64::MAX as u64,
+        )?;
         check_duration("cache.snapshot_retention_secs", c.snapshot_retention, true)?;
         check_count("cache.snapshot_max_count", c.snapshot_max_count as u64)?;
         check_count("cache.snapshot_max_bytes", c.snapshot_max_bytes)?;
@@ -746,6 +759,9 @@ fn check_url(url: &http::Uri) -> Result<(), &'static str> {
 pub const MIN_HEADER_BYTES: u64 = 8192;
 /// The largest `server.max_header_bytes` (64 MiB).
 pub const MAX_HEADER_BYTES: u64 = 64 << 20;
+/// The largest `cache.watcher_queue` (events queued per watcher): tokio's bounded channel
+/// panics past 2^61 - 1 slots, and a queue of more than a billion events is a typo.
+pub const MAX_WATCHER_QUEUE: u64 = 1 << 30;
 /// The largest `server.max_url_bytes`: hyper itself answers 414 to longer request targets.
 pub const MAX_URL_BYTES: u64 = 65534;
 
@@ -1538,6 +1554,36 @@ version = "v1"
             assert_eq!(e.line(), Some(2), "{e}");
             assert!(e.to_string().ends_with(msg), "{e}");
         }
+    }
+
+    /// Numbers that would panic or break the server at run time are refused at load, naming
+    /// the file's line and key: a watcher queue tokio's channel cannot hold, a page size kube
+    /// cannot parse as its `limit`.
+    #[test]
+    fn huge_counts_are_rejected() {
+        for (text, key, msg) in [
+            (
+                "watcher_queue = 4611686018427387904",
+                "cache.watcher_queue",
+                "must be between 1 and 1073741824",
+            ),
+            (
+                "list_page_size = 9223372036854775807",
+                "cache.list_page_size",
+                "",
+            ),
+        ] {
+            let r = Config::from_toml_str(&format!("[cache]\n{text}\n"), "t");
+            if msg.is_empty() {
+                r.unwrap();
+                continue;
+            }
+            let e = r.unwrap_err();
+            assert_eq!(e.key(), Some(key), "{e}");
+            assert_eq!(e.line(), Some(2), "{e}");
+            assert!(e.to_string().ends_with(msg), "{e}");
+        }
+        Config::from_toml_str("[cache]\nwatcher_queue = 1073741824\n", "t").unwrap();
     }
 
     #[test]

@@ -35,6 +35,12 @@ impl ReadPoint {
         }
         Ok(match (opts.rv()?, opts.rv_match()) {
             (None, _) => ReadPoint::Consistent,
+            (Some(0), _) if opts.rv_is_literal_zero() => ReadPoint::Any,
+            // A resourceVersion like "00" parses to 0 but is not kube's "0": an exact read (or a
+            // legacy one, with a limit) at revision 0 is no revision at all, and kube's storage
+            // then lists the latest state; otherwise it is "any".
+            (Some(0), Some(RvMatch::Exact)) => ReadPoint::Consistent,
+            (Some(0), None) if opts.limit > 0 => ReadPoint::Consistent,
             (Some(0), _) => ReadPoint::Any,
             (Some(n), Some(RvMatch::Exact)) => ReadPoint::Exact(n),
             (Some(n), Some(RvMatch::NotOlderThan)) => ReadPoint::NotOlderThan(n),
@@ -44,9 +50,10 @@ impl ReadPoint {
     }
 
     /// The point a GET of one object reads: no resourceVersion is a consistent read, `0` any
-    /// state, `N` not older than N (kube's GET has no Exact).
+    /// state, `N` not older than N (kube's GET has no Exact). A resourceVersion kube's watch
+    /// cache cannot parse is its 500 ([`ListOptions::cacher_rv`]).
     pub fn for_get(opts: &ListOptions) -> Result<ReadPoint, Status> {
-        Ok(match opts.rv()? {
+        Ok(match opts.cacher_rv()? {
             None => ReadPoint::Consistent,
             Some(0) => ReadPoint::Any,
             Some(n) => ReadPoint::NotOlderThan(n),
@@ -56,7 +63,7 @@ impl ReadPoint {
     /// The point a watch's initial events are taken at: after watch-list defaulting,
     /// `sendInitialEvents=true` with no resourceVersion is a consistent start (kube 1.34+, W2).
     pub fn for_watch_list(opts: &ListOptions) -> Result<ReadPoint, Status> {
-        Ok(match opts.rv()? {
+        Ok(match opts.cacher_rv()? {
             None => ReadPoint::Consistent,
             Some(0) => ReadPoint::Any,
             Some(n) => ReadPoint::NotOlderThan(n),
@@ -120,6 +127,17 @@ mod tests {
         assert_eq!(list("limit=500"), ReadPoint::Consistent);
         assert_eq!(list("resourceVersion=0"), ReadPoint::Any);
         assert_eq!(list("resourceVersion=0&limit=5"), ReadPoint::Any);
+        // "00" is 0 to kube's versioner, but not its "0".
+        assert_eq!(list("resourceVersion=00"), ReadPoint::Any);
+        assert_eq!(list("resourceVersion=00&limit=5"), ReadPoint::Consistent);
+        assert_eq!(
+            list("resourceVersion=00&resourceVersionMatch=Exact"),
+            ReadPoint::Consistent
+        );
+        assert_eq!(
+            list("resourceVersion=00&resourceVersionMatch=NotOlderThan&limit=5"),
+            ReadPoint::Any
+        );
         assert_eq!(list("resourceVersion=7"), ReadPoint::NotOlderThan(7));
         assert_eq!(
             list("resourceVersion=7&resourceVersionMatch=NotOlderThan&limit=5"),

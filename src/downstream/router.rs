@@ -254,6 +254,11 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
     let Some(slot) = app.slots.get(&key) else {
         return Ok(Route::PassThrough(PassReason::NotCached));
     };
+    // kube's `WithRequestDeadline` filter reads the `timeout` of a request that is not a watch
+    // before anything else (routing, authentication): a malformed one is its 400.
+    if !(rp.legacy_watch || kube_wire::options::is_watch_query(req.uri().query())) {
+        kube_wire::options::request_timeout(req.uri().query())?;
+    }
     // kube has no route for a namespaced path of a cluster-scoped kind: 404 before the query
     // is even parsed (known once discovery answered; otherwise checked below).
     if rp.namespace.is_some() && slot.get().is_some_and(|c| !c.info.namespaced) {
@@ -378,6 +383,8 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
         filter = parse(&opts)?;
     }
     if read == Read::Watch {
+        // Then kube's watch cache parses the resourceVersion: its 500 when it cannot.
+        opts.cacher_rv()?;
         // Only a watch that sends initial events reads a state; one from a resourceVersion
         // replays the log (or waits for the future), as kube's cacher does.
         if opts.send_initial_events == Some(true) {

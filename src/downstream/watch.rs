@@ -76,7 +76,7 @@ pub fn start(
     printer: TablePrinter,
 ) -> Result<mpsc::Receiver<Out>, Status> {
     // A failed start answered with a Status is counted by the server (`Metrics::finish`).
-    let rv = opts.rv()?;
+    let rv = opts.cacher_rv()?;
     let metrics = proxy.metrics.for_info(&cache.info);
     let tap = metrics.watch_tap(transport);
     // kube's arithmetic (`ListOptions::watch_timeout`): a client-supplied number never
@@ -208,7 +208,10 @@ impl Watcher {
     ) -> Result<(u64, Option<Subscription>), Stop> {
         let cache = self.cache.clone();
         match (sie, rv) {
-            (Some(true), _) => {
+            // A resourceVersion that parses to 0 without being the literal "0" ("00") is not
+            // defaulted to a watch-list: kube's cacher serves it as the legacy RV=0 watch (the
+            // state as ADDED events, no initial-events-end bookmark).
+            (Some(true), _) | (None, Some(0)) => {
                 let target = rv.unwrap_or(0);
                 if target > cache.rv() && !cache.wait_rv(target, BLOCK_TIMEOUT).await {
                     let s = Status::too_large_resource_version(target, cache.rv());
@@ -271,7 +274,7 @@ impl Watcher {
                     self.tap.event(&head, len);
                 }
                 self.last_sent = snap.rv;
-                if self.bookmarks {
+                if self.bookmarks && sie == Some(true) {
                     let b = self.bookmark(snap.rv, true);
                     self.send_cancellable(b, &sub).await?;
                 }

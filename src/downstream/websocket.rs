@@ -1,21 +1,22 @@
 //! Websocket watch, as kube-apiserver serves it on the same watch URLs (spec §2.7): one message
 //! per watch event: a text message whose payload is exactly the chunked frame (JSON and its
 //! newline), or in protobuf a binary message with the bare `WatchEvent`; client messages are
-//! ignored; when the watch ends the server closes the connection.
+//! ignored (read as kube reads them, [`kube_wire::websocket_in`]: never buffered, a ping
+//! answered, a close or a frame over 32 MiB ending the watch); when the watch ends the server
+//! closes the connection.
 //!
 //! This is the only file that names the websocket crate (fastwebsockets), behind
-//! [`upgrade`] and [`pump`]. A refused handshake is a [`WebsocketError`] (`crate::error` makes
+//! [`upgrade`] and [`pump`] ([`pump_io`] on any byte stream: the fuzz harness drives it with
+//! in-memory I/O). A refused handshake is a [`WebsocketError`] (`crate::error` makes
 //! it kube's 400). It must not decide what the watch sends: the frames come ready-made from
 //! [`super::watch`].
 
-use std::convert::Infallible;
-
 use bytes::{BufMut, BytesMut};
-use fastwebsockets::{Frame, OpCode, Payload};
+use fastwebsockets::{Frame, OpCode, Payload, Role};
 use http::header::{HeaderMap, HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use super::watch::Out;
@@ -85,43 +86,57 @@ pub fn upgrade(
     Ok((Response::from_parts(parts, empty()), fut))
 }
 
-fn owned(f: Frame<'_>) -> Frame<'static> {
-    Frame::new(f.fin, f.opcode, None, Payload::Owned(f.payload.to_vec()))
+/// Reads the client's side of a watch websocket as kube does ([`kube_wire::websocket_in`]):
+/// data frames skipped unread, pings answered, and the watch ended (with a close frame) by the
+/// client's close, a frame over 32 MiB, an unmasked frame or the end of its stream. Reads into a
+/// fixed buffer: nothing a client announces is ever buffered.
+async fn read_client<R: AsyncRead + Unpin>(mut read: R, ctl: mpsc::Sender<Frame<'static>>) {
+    use kube_wire::websocket_in::{ClientFrames, Inbound};
+    use tokio::io::AsyncReadExt;
+    let mut frames = ClientFrames::default();
+    let mut buf = vec![0u8; 8 * 1024];
+    let mut out = Vec::new();
+    while !frames.ended() {
+        match read.read(&mut buf).await {
+            Ok(0) | Err(_) => frames.finish(&mut out),
+            Ok(n) => frames.feed(buf.get(..n).unwrap_or_default(), &mut out),
+        }
+        for e in out.drain(..) {
+            let f = match e {
+                Inbound::Ping(p) => Frame::pong(Payload::Owned(p)),
+                Inbound::End(code) => Frame::close(code, b""),
+            };
+            if ctl.send(f).await.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// Writes each watch event as one message until the watch ends (then a normal close), the
-/// client closes, or the connection fails. Pings are answered. JSON events are text messages
+/// client's side ends it (see [`read_client`]), or the connection fails. Pings are answered. JSON events are text messages
 /// (the chunked frame); protobuf events (`binary`) are binary messages carrying the
 /// `WatchEvent` without the 4-byte length of the chunked framing, as kube's websocket framer
 /// writes them.
-pub async fn pump(
-    fut: fastwebsockets::upgrade::UpgradeFut,
-    mut rx: mpsc::Receiver<Out>,
-    binary: bool,
-) {
+pub async fn pump(fut: fastwebsockets::upgrade::UpgradeFut, rx: mpsc::Receiver<Out>, binary: bool) {
     let Ok(ws) = fut.await else { return };
-    let (mut read, mut write) =
-        ws.split(|io: TokioIo<hyper::upgrade::Upgraded>| tokio::io::split(io));
+    // Nothing was read from the socket yet: its stream is all there is to it.
+    pump_io(ws.into_inner(), rx, binary).await;
+}
+
+/// [`pump`] on the byte stream of an upgraded connection: the server's side of the websocket
+/// is set up here, so the connections the server upgrades and the in-memory ones the fuzz
+/// harness drives are read with the same settings.
+pub async fn pump_io<S>(io: S, mut rx: mpsc::Receiver<Out>, binary: bool)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (read, write) = tokio::io::split(io);
+    let (_, mut write) =
+        fastwebsockets::after_handshake_split(tokio::io::empty(), write, Role::Server);
+    // The reader answers pings and ends the watch through this channel.
     let (ctl_tx, mut ctl_rx) = mpsc::channel::<Frame<'static>>(4);
-    let reader = tokio::spawn(async move {
-        let tx = ctl_tx.clone();
-        loop {
-            let mut send = |f: Frame<'_>| {
-                let tx = tx.clone();
-                let f = owned(f);
-                async move {
-                    let _ = tx.send(f).await;
-                    Ok::<_, Infallible>(())
-                }
-            };
-            match read.read_frame(&mut send).await {
-                Ok(f) if f.opcode == OpCode::Close => break,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        drop(ctl_tx);
-    });
+    let reader = tokio::spawn(read_client(read, ctl_tx));
     loop {
         tokio::select! {
             out = rx.recv() => {

@@ -155,3 +155,51 @@ async fn subprotocols_follow_kube_apiserver() {
         other => panic!("expected a 400, got {:?}", other.map(|(_, p)| p)),
     }
 }
+
+/// A client's frames are read as kube reads them (`x/net/websocket` under `IgnoreReceives`):
+/// a ping is answered, data is skipped, and a frame announcing more than 32 MiB ends the watch
+/// with a close at once, its header alone: neither watchmux nor the simulator waits for (or
+/// makes room for) the payload.
+#[tokio::test]
+async fn client_frames_are_never_buffered() {
+    use futures_util::SinkExt;
+    use tokio::io::AsyncWriteExt;
+    use tokio_tungstenite::MaybeTlsStream;
+    let sim = crate::common::sim().await;
+    let px = crate::common::proxy_for(&sim, |_| {}).await;
+    for base in [px.url.clone(), sim.url()] {
+        let url = format!(
+            "{base}/api/v1/configmaps?watch=1&resourceVersion={}",
+            sim.store().revision()
+        );
+        let (mut ws, _) = connect(&url, Some("binary.k8s.io")).await.unwrap();
+        ws.send(Message::Text("ignored".into())).await.unwrap();
+        ws.send(Message::Ping(b"still there?".to_vec().into()))
+            .await
+            .unwrap();
+        let pong = loop {
+            match tokio::time::timeout(Duration::from_secs(10), ws.next())
+                .await
+                .expect("a pong within 10 s")
+            {
+                Some(Ok(Message::Pong(p))) => break p,
+                Some(Ok(Message::Text(_))) => continue,
+                other => panic!("{base}: {other:?}"),
+            }
+        };
+        assert_eq!(&pong[..], b"still there?", "{base}");
+        // A masked binary frame announcing 60 MiB, without its payload.
+        let mut head = vec![0x82, 0x80 | 127];
+        head.extend_from_slice(&(60u64 << 20).to_be_bytes());
+        head.extend_from_slice(&[1, 2, 3, 4]);
+        match ws.get_mut() {
+            MaybeTlsStream::Plain(tcp) => tcp.write_all(&head).await.unwrap(),
+            _ => unreachable!("plain HTTP"),
+        }
+        assert_eq!(
+            next_text(&mut ws).await,
+            None,
+            "{base}: the oversized frame ends the watch"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //!
 //! Each fault models something a real apiserver or the network does to a proxy: connections
 //! dropped mid-watch, a server that refuses connections while restarting, 500s and 429s, slow
-//! answers, a corrupt event on the wire.
+//! answers, a corrupt event on the wire, a watch whose resourceVersion is refused as compacted.
 //!
 //! Switches only: the HTTP front and the watch loop read them and act. A fault never changes the
 //! store, so what clients read after it is cleared is exactly what was written.
@@ -36,6 +36,7 @@ pub struct Faults {
     delay_ms: AtomicU64,
     watch_lag_ms: AtomicU64,
     malformed: AtomicU32,
+    expire_watches: AtomicU32,
 }
 
 impl Default for Faults {
@@ -47,6 +48,7 @@ impl Default for Faults {
             delay_ms: AtomicU64::new(0),
             watch_lag_ms: AtomicU64::new(0),
             malformed: AtomicU32::new(0),
+            expire_watches: AtomicU32::new(0),
         }
     }
 }
@@ -63,9 +65,13 @@ impl Faults {
     }
 
     /// Refuses (accepts and immediately closes) connections, and aborts requests on existing
-    /// connections, for `d`.
+    /// connections, for `d` (a `d` beyond an `Instant`'s range: for good, never a panic).
     pub fn refuse_connections_for(&self, d: Duration) {
-        *self.refuse_until.lock() = Some(Instant::now() + d);
+        let now = Instant::now();
+        let until = now
+            .checked_add(d)
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
+        *self.refuse_until.lock() = Some(until);
         self.drop_watches();
     }
 
@@ -144,6 +150,21 @@ impl Faults {
             .is_ok()
     }
 
+    /// The next `count` watches that start from a resourceVersion get kube's 410 `Expired`
+    /// ERROR event, as if that resourceVersion had just been compacted away: what a proxy meets
+    /// when it re-watches after an outage during which the history was compacted, without
+    /// depending on writes landing inside the outage.
+    pub fn expire_next_watches(&self, count: u32) {
+        self.expire_watches.store(count, Ordering::SeqCst);
+    }
+
+    /// Consumes a pending expired-watch fault.
+    pub fn take_expired_watch(&self) -> bool {
+        self.expire_watches
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
     /// Clears every fault.
     pub fn clear(&self) {
         *self.refuse_until.lock() = None;
@@ -151,6 +172,7 @@ impl Faults {
         self.delay_ms.store(0, Ordering::Relaxed);
         self.watch_lag_ms.store(0, Ordering::Relaxed);
         self.malformed.store(0, Ordering::SeqCst);
+        self.expire_watches.store(0, Ordering::SeqCst);
     }
 }
 
@@ -179,6 +201,16 @@ mod tests {
         f.send_malformed_event();
         assert!(f.take_malformed());
         assert!(!f.take_malformed());
+    }
+
+    #[test]
+    fn expired_watches_count_down_and_clear() {
+        let f = Faults::default();
+        assert!(!f.take_expired_watch());
+        f.expire_next_watches(2);
+        assert!(f.take_expired_watch());
+        f.clear();
+        assert!(!f.take_expired_watch());
     }
 
     #[tokio::test]

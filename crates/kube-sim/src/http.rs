@@ -65,6 +65,13 @@ pub async fn handle(
     if let Some(rest) = p.strip_prefix("/sim/") {
         return Ok(admin(&state, rest, req).await);
     }
+    // kube's `WithRequestDeadline` filter reads the `timeout` of every request that is not
+    // long-running before anything else (even authentication): a malformed one is its 400.
+    if !long_running(&req)
+        && let Err(s) = kube_wire::options::request_timeout(req.uri().query())
+    {
+        return Ok(status_response(&s));
+    }
     // TLS mode with a required bearer token: kube's 401 without it.
     if let Some(denied) = state.auth.check(&req) {
         return Ok(denied);
@@ -109,6 +116,22 @@ pub async fn handle(
         resp = kube_wire::response::pretty_printed(resp).await;
     }
     Ok(resp)
+}
+
+/// kube's long-running requests (`BasicLongRunningRequestCheck`): watches (a collection GET
+/// with a true `watch`, or a legacy `/watch/` path) and the streaming subresources. Their
+/// `timeout` is never read.
+fn long_running<B>(req: &Request<B>) -> bool {
+    match path::parse(req.uri().path()) {
+        ApiPath::Resource(rp) => {
+            rp.legacy_watch
+                || (rp.name.is_none() && kube_wire::options::is_watch_query(req.uri().query()))
+                || rp.subresource.as_deref().is_some_and(|s| {
+                    matches!(s, "attach" | "exec" | "proxy" | "log" | "portforward")
+                })
+        }
+        _ => false,
+    }
 }
 
 /// The review endpoints, and the policy (if set) before [`route`] (see [`super::authz`]).
@@ -203,13 +226,17 @@ fn object_body(rt: &ResourceType, input: Input, body: &[u8]) -> Result<Value, St
     }
 }
 
+/// A request body, read as kube's `limitedReadBody` does: at most `MAX_BODY` bytes (exactly
+/// that many is fine), else its 413 `Request entity too large: limit is 3145728`. A
+/// `Content-Length` over the limit is refused before anything is read; a body without one is
+/// cut off as soon as it goes over, so nothing beyond the limit is ever held.
 async fn read_body(req: Request<Incoming>) -> Result<Bytes, Status> {
     match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(Status::request_entity_too_large(
-                "the server has rejected the request because it is too large",
-            ))
+            Err(Status::request_entity_too_large(format!(
+                "Request entity too large: limit is {MAX_BODY}"
+            )))
         }
         Err(e) => Err(Status::bad_request(format!(
             "unable to read request body: {e}"
@@ -371,7 +398,8 @@ async fn resource(
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
             let opts = ListOptions::from_query(query.as_deref())?;
             let wire = negotiate(Target::Object, false)?;
-            if let Some(rv) = opts.rv()?.filter(|r| *r > 0) {
+            // kube's watch cache parses the resourceVersion of a GET: its 500 when it cannot.
+            if let Some(rv) = opts.cacher_rv()?.filter(|r| *r > 0) {
                 wait_for(state, rv).await?;
             }
             let obj = state.ops.get(&rt, ns.as_deref(), &name)?;
@@ -507,34 +535,111 @@ fn write_response(
     Ok(object_response(state, rt, obj, wire, include, code))
 }
 
+/// The options of a DELETE, read as kube's `DeleteResource` does: from a body when there is
+/// one (JSON or protobuf `DeleteOptions`, the query then ignored), else from the query (the
+/// first value of each parameter); then checked as kube's `ValidateDeleteOptions` (422).
 fn delete_options(
     query: Option<&str>,
     content_type: Option<&str>,
     body: &[u8],
 ) -> Result<DeleteOptions, Status> {
     let mut o = DeleteOptions::default();
+    let mut propagation: Option<String> = None;
+    let mut orphan = false;
     if !body.is_empty() {
-        let v: Value = match protobuf::input(content_type)? {
-            Input::Json => serde_json::from_slice(body)
-                .map_err(|e| Status::bad_request(format!("error decoding DeleteOptions: {e}")))?,
-            Input::Protobuf => protobuf::decode_delete_options(body)?,
-        };
-        o.grace_period_seconds = v["gracePeriodSeconds"].as_i64();
-        o.precondition_uid = v["preconditions"]["uid"].as_str().map(str::to_string);
-        o.precondition_rv = v["preconditions"]["resourceVersion"]
-            .as_str()
-            .map(str::to_string);
-    }
-    if let Some(q) = query {
-        for (k, v) in form_urlencoded::parse(q.as_bytes()) {
-            if k == "gracePeriodSeconds" {
-                o.grace_period_seconds = Some(v.parse().map_err(|_| {
-                    Status::bad_request(format!("invalid gracePeriodSeconds: {v}"))
-                })?);
+        match protobuf::input(content_type)? {
+            Input::Json => {
+                // The members as raw JSON: kube's decoder checks `gracePeriodSeconds`'s type.
+                let raw: std::collections::HashMap<String, &serde_json::value::RawValue> =
+                    serde_json::from_slice(body).map_err(|e| {
+                        Status::bad_request(format!("error decoding DeleteOptions: {e}"))
+                    })?;
+                o.grace_period_seconds = raw
+                    .get("gracePeriodSeconds")
+                    .map(|r| r.get())
+                    .filter(|r| *r != "null")
+                    .map(|r| go_int64("DeleteOptions", "gracePeriodSeconds", r))
+                    .transpose()?;
+                let v: Value = serde_json::from_slice(body).unwrap_or_default();
+                o.precondition_uid = v["preconditions"]["uid"].as_str().map(str::to_string);
+                o.precondition_rv = v["preconditions"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string);
+                propagation = v["propagationPolicy"].as_str().map(str::to_string);
+                orphan = v["orphanDependents"].is_boolean();
+            }
+            Input::Protobuf => {
+                let v = protobuf::decode_delete_options(body)?;
+                o.grace_period_seconds = v["gracePeriodSeconds"].as_i64();
+                o.precondition_uid = v["preconditions"]["uid"].as_str().map(str::to_string);
+                o.precondition_rv = v["preconditions"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string);
+                propagation = v["propagationPolicy"].as_str().map(str::to_string);
+                orphan = v["orphanDependents"].is_boolean();
             }
         }
+    } else if let Some(q) = query {
+        let first = |name: &str| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into_owned())
+        };
+        if let Some(v) = first("gracePeriodSeconds") {
+            o.grace_period_seconds = Some(kube_wire::options::parse_int(&v)?);
+        }
+        propagation = first("propagationPolicy");
+        orphan = first("orphanDependents").is_some();
+    }
+    let mut errs: Vec<(&str, &str, String)> = Vec::new();
+    if let Some(p) = &propagation {
+        let shown = String::from_utf8_lossy(&kube_wire::gofmt::escape_html(
+            serde_json::to_vec(p).unwrap_or_default(),
+        ))
+        .into_owned();
+        if orphan {
+            errs.push((
+                "FieldValueInvalid",
+                "propagationPolicy",
+                format!(
+                    "Invalid value: {shown}: orphanDependents and deletionPropagation cannot be both set"
+                ),
+            ));
+        }
+        if !matches!(p.as_str(), "Foreground" | "Background" | "Orphan") {
+            errs.push((
+                "FieldValueNotSupported",
+                "propagationPolicy",
+                format!(
+                    "Unsupported value: {shown}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                ),
+            ));
+        }
+    }
+    if !errs.is_empty() {
+        return Err(Status::invalid("meta.k8s.io", "DeleteOptions", "", &errs));
     }
     Ok(o)
+}
+
+/// A JSON member kube decodes into an `int64` field (`*int64`; `null` was already taken as
+/// absent): an integer literal that fits, else Go's `UnmarshalTypeError` text as kube's 400
+/// (`1.5`, `1e3` and numbers beyond 2^63 are not int64s; nor are strings, bools, arrays or
+/// objects).
+fn go_int64(kind: &str, field: &str, raw: &str) -> Result<i64, Status> {
+    let what = match raw.as_bytes().first() {
+        Some(b'"') => "string".to_string(),
+        Some(b't' | b'f') => "bool".to_string(),
+        Some(b'{') => "object".to_string(),
+        Some(b'[') => "array".to_string(),
+        _ => match raw.parse::<i64>() {
+            Ok(n) => return Ok(n),
+            Err(_) => format!("number {raw}"),
+        },
+    };
+    Err(Status::bad_request(format!(
+        "json: cannot unmarshal {what} into Go struct field {kind}.{field} of type int64"
+    )))
 }
 
 /// Waits until the store reaches `rv`, up to kube's 3 s, else 504 Too large resource version.
@@ -627,7 +732,10 @@ async fn list(
         match (rv, opts.rv_match()) {
             (None, _) => {}
             // RV=0: any state; the watch cache ignores limit.
-            (Some(0), _) => limit = 0,
+            (Some(0), _) if opts.rv_is_literal_zero() => limit = 0,
+            // "00" parses to 0 but is not kube's "0": the latest state, paged (an exact read
+            // at revision 0 is no revision at all).
+            (Some(0), _) => {}
             // Not older than N (limit=0 without RVM is also "not older than").
             (Some(n), Some(RvMatch::NotOlderThan)) => wait_for(state, n).await?,
             (Some(n), None) if limit == 0 => wait_for(state, n).await?,
@@ -790,6 +898,14 @@ async fn admin(state: &Arc<SimState>, rest: &str, req: Request<Incoming>) -> Res
         }
         (Method::POST, "faults/delay") => {
             f.set_delay(Duration::from_millis(num("ms", 0)));
+            ok()
+        }
+        (Method::POST, "faults/watch-lag") => {
+            f.set_watch_lag(Duration::from_millis(num("ms", 0)));
+            ok()
+        }
+        (Method::POST, "faults/expire-watches") => {
+            f.expire_next_watches(num("count", 1) as u32);
             ok()
         }
         (Method::POST, "faults/malformed-event") => {

@@ -658,8 +658,11 @@ pub fn decide_delete(
         let mut grace = opts
             .grace_period_seconds
             .or_else(|| v["spec"]["terminationGracePeriodSeconds"].as_i64())
-            .unwrap_or(30)
-            .max(0);
+            .unwrap_or(30);
+        // kube's `rest.BeforeDelete`: a negative grace period is 1 s.
+        if grace < 0 {
+            grace = 1;
+        }
         if !bound || phase == "Succeeded" || phase == "Failed" {
             grace = 0;
         }
@@ -671,7 +674,10 @@ pub fn decide_delete(
                     DeleteKind::GracefulPod(existing.unwrap_or(grace)),
                 ));
             }
-            meta_mut(&mut v).insert("deletionTimestamp".into(), json!(rfc3339(now + grace)));
+            meta_mut(&mut v).insert(
+                "deletionTimestamp".into(),
+                json!(rfc3339(go_after_seconds(now, grace))),
+            );
             meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(grace));
             return Ok((Action::Put(v), DeleteKind::GracefulPod(grace)));
         }
@@ -688,6 +694,14 @@ pub fn decide_delete(
         return Ok((Action::Put(v), DeleteKind::Finalizers));
     }
     Ok((Action::Delete, DeleteKind::Immediate))
+}
+
+/// `now.Add(time.Second * time.Duration(secs))` as kube computes a deletion timestamp: the
+/// product is Go's int64 nanoseconds, which wraps for a grace period beyond about 292 years
+/// (so the timestamp can land in the past), and never overflows here.
+fn go_after_seconds(now: i64, secs: i64) -> i64 {
+    let ns = secs.wrapping_mul(1_000_000_000);
+    now.saturating_add(ns.div_euclid(1_000_000_000))
 }
 
 /// The `Status` kube returns for a completed DELETE of a kind that does not return the object.

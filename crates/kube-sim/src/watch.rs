@@ -62,8 +62,9 @@ pub async fn serve(
     query: Option<&str>,
     sink: Sink,
 ) -> Result<Response<Body>, Status> {
-    // A non-numeric resourceVersion is rejected before the stream starts.
-    let rv = opts.rv()?;
+    // A resourceVersion kube's versioner refuses is rejected before the stream starts, as
+    // kube's watch cache does (a bare storage error: 500).
+    let rv = opts.cacher_rv()?;
     // kube validates a Table watch's `includeObject` before the stream starts.
     let include = super::http::table_include(wire.repr, query)?;
     let protobuf = wire.encoding == Encoding::Protobuf;
@@ -179,7 +180,11 @@ impl Watcher {
         let mut changed = store.subscribe(&self.rt);
         changed.borrow_and_update();
         let mut cursor = match (sie, rv) {
-            (Some(true), _) => {
+            // A resourceVersion that parses to 0 without being the literal "0" ("00") is not
+            // defaulted to a watch-list: kube's cacher answers it as the legacy RV=0 watch, the
+            // current state as ADDED events then the changes, with no initial-events-end
+            // bookmark.
+            (Some(true), _) | (None, Some(0)) => {
                 // Watch-list: wait for a requested RV (W6), then the current state (W2/W4).
                 let target = rv.unwrap_or(0);
                 if target > store.revision()
@@ -206,7 +211,7 @@ impl Watcher {
                         return End::Clean;
                     }
                 }
-                if self.bookmarks {
+                if self.bookmarks && sie == Some(true) {
                     self.last_sent = page.rev;
                     let b = self.bookmark(page.rev, true);
                     if !self.send(b).await {
@@ -219,7 +224,14 @@ impl Watcher {
             (Some(false), None | Some(0)) => store.revision(),
             // W5/W9: exactly after N (N in the future simply waits).
             (_, Some(n)) => {
-                if let Err(oldest) = store.check_watch_start(&self.rt, n) {
+                // The expired-watch fault answers as a compaction at the current revision would.
+                let expired = n > 0 && self.state.faults.take_expired_watch();
+                let check = if expired {
+                    Err(store.revision())
+                } else {
+                    store.check_watch_start(&self.rt, n)
+                };
+                if let Err(oldest) = check {
                     let s = Status::expired(format!("too old resource version: {n} ({oldest})"));
                     self.send_error(&s).await;
                     return End::Clean;
@@ -295,7 +307,10 @@ impl Watcher {
     /// kube: next bookmark at min(now + interval, deadline − 2 s); none once that has passed.
     fn next_bookmark(&self, interval: Duration) -> Option<Instant> {
         let now = Instant::now();
-        let t = (now + interval).min(self.deadline.checked_sub(Duration::from_secs(2))?);
+        // `--bookmark-interval-secs` is the operator's number: one past an `Instant`'s range
+        // means "never" rather than a panic.
+        let periodic = now.checked_add(interval).unwrap_or(self.deadline);
+        let t = periodic.min(self.deadline.checked_sub(Duration::from_secs(2))?);
         (t > now).then_some(t)
     }
 

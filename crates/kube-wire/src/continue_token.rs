@@ -18,7 +18,7 @@ pub struct ContinueToken {
     pub start: String,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct Wire {
     v: String,
     rv: i64,
@@ -43,7 +43,7 @@ pub enum ContinueError {
     #[error("continue key is not valid: {0}")]
     UncleanStart(String),
     /// Unknown `v`.
-    #[error("continue key is not valid: server does not recognize this encoded version {0:?}")]
+    #[error("continue key is not valid: server does not recognize this encoded version {0}")]
     Version(String),
 }
 
@@ -66,19 +66,19 @@ impl ContinueToken {
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&wire).expect("token serialises"))
     }
 
-    /// Decodes and validates as kube does.
+    /// Decodes and validates as kube's `storage.DecodeContinue` does: Go's unpadded base64url
+    /// (trailing bits allowed, line breaks skipped), then Go's `encoding/json` into kube's
+    /// `continueToken` struct ([`GoToken`]: keys matched case-insensitively, a missing or
+    /// `null` field left at its zero value, a mistyped one refused with Go's text), then the
+    /// version, `rv` (0 refused; negative means "latest") and the start key (empty, or not a
+    /// clean path, refused).
     pub fn decode(s: &str) -> Result<Self, ContinueError> {
-        let data = URL_SAFE_NO_PAD.decode(s).map_err(|e| {
-            ContinueError::Malformed(match e {
-                // Go's `base64.CorruptInputError` text.
-                base64::DecodeError::InvalidByte(at, _) => {
-                    format!("illegal base64 data at input byte {at}")
-                }
-                other => other.to_string(),
-            })
-        })?;
-        let w: Wire =
+        let data = go_base64(s)?;
+        let w: GoToken =
             serde_json::from_slice(&data).map_err(|e| ContinueError::Malformed(e.to_string()))?;
+        if let Some(e) = w.type_error {
+            return Err(ContinueError::Malformed(e));
+        }
         if w.v != "meta.k8s.io/v1" {
             return Err(ContinueError::Version(w.v));
         }
@@ -100,6 +100,155 @@ impl ContinueToken {
             rv: w.rv,
             start: rooted[1..].to_string(),
         })
+    }
+}
+
+/// Go's `base64.RawURLEncoding.DecodeString`: no padding (`=` is a bad byte), non-zero trailing
+/// bits accepted, `\r` and `\n` skipped; a failure is Go's `illegal base64 data at input byte N`.
+fn go_base64(s: &str) -> Result<Vec<u8>, ContinueError> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const GO_RAW_URL: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        GeneralPurposeConfig::new()
+            .with_encode_padding(false)
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(DecodePaddingMode::RequireNone),
+    );
+    let stripped: String = s.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    GO_RAW_URL.decode(&stripped).map_err(|e| {
+        let at = match e {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+            base64::DecodeError::InvalidPadding => stripped.find('=').unwrap_or(0),
+            base64::DecodeError::InvalidLength(_) => stripped.len().saturating_sub(1),
+        };
+        ContinueError::Malformed(format!("illegal base64 data at input byte {at}"))
+    })
+}
+
+/// kube's `continueToken` as Go's `encoding/json` fills it: each key is matched to a field
+/// case-insensitively (Go folds `ſ` to `s` too), the last occurrence wins, `null` leaves a field
+/// as it was, unknown keys are ignored; a value of the wrong JSON type (or an `rv` that is not
+/// an int64: `1.5`, `1e3`, beyond 2^63) is Go's `UnmarshalTypeError`, the first of which Go
+/// returns once the whole document is read. A document that is not an object is a type error
+/// too, except `null` (all fields zero).
+#[derive(Debug, Default)]
+struct GoToken {
+    v: String,
+    rv: i64,
+    start: String,
+    type_error: Option<String>,
+}
+
+impl GoToken {
+    fn mistyped(&mut self, what: &str, field: &str, ty: &str) {
+        self.type_error.get_or_insert_with(|| {
+            format!("json: cannot unmarshal {what} into Go struct field continueToken.{field} of type {ty}")
+        });
+    }
+
+    fn top_level(what: &str) -> GoToken {
+        GoToken {
+            type_error: Some(format!(
+                "json: cannot unmarshal {what} into Go value of type storage.continueToken"
+            )),
+            ..GoToken::default()
+        }
+    }
+
+    /// Stores one member's raw JSON value into the field `field` names.
+    fn set(&mut self, field: &'static str, raw: &str) -> Result<(), serde_json::Error> {
+        let kind = match raw.as_bytes().first() {
+            Some(b'n') => return Ok(()),
+            Some(b'"') => "string",
+            Some(b't' | b'f') => "bool",
+            Some(b'{') => "object",
+            Some(b'[') => "array",
+            _ => "number",
+        };
+        match (field, kind) {
+            ("rv", "number") => match raw.parse::<i64>() {
+                Ok(n) => self.rv = n,
+                Err(_) => self.mistyped(&format!("number {raw}"), "rv", "int64"),
+            },
+            ("rv", k) => self.mistyped(k, "rv", "int64"),
+            (f, "string") => {
+                let text: String = serde_json::from_str(raw)?;
+                if f == "v" {
+                    self.v = text;
+                } else {
+                    self.start = text;
+                }
+            }
+            (f, k) => self.mistyped(k, f, "string"),
+        }
+        Ok(())
+    }
+}
+
+/// The field of kube's `continueToken` a JSON key names under Go's case folding.
+fn go_field(key: &str) -> Option<&'static str> {
+    let folded: String = key
+        .chars()
+        .map(|c| {
+            if c == '\u{17f}' {
+                's'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect();
+    ["v", "rv", "start"].into_iter().find(|f| *f == folded)
+}
+
+impl<'de> Deserialize<'de> for GoToken {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = GoToken;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<GoToken, A::Error> {
+                let mut t = GoToken::default();
+                while let Some(key) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let raw: &'de serde_json::value::RawValue = m.next_value()?;
+                    if let Some(field) = go_field(&key) {
+                        t.set(field, raw.get()).map_err(serde::de::Error::custom)?;
+                    }
+                }
+                Ok(t)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<GoToken, A::Error> {
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(GoToken::top_level("array"))
+            }
+            fn visit_unit<E>(self) -> Result<GoToken, E> {
+                Ok(GoToken::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<GoToken, E> {
+                Ok(GoToken::top_level("bool"))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<GoToken, E> {
+                Ok(GoToken::top_level("number"))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<GoToken, E> {
+                Ok(GoToken::top_level("number"))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<GoToken, E> {
+                Ok(GoToken::top_level("number"))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<GoToken, E> {
+                Ok(GoToken::top_level("string"))
+            }
+        }
+        d.deserialize_any(Visit)
     }
 }
 
@@ -172,6 +321,113 @@ mod tests {
             .unwrap()
             .rv,
             -1
+        );
+    }
+    /// kube's `DecodeContinue` decodes with Go's `encoding/json`: these tokens are the numbers
+    /// and shapes a client can send, each with what kube-apiserver answers (after `invalid
+    /// continue token: `).
+    #[test]
+    fn decodes_numbers_and_shapes_as_gos_encoding_json() {
+        let dec = |j: &str| ContinueToken::decode(&URL_SAFE_NO_PAD.encode(j));
+        let msg = |j: &str| dec(j).unwrap_err().to_string();
+        // rv: negative is "latest", however negative; 0, missing and null are the zero value.
+        assert_eq!(
+            dec(r#"{"v":"meta.k8s.io/v1","rv":-9223372036854775808,"start":"a"}"#)
+                .unwrap()
+                .rv,
+            i64::MIN
+        );
+        for j in [
+            r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a"}"#,
+            r#"{"v":"meta.k8s.io/v1","rv":-0,"start":"a"}"#,
+            r#"{"v":"meta.k8s.io/v1","start":"a"}"#,
+            r#"{"v":"meta.k8s.io/v1","rv":null,"start":"a"}"#,
+        ] {
+            assert_eq!(dec(j).unwrap_err(), ContinueError::ZeroRv, "{j}");
+        }
+        // Not an int64: Go's UnmarshalTypeError, with the literal for a number.
+        let ty = |what: &str| {
+            format!(
+                "continue key is not valid: json: cannot unmarshal {what} into Go struct field continueToken.rv of type int64"
+            )
+        };
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":9223372036854775808,"start":"a"}"#),
+            ty("number 9223372036854775808")
+        );
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":99999999999999999999999,"start":"a"}"#),
+            ty("number 99999999999999999999999")
+        );
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":1.5,"start":"a"}"#),
+            ty("number 1.5")
+        );
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":1e3,"start":"a"}"#),
+            ty("number 1e3")
+        );
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":"5","start":"a"}"#),
+            ty("string")
+        );
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":true,"start":"a"}"#),
+            ty("bool")
+        );
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":[1],"start":"a"}"#),
+            ty("array")
+        );
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":5,"start":7}"#),
+            "continue key is not valid: json: cannot unmarshal number into Go struct field continueToken.start of type string"
+        );
+        // Go reads the whole document and returns the first type error.
+        assert_eq!(msg(r#"{"rv":"x","v":1}"#), ty("string"));
+        // Keys fold as Go's do; the last occurrence wins; unknown keys are ignored.
+        let t = dec(r#"{"V":"meta.k8s.io/v1","Rv":3,"ſTART":"b","rv":4,"other":[]}"#).unwrap();
+        assert_eq!((t.rv, t.start.as_str()), (4, "b"));
+        // The version is printed as it is (%v), not quoted.
+        assert_eq!(
+            msg(r#"{"v":"x","rv":3,"start":"a"}"#),
+            "continue key is not valid: server does not recognize this encoded version x"
+        );
+        assert_eq!(
+            msg("null"),
+            "continue key is not valid: server does not recognize this encoded version "
+        );
+        assert_eq!(
+            msg("[1,2]"),
+            "continue key is not valid: json: cannot unmarshal array into Go value of type storage.continueToken"
+        );
+        // Start keys: whatever path, as long as it is clean.
+        assert_eq!(
+            msg(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"a//b"}"#),
+            "continue key is not valid: a//b"
+        );
+    }
+
+    #[test]
+    fn decodes_base64_as_gos_raw_url_encoding() {
+        let json = r#"{"v":"meta.k8s.io/v1","rv":3,"start":"a"}"#;
+        let enc = URL_SAFE_NO_PAD.encode(json);
+        // Line breaks are skipped.
+        let broken = format!("{}\n{}", &enc[..5], &enc[5..]);
+        assert_eq!(ContinueToken::decode(&broken).unwrap().rv, 3);
+        // Padding is a bad byte where it stands.
+        let padded = URL_SAFE_NO_PAD.encode("{}") + "==";
+        assert_eq!(
+            ContinueToken::decode(&padded).unwrap_err().to_string(),
+            "continue key is not valid: illegal base64 data at input byte 3"
+        );
+        // Non-zero trailing bits are accepted ("e30" and "e31" both decode to "{}").
+        assert!(
+            matches!(ContinueToken::decode("e31"), Err(ContinueError::Version(v)) if v.is_empty())
+        );
+        assert_eq!(
+            ContinueToken::decode("e30*").unwrap_err().to_string(),
+            "continue key is not valid: illegal base64 data at input byte 3"
         );
     }
 }

@@ -32,6 +32,31 @@ pub fn quote(s: &str) -> String {
     out
 }
 
+/// Quotes a string the way Go's `time` package does in its parse errors (its own `quote`, not
+/// `strconv.Quote`): `"` and `\\` escaped, every byte of a control or non-ASCII character as
+/// `\xNN`.
+pub fn time_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='\u{7f}' => out.push(c),
+            c => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Go's `unicode.IsPrint` for non-ASCII characters: letters, marks, numbers, punctuation and
 /// symbols. Rust's `escape_debug` keeps exactly the same classes unescaped (it escapes the
 /// categories Cc, Cf, Cs, Co, Cn, Zl, Zp and Zs), except that it also escapes a grapheme extender

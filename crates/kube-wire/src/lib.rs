@@ -5,7 +5,8 @@
 //! ([`status`]), who asks for what ([`access`]), content negotiation ([`negotiate`]), the HTTP
 //! answers built from them ([`response`]), server-side Table printing and the metadata-only
 //! forms ([`table`]) with the JSONPath of CRD printer columns ([`jsonpath`]), and Go's
-//! formatting where clients see it byte for byte ([`gofmt`]).
+//! formatting where clients see it byte for byte ([`gofmt`]), and what a watch's websocket
+//! reads from its client ([`websocket_in`], a parser fed the bytes a server read).
 //!
 //! Pure functions and data only: nothing here opens a socket, reads a file or spawns a task.
 
@@ -22,3 +23,4 @@ pub mod response;
 pub mod selector;
 pub mod status;
 pub mod table;
+pub mod websocket_in;

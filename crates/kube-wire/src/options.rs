@@ -47,12 +47,93 @@ fn parse_bool(v: &str) -> bool {
     !(v.eq_ignore_ascii_case("false") || v == "0")
 }
 
-fn parse_int(name: &str, v: &str) -> Result<i64, Status> {
-    v.parse::<i64>().map_err(|_| {
-        Status::bad_request(format!(
-            "failed to parse {name}: strconv.ParseInt: parsing {v:?}: invalid syntax"
-        ))
+/// Go's `strconv.ParseInt(v, 10, 64)`, with its error text: kube decodes an int64 query
+/// parameter with it and answers its error as it is (400 BadRequest).
+pub fn parse_int(v: &str) -> Result<i64, Status> {
+    v.parse::<i64>()
+        .map_err(|e| Status::bad_request(strconv_error("ParseInt", v, e.kind())))
+}
+
+/// Go's `strconv.ParseUint(v, 10, 64)`: digits only (no sign, unlike Rust's `u64` parser, which
+/// takes a leading `+`), the error as Go words it.
+fn parse_uint(v: &str) -> Result<u64, String> {
+    if v.starts_with('+') {
+        return Err(strconv_error(
+            "ParseUint",
+            v,
+            &std::num::IntErrorKind::InvalidDigit,
+        ));
+    }
+    v.parse::<u64>()
+        .map_err(|e| strconv_error("ParseUint", v, e.kind()))
+}
+
+/// A `*strconv.NumError`'s text: `strconv.<func>: parsing "<v>": <invalid syntax | value out of
+/// range>`. Rust and Go stop at the same character (a digit that overflows before a later bad
+/// character is a range error in both), so the kinds agree.
+fn strconv_error(func: &str, v: &str, kind: &std::num::IntErrorKind) -> String {
+    use std::num::IntErrorKind::{NegOverflow, PosOverflow};
+    let why = match kind {
+        PosOverflow | NegOverflow => "value out of range",
+        _ => "invalid syntax",
+    };
+    format!("strconv.{func}: parsing {}: {why}", crate::gofmt::quote(v))
+}
+
+/// A resourceVersion that kube's `APIObjectVersioner.ParseResourceVersion` refuses; Display is
+/// its error (`field.Invalid` on `resourceVersion` carrying Go's `strconv.ParseUint` error).
+/// Which Status a server answers with depends on the verb: see [`ListOptions::rv`],
+/// [`ListOptions::watch_rv`] and [`ListOptions::get_rv`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("resourceVersion: Invalid value: {}: {detail}", crate::gofmt::quote(.value))]
+pub struct RvError {
+    /// The resourceVersion as sent.
+    pub value: String,
+    /// Go's `strconv.ParseUint` error.
+    pub detail: String,
+}
+
+/// kube's `APIObjectVersioner.ParseResourceVersion`: `""` and `"0"` are 0, anything else is
+/// Go's `strconv.ParseUint(s, 10, 64)` (so `"00"` is 0 too, while `"+1"` and `"-1"` are refused).
+pub fn parse_resource_version(s: &str) -> Result<u64, RvError> {
+    if s.is_empty() || s == "0" {
+        return Ok(0);
+    }
+    parse_uint(s).map_err(|detail| RvError {
+        value: s.to_string(),
+        detail,
     })
+}
+
+/// kube-apiserver's `?timeout=` of a request that is not long-running (its `WithRequestDeadline`
+/// filter, which runs before authentication): the first `timeout` value, when not empty, must be
+/// a Go duration (`time.ParseDuration`), else 400 `invalid timeout specified in the request URL
+/// - <Go's error>`. Returns it in nanoseconds (0 or negative: the server's own deadline). Watches
+/// are long-running: their `timeout` is never read.
+pub fn request_timeout(query: Option<&str>) -> Result<Option<i64>, Status> {
+    let Some(q) = query else { return Ok(None) };
+    let Some((_, v)) = form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "timeout") else {
+        return Ok(None);
+    };
+    if v.is_empty() {
+        return Ok(None);
+    }
+    crate::proto::gotime::parse_duration(&v)
+        .map(Some)
+        .map_err(|e| {
+            Status::bad_request(format!(
+                "invalid timeout specified in the request URL - {e}"
+            ))
+        })
+}
+
+/// Whether kube's request-info resolver takes a collection request with this query for a
+/// watch (verb `watch`, a long-running request): its first `watch` value, read as kube's bool,
+/// even when the other list options do not decode.
+pub fn is_watch_query(query: Option<&str>) -> bool {
+    query
+        .and_then(|q| form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "watch"))
+        .is_some_and(|(_, v)| parse_bool(&v))
 }
 
 impl ListOptions {
@@ -60,7 +141,13 @@ impl ListOptions {
     pub fn from_query(query: Option<&str>) -> Result<Self, Status> {
         let mut o = ListOptions::default();
         let Some(q) = query else { return Ok(o) };
+        // kube's conversion reads the first value of a repeated parameter (`values[0]`).
+        let mut seen: Vec<std::borrow::Cow<'_, str>> = Vec::new();
         for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+            if seen.contains(&k) {
+                continue;
+            }
+            seen.push(k.clone());
             match k.as_ref() {
                 "watch" => o.watch = parse_bool(&v),
                 "resourceVersion" => {
@@ -71,8 +158,9 @@ impl ListOptions {
                 }
                 "allowWatchBookmarks" => o.allow_watch_bookmarks = parse_bool(&v),
                 "sendInitialEvents" => o.send_initial_events = Some(parse_bool(&v)),
-                "timeoutSeconds" => o.timeout_seconds = Some(parse_int("timeoutSeconds", &v)?),
-                "limit" => o.limit = parse_int("limit", &v)?.max(0),
+                "timeoutSeconds" => o.timeout_seconds = Some(parse_int(&v)?),
+                // kube's storage pages only a limit > 0: a negative one is no limit.
+                "limit" => o.limit = parse_int(&v)?.max(0),
                 "continue" => o.continue_token = Some(v.into_owned()).filter(|s| !s.is_empty()),
                 "labelSelector" => o.label_selector = v.into_owned(),
                 "fieldSelector" => o.field_selector = v.into_owned(),
@@ -82,17 +170,34 @@ impl ListOptions {
         Ok(o)
     }
 
-    /// The resourceVersion as a number: `None` when absent, `Some(0)` for "0".
-    /// A non-numeric value is kube's 400.
+    /// The resourceVersion of a LIST as a number: `None` when absent, `Some(0)` for "0" (and
+    /// "00"). One kube's versioner refuses is its 400 from `storage.ValidateListOptions`:
+    /// `invalid resource version: <the versioner's error>`.
     pub fn rv(&self) -> Result<Option<u64>, Status> {
-        match &self.resource_version {
-            None => Ok(None),
-            Some(s) => s.parse::<u64>().map(Some).map_err(|_| {
-                Status::bad_request(format!(
-                    "invalid resource version: resourceVersion: Invalid value: {s:?}: strconv.ParseUint: parsing {s:?}: invalid syntax"
-                ))
-            }),
-        }
+        self.parsed_rv()
+            .map_err(|e| Status::bad_request(format!("invalid resource version: {e}")))
+    }
+
+    /// The resourceVersion of a WATCH, or of a GET of one object, as [`ListOptions::rv`]; one
+    /// kube's versioner refuses comes out of its watch cache (`cacher.Watch`, `cacher.Get`) as a
+    /// bare storage error, which kube's handlers answer as an unknown error: 500 with no reason,
+    /// the versioner's error as the message.
+    pub fn cacher_rv(&self) -> Result<Option<u64>, Status> {
+        self.parsed_rv()
+            .map_err(|e| Status::new(500, "", e.to_string()))
+    }
+
+    /// Whether the resourceVersion is kube's literal `"0"` ("any"): kube compares the string, so
+    /// `"00"`, which parses to 0 as well, reads differently (see [`ListOptions::rv`]).
+    pub fn rv_is_literal_zero(&self) -> bool {
+        self.resource_version.as_deref() == Some("0")
+    }
+
+    fn parsed_rv(&self) -> Result<Option<u64>, RvError> {
+        self.resource_version
+            .as_deref()
+            .map(parse_resource_version)
+            .transpose()
     }
 
     /// How long a watch with these options lasts, computed as kube-apiserver computes it
@@ -302,6 +407,110 @@ mod tests {
         let e = opts("resourceVersion=abc").rv().unwrap_err();
         assert_eq!(e.code, 400);
         assert!(e.message.starts_with("invalid resource version: "));
+    }
+
+    /// kube's `APIObjectVersioner.ParseResourceVersion` is Go's `strconv.ParseUint`: no sign,
+    /// 64 bits, `"00"` is 0; its error is worded per verb.
+    #[test]
+    fn resource_versions_parse_as_kubes_versioner() {
+        assert_eq!(parse_resource_version("00"), Ok(0));
+        assert_eq!(parse_resource_version("18446744073709551615"), Ok(u64::MAX));
+        let err = |s: &str| parse_resource_version(s).unwrap_err().to_string();
+        assert_eq!(
+            err("+1"),
+            "resourceVersion: Invalid value: \"+1\": strconv.ParseUint: parsing \"+1\": invalid syntax"
+        );
+        assert_eq!(
+            err("-1"),
+            "resourceVersion: Invalid value: \"-1\": strconv.ParseUint: parsing \"-1\": invalid syntax"
+        );
+        assert_eq!(
+            err("18446744073709551616"),
+            "resourceVersion: Invalid value: \"18446744073709551616\": strconv.ParseUint: parsing \"18446744073709551616\": value out of range"
+        );
+        // A LIST's is a 400 (`storage.ValidateListOptions`); a WATCH's and a GET's come out of
+        // the watch cache unconverted: 500 with no reason.
+        let o = opts("resourceVersion=%E2%82%AC1");
+        let list = o.rv().unwrap_err();
+        assert_eq!((list.code, list.reason.as_str()), (400, "BadRequest"));
+        assert_eq!(
+            list.message,
+            "invalid resource version: resourceVersion: Invalid value: \"€1\": strconv.ParseUint: parsing \"€1\": invalid syntax"
+        );
+        let watch = o.cacher_rv().unwrap_err();
+        assert_eq!((watch.code, watch.reason.as_str()), (500, ""));
+        assert_eq!(
+            watch.message,
+            "resourceVersion: Invalid value: \"€1\": strconv.ParseUint: parsing \"€1\": invalid syntax"
+        );
+        assert!(opts("resourceVersion=0").rv_is_literal_zero());
+        assert!(!opts("resourceVersion=00").rv_is_literal_zero());
+    }
+
+    /// Go's `strconv.ParseInt` for `limit` and `timeoutSeconds`: its error is kube's whole
+    /// message; the first of repeated parameters counts, as in kube's conversion.
+    #[test]
+    fn integers_parse_as_gos_strconv() {
+        let msg = |q: &str| ListOptions::from_query(Some(q)).unwrap_err().message;
+        assert_eq!(
+            msg("limit=x"),
+            "strconv.ParseInt: parsing \"x\": invalid syntax"
+        );
+        assert_eq!(
+            msg("limit="),
+            "strconv.ParseInt: parsing \"\": invalid syntax"
+        );
+        assert_eq!(
+            msg("limit=9223372036854775808"),
+            "strconv.ParseInt: parsing \"9223372036854775808\": value out of range"
+        );
+        assert_eq!(
+            msg("timeoutSeconds=-99999999999999999999"),
+            "strconv.ParseInt: parsing \"-99999999999999999999\": value out of range"
+        );
+        assert_eq!(
+            msg("timeoutSeconds=1%0A"),
+            "strconv.ParseInt: parsing \"1\\n\": invalid syntax"
+        );
+        assert_eq!(opts("limit=%2B7").limit, 7);
+        assert_eq!(opts("limit=-7").limit, 0, "a negative limit is no limit");
+        assert_eq!(opts("limit=9223372036854775807").limit, i64::MAX);
+        assert_eq!(opts("limit=5&limit=x").limit, 5, "the first value counts");
+        assert_eq!(
+            opts("resourceVersion=&resourceVersion=5").resource_version,
+            None
+        );
+        assert!(!opts("watch=0&watch=1").watch);
+    }
+
+    /// The `timeout` of a LIST or GET, as kube's `WithRequestDeadline` reads it.
+    #[test]
+    fn request_timeouts_parse_as_gos_durations() {
+        assert_eq!(request_timeout(None), Ok(None));
+        assert_eq!(request_timeout(Some("timeout=")), Ok(None));
+        assert_eq!(
+            request_timeout(Some("timeout=1m30s")),
+            Ok(Some(90_000_000_000))
+        );
+        assert_eq!(
+            request_timeout(Some("timeout=-5s&timeout=x")),
+            Ok(Some(-5_000_000_000))
+        );
+        let msg = |q: &str| request_timeout(Some(q)).unwrap_err();
+        let e = msg("timeout=30");
+        assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+        assert_eq!(
+            e.message,
+            "invalid timeout specified in the request URL - time: missing unit in duration \"30\""
+        );
+        assert_eq!(
+            msg("timeout=9999999999h").message,
+            "invalid timeout specified in the request URL - time: invalid duration \"9999999999h\""
+        );
+        assert_eq!(
+            msg("timeout=1%C3%A9").message,
+            "invalid timeout specified in the request URL - time: unknown unit \"\\xc3\\xa9\" in duration \"1\\xc3\\xa9\""
+        );
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! (`handlers/watch.go` `HandleWS` over `golang.org/x/net/websocket`): one message per watch
 //! event, a text message carrying exactly the chunked JSON frame (its newline included), or in
 //! protobuf a binary message with the bare `WatchEvent` (no 4-byte length); client messages are
-//! ignored; when the watch ends the server closes the connection.
+//! ignored (read as kube reads them, [`kube_wire::websocket_in`]: never buffered, a ping
+//! answered, a close or a frame over 32 MiB ending the watch); when the watch ends the server
+//! closes the connection.
 //!
 //! It only carries frames the watcher made; it decides nothing about what a watch sends.
 
-use std::convert::Infallible;
 use std::io;
 
 use bytes::{Bytes, BytesMut};
@@ -15,7 +16,6 @@ use fastwebsockets::{Frame, OpCode, Payload};
 use http::header::{HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -75,14 +75,40 @@ fn bad_handshake() -> Response<Body> {
     r
 }
 
-fn owned(f: Frame<'_>) -> Frame<'static> {
-    Frame::new(f.fin, f.opcode, None, Payload::Owned(f.payload.to_vec()))
+/// Reads the client's side of a watch websocket as kube does ([`kube_wire::websocket_in`]):
+/// data frames skipped unread, pings answered, and the watch ended (with a close frame) by the
+/// client's close, a frame over 32 MiB, an unmasked frame or the end of its stream. Reads into a
+/// fixed buffer: nothing a client announces is ever buffered.
+async fn read_client<R: tokio::io::AsyncRead + Unpin>(
+    mut read: R,
+    ctl: mpsc::Sender<Frame<'static>>,
+) {
+    use kube_wire::websocket_in::{ClientFrames, Inbound};
+    use tokio::io::AsyncReadExt;
+    let mut frames = ClientFrames::default();
+    let mut buf = vec![0u8; 8 * 1024];
+    let mut out = Vec::new();
+    while !frames.ended() {
+        match read.read(&mut buf).await {
+            Ok(0) | Err(_) => frames.finish(&mut out),
+            Ok(n) => frames.feed(buf.get(..n).unwrap_or_default(), &mut out),
+        }
+        for e in out.drain(..) {
+            let f = match e {
+                Inbound::Ping(p) => Frame::pong(Payload::Owned(p)),
+                Inbound::End(code) => Frame::close(code, b""),
+            };
+            if ctl.send(f).await.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// Writes each frame the watcher sends as one message (`binary`: protobuf frames, sent without
-/// their length) until the watch ends (then a normal close), the client closes, the
-/// connection fails, or the simulator stops. A watcher's abort (an `Err`) drops the connection
-/// without a close, as a cut stream.
+/// their length) until the watch ends (then a normal close), the client's side ends it (see
+/// [`read_client`]), the connection fails, or the simulator stops. A watcher's abort (an `Err`)
+/// drops the connection without a close, as a cut stream.
 pub async fn pump(
     fut: UpgradeFut,
     mut rx: mpsc::Receiver<Result<hyper::body::Frame<Bytes>, io::Error>>,
@@ -90,28 +116,16 @@ pub async fn pump(
     cancel: CancellationToken,
 ) {
     let Ok(ws) = fut.await else { return };
-    let (mut read, mut write) =
-        ws.split(|io: TokioIo<hyper::upgrade::Upgraded>| tokio::io::split(io));
-    // The reader answers pings and echoes a close through this channel; it ends with the
-    // connection.
+    // Nothing was read from the connection yet: its stream is all there is to it.
+    let (read, write) = tokio::io::split(ws.into_inner());
+    let (_, mut write) = fastwebsockets::after_handshake_split(
+        tokio::io::empty(),
+        write,
+        fastwebsockets::Role::Server,
+    );
+    // The reader answers pings and ends the watch through this channel.
     let (ctl_tx, mut ctl_rx) = mpsc::channel::<Frame<'static>>(4);
-    let reader = tokio::spawn(async move {
-        loop {
-            let mut send = |f: Frame<'_>| {
-                let tx = ctl_tx.clone();
-                let f = owned(f);
-                async move {
-                    let _ = tx.send(f).await;
-                    Ok::<_, Infallible>(())
-                }
-            };
-            match read.read_frame(&mut send).await {
-                Ok(f) if f.opcode == OpCode::Close => break,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-    });
+    let reader = tokio::spawn(read_client(read, ctl_tx));
     loop {
         tokio::select! {
             out = rx.recv() => match out {

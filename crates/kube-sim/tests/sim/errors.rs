@@ -305,7 +305,7 @@ async fn continue_and_resource_version_errors_are_400() {
         (
             token(r#"{"v":"meta.k8s.io/v2","rv":3,"start":"cm-0\u0000"}"#),
             invalid_tok(
-                r#"continue key is not valid: server does not recognize this encoded version "meta.k8s.io/v2""#,
+                "continue key is not valid: server does not recognize this encoded version meta.k8s.io/v2",
             ),
         ),
     ];

@@ -6,6 +6,7 @@ mod fleet;
 mod kube;
 mod kubectl;
 mod kubectl_protobuf;
+mod numbers;
 mod props;
 mod proto;
 mod protobuf;

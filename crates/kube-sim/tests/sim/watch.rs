@@ -1040,6 +1040,87 @@ async fn malformed_event_fault_corrupts_exactly_one_line() {
     );
 }
 
+#[tokio::test]
+async fn expire_watches_fault_answers_the_next_watch_from_a_resource_version_with_410() {
+    let sim = sim().await;
+    let u = sim.url();
+    let p = create_pod(&u, "default", "p", "", json!({})).await;
+    let (s, _, _) = request(
+        Method::POST,
+        &format!("{u}/sim/faults/expire-watches?count=1"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(s, 200);
+    // A watch from a resourceVersion still in the history is refused as compacted, with kube's
+    // ERROR event and a clean end; the store itself kept its history.
+    let rv = rv_of(&p);
+    let mut w = watch(&format!("{u}/api/v1/pods?watch=1&resourceVersion={rv}")).await;
+    assert_eq!(w.status, 200);
+    let e = w.next_event(T).await;
+    assert_eq!(e["type"], "ERROR", "{e}");
+    assert_eq!(e["object"]["code"], 410, "{e}");
+    assert_eq!(e["object"]["reason"], "Expired", "{e}");
+    assert!(matches!(w.next_line(T).await, Next::End));
+    // One-shot: the same watch now starts, and sees what comes next.
+    let mut again = watch(&format!("{u}/api/v1/pods?watch=1&resourceVersion={rv}")).await;
+    let q = create_pod(&u, "default", "q", "", json!({})).await;
+    assert_eq!(
+        ev(&again.next_event(T).await),
+        ev_tuple("ADDED", "q", rv_of(&q))
+    );
+    // faults/clear drops a pending one.
+    sim.faults().expire_next_watches(1);
+    let (s, _, _) = request(Method::POST, &format!("{u}/sim/faults/clear"), &[], "").await;
+    assert_eq!(s, 200);
+    let mut third = watch(&format!("{u}/api/v1/pods?watch=1&resourceVersion={rv}")).await;
+    assert_eq!(
+        ev(&third.next_event(T).await),
+        ev_tuple("ADDED", "q", rv_of(&q))
+    );
+}
+
+#[tokio::test]
+async fn watch_lag_fault_is_set_over_http_and_loses_nothing() {
+    let sim = sim().await;
+    let u = sim.url();
+    let rv = sim.store().revision();
+    let mut w = watch(&format!("{u}/api/v1/pods?watch=1&resourceVersion={rv}")).await;
+    let (s, _, _) = request(
+        Method::POST,
+        &format!("{u}/sim/faults/watch-lag?ms=150"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(sim.faults().watch_lag(), Duration::from_millis(150));
+    // A lagging stream still delivers every write, in order.
+    let a = create_pod(&u, "default", "a", "", json!({})).await;
+    let b = create_pod(&u, "default", "b", "", json!({})).await;
+    let got: Vec<_> = [w.next_event(T).await, w.next_event(T).await]
+        .iter()
+        .map(ev)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ev_tuple("ADDED", "a", rv_of(&a)),
+            ev_tuple("ADDED", "b", rv_of(&b))
+        ]
+    );
+    let (s, _, _) = request(
+        Method::POST,
+        &format!("{u}/sim/faults/watch-lag?ms=0"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(sim.faults().watch_lag(), Duration::ZERO);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Table watches and counters
 // ---------------------------------------------------------------------------------------------

@@ -232,7 +232,8 @@ fn frac(v: u64, prec: u32) -> String {
 
 /// Go's `time.ParseDuration`.
 pub(crate) fn parse_duration(orig: &str) -> Result<i64, String> {
-    let bad = || format!("time: invalid duration {orig:?}");
+    let q = crate::gofmt::time_quote;
+    let bad = || format!("time: invalid duration {}", q(orig));
     let mut s = orig.as_bytes();
     let mut neg = false;
     if let Some(&c) = s.first()
@@ -297,7 +298,7 @@ pub(crate) fn parse_duration(orig: &str) -> Result<i64, String> {
             .take_while(|c| **c != b'.' && !c.is_ascii_digit())
             .count();
         if unit_len == 0 {
-            return Err(format!("time: missing unit in duration {orig:?}"));
+            return Err(format!("time: missing unit in duration {}", q(orig)));
         }
         let unit: u64 = match s.get(..unit_len).unwrap_or_default() {
             b"ns" => 1,
@@ -309,8 +310,9 @@ pub(crate) fn parse_duration(orig: &str) -> Result<i64, String> {
             b"h" => 3_600_000_000_000,
             other => {
                 return Err(format!(
-                    "time: unknown unit {:?} in duration {orig:?}",
-                    String::from_utf8_lossy(other)
+                    "time: unknown unit {} in duration {}",
+                    q(&String::from_utf8_lossy(other)),
+                    q(orig)
                 ));
             }
         };
