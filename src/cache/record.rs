@@ -5,7 +5,8 @@
 //! built-in LIST item is the body as is, and a watch frame is a constant head, the body minus
 //! its opening brace, and a constant tail — no re-encoding, ever.
 //!
-//! Owns the decoding of one object ([`decode_object`]) and the byte-level edits of a stored body
+//! Owns the decoding of one object ([`decode_object`]) and of an upstream resourceVersion
+//! ([`parse_rv`]), and the byte-level edits of a stored body
 //! ([`strip_type_meta`], [`restamp`]). It must not keep any state: storing objects is the
 //! store's job, and the reflector decides what to ingest.
 
@@ -167,7 +168,7 @@ pub enum DecodeError {
     /// Not a JSON object, or malformed.
     #[error("malformed object JSON: {0}")]
     Json(String),
-    /// `metadata.resourceVersion` missing or not an unsigned integer.
+    /// `metadata.resourceVersion` missing or not an unsigned integer within int64.
     #[error("object {name:?} has a missing or non-numeric resourceVersion {rv:?}")]
     ResourceVersion {
         /// Object name.
@@ -327,6 +328,15 @@ fn needs_full_parse(info: &ResourceInfo) -> bool {
     !info.selectable_fields.is_empty() || info.kind == "Event"
 }
 
+/// An upstream resourceVersion: an unsigned integer that is also an int64, as etcd's revisions
+/// and kube's continue tokens are (a larger one would wrap in the tokens the cache hands out).
+/// Digits only, as Go's `strconv.ParseUint` (Rust's parser also takes a leading `+`).
+pub fn parse_rv(s: &str) -> Result<u64, std::num::ParseIntError> {
+    let s = if s.starts_with('+') { "+x" } else { s };
+    s.parse::<u64>()?;
+    s.parse::<i64>().map(|v| v.unsigned_abs())
+}
+
 /// Ingests one object's JSON (with or without `kind`/`apiVersion`).
 pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeError> {
     let sk: Skeleton<'_> =
@@ -336,9 +346,10 @@ pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeEr
         return Err(DecodeError::NoName);
     }
     let rv_text = sk.metadata.resource_version.as_deref().unwrap_or_default();
-    let rv = rv_text
-        .parse::<u64>()
-        .map_err(|_| DecodeError::ResourceVersion {
+    // An int64 too, as etcd's revisions and kube's continue tokens are.
+    let rv = parse_rv(rv_text)
+        .ok()
+        .ok_or_else(|| DecodeError::ResourceVersion {
             name: name.clone(),
             rv: rv_text.to_string(),
         })?;
@@ -445,15 +456,16 @@ fn leading_string_member<'a>(s: &'a [u8], keys: &[&[u8]]) -> Option<&'a [u8]> {
 }
 
 /// Whether a top-level `"kind"` or `"apiVersion"` member may still follow (a cheap, conservative
-/// check: any occurrence of those keys right after a `{` or `,` at depth 0 is handled by the
-/// slow path).
+/// check: any top-level key that is one of them, however spaced (`"kind" :`), or that has an
+/// escape (`"\u006bind"` is `kind` too), is handled by the slow path).
 fn contains_member_elsewhere(rest: &[u8]) -> bool {
     let mut depth = 0i32;
     let mut in_str = false;
     let mut esc = false;
-    let mut i = 0;
-    while i < rest.len() {
-        let c = rest[i];
+    // The last byte outside strings that is not whitespace: a string at depth 0 after a `,`
+    // (or first) is a member's key.
+    let mut last: Option<u8> = None;
+    for (i, &c) in rest.iter().enumerate() {
         if in_str {
             if esc {
                 esc = false;
@@ -462,28 +474,34 @@ fn contains_member_elsewhere(rest: &[u8]) -> bool {
             } else if c == b'"' {
                 in_str = false;
             }
-        } else {
-            match c {
-                b'"' => {
-                    if depth == 0
-                        && (rest[i..].starts_with(b"\"kind\":")
-                            || rest[i..].starts_with(b"\"apiVersion\":"))
-                    {
-                        let prev = rest[..i].iter().rev().find(|c| !c.is_ascii_whitespace());
-                        if matches!(prev, None | Some(b',')) {
-                            return true;
-                        }
-                    }
-                    in_str = true;
-                }
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => depth -= 1,
-                _ => {}
-            }
+            continue;
         }
-        i += 1;
+        match c {
+            b'"' => {
+                let key = depth == 0 && matches!(last, None | Some(b','));
+                if key && may_be_type_meta(rest.get(i + 1..).unwrap_or_default()) {
+                    return true;
+                }
+                in_str = true;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth -= 1,
+            _ => {}
+        }
+        if !c.is_ascii_whitespace() {
+            last = Some(c);
+        }
     }
     false
+}
+
+/// Whether the key whose text starts at `key` (after its opening quote) may be `kind` or
+/// `apiVersion`: it is one of them, or it has an escape.
+fn may_be_type_meta(key: &[u8]) -> bool {
+    match key.iter().position(|&c| c == b'"' || c == b'\\') {
+        Some(end) => key[end] == b'\\' || matches!(&key[..end], b"kind" | b"apiVersion"),
+        None => false,
+    }
 }
 
 /// The body with `metadata.resourceVersion` replaced by `rv` (a DELETED event for an object
@@ -553,6 +571,32 @@ mod tests {
         );
     }
 
+    /// Found by fuzzing (target `upstream`): a top-level `kind` spaced from its colon, or
+    /// spelled with an escape, stayed in the stored body, and the object a client got back
+    /// carried `kind` twice.
+    #[test]
+    fn strips_type_meta_however_it_is_written() {
+        let w = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
+        for raw in [
+            &b"{\"apiVersion\":\"example.com/v1\",\"kind\"\r:\"Widget\",\"metadata\":{\"name\":\"w\",\"resourceVersion\":\"3\"}}"[..],
+            br#"{"metadata":{"name":"w","resourceVersion":"3"}, "kind" : "Widget"}"#,
+            br#"{"\u006bind":"Widget","metadata":{"name":"w","resourceVersion":"3"}}"#,
+            br#"{"metadata":{"name":"w","resourceVersion":"3"},"api\u0056ersion":"example.com/v1"}"#,
+        ] {
+            let body = decode_object(&w, raw).unwrap().body;
+            assert_eq!(
+                &body[..],
+                br#"{"metadata":{"name":"w","resourceVersion":"3"}}"#,
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        // A nested `kind`, or one that is a value, stays.
+        let nested =
+            br#"{"metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind" :"x","a":"kind"}}"#;
+        assert_eq!(&decode_object(&w, nested).unwrap().body[..], &nested[..]);
+    }
+
     #[test]
     fn rejects_bad_objects() {
         assert!(matches!(
@@ -570,6 +614,23 @@ mod tests {
             ),
             Err(DecodeError::ResourceVersion { .. })
         ));
+        // Past int64 (etcd's revisions are int64; the cache's continue tokens too).
+        for rv in ["9223372036854775808", "18446744073709551615", "-1", "+1"] {
+            let body = format!(r#"{{"metadata":{{"name":"a","resourceVersion":"{rv}"}}}}"#);
+            assert!(matches!(
+                decode_object(&pods(), body.as_bytes()),
+                Err(DecodeError::ResourceVersion { .. })
+            ));
+        }
+        decode_object(
+            &pods(),
+            br#"{"metadata":{"name":"a","resourceVersion":"9223372036854775807"}}"#,
+        )
+        .unwrap();
+        assert_eq!(parse_rv("9223372036854775807"), Ok(i64::MAX as u64));
+        for bad in ["9223372036854775808", "-1", "+1", ""] {
+            assert!(parse_rv(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

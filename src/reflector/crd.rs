@@ -235,7 +235,7 @@ async fn list(up: &Upstream) -> Result<(Vec<Value>, u64), ReflectorError> {
         token = meta("continue");
         if token.is_none() {
             let value = meta("resourceVersion").unwrap_or_default();
-            let rv = value.parse().map_err(|source| {
+            let rv = crate::cache::record::parse_rv(&value).map_err(|source| {
                 ReflectorError::malformed(&q, MalformedData::ListResourceVersion { value, source })
             })?;
             return Ok((items, rv));

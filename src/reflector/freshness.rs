@@ -288,7 +288,7 @@ impl Freshness {
         }
         let head: Head = serde_json::from_slice(&body)
             .map_err(|e| NotFresh::Upstream(Arc::new(ReflectorError::malformed(&q, e))))?;
-        head.metadata.resource_version.parse().map_err(|source| {
+        crate::cache::record::parse_rv(&head.metadata.resource_version).map_err(|source| {
             NotFresh::Upstream(Arc::new(ReflectorError::malformed(
                 &q,
                 super::MalformedData::ListResourceVersion {

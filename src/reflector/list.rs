@@ -106,7 +106,7 @@ pub async fn list_all(
         items.extend(page.items);
         if list_rv == 0 {
             let value = page.resource_version;
-            list_rv = value.parse().map_err(|source| {
+            list_rv = crate::cache::record::parse_rv(&value).map_err(|source| {
                 ReflectorError::malformed(
                     &q,
                     MalformedData::ListResourceVersion {

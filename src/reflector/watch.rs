@@ -180,7 +180,7 @@ pub(super) fn parse_line(line: &[u8]) -> Result<Line, ReflectorError> {
     let m: MetaOnly =
         serde_json::from_slice(obj).map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
     let value = m.metadata.resource_version;
-    let rv = value.parse().map_err(|source| {
+    let rv = crate::cache::record::parse_rv(&value).map_err(|source| {
         let value = value.clone();
         ReflectorError::malformed(
             WATCH_EVENT,
@@ -216,7 +216,7 @@ pub fn apply_line(
             let m: MetaOnly = serde_json::from_slice(obj)
                 .map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
             let value = m.metadata.resource_version;
-            let rv = value.parse().map_err(|source| {
+            let rv = crate::cache::record::parse_rv(&value).map_err(|source| {
                 ReflectorError::malformed(
                     WATCH_EVENT,
                     MalformedData::BookmarkResourceVersion {
