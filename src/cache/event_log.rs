@@ -167,6 +167,9 @@ pub(super) struct EventLog {
     /// The lowest resourceVersion whose state the log can rebuild exactly: states below the end
     /// of a bridged relist were never seen (the bridge events sum up what happened meanwhile).
     exact_from: u64,
+    /// The bridged relists still above the start floor: (the cache's resourceVersion before,
+    /// the list's).
+    gaps: Vec<(u64, u64)>,
 }
 
 impl EventLog {
@@ -182,6 +185,7 @@ impl EventLog {
         self.events.clear();
         self.evicted_since_list = false;
         self.max_evicted = list_rv;
+        self.gaps.clear();
     }
 
     /// Appends a change at `obj`'s resourceVersion (greater than every logged one).
@@ -267,11 +271,28 @@ impl EventLog {
         }
     }
 
-    /// A relist up to `list_rv` was bridged: the states between the cache's old resourceVersion
-    /// and `list_rv` are a summary, not states the upstream had, so none below `list_rv` is
-    /// rebuilt from the log any more.
-    pub(super) fn mark_bridged(&mut self, list_rv: u64) {
+    /// A relist from the cache's `old_rv` up to `list_rv` was bridged: the states between are a
+    /// summary, not states the upstream had, so none below `list_rv` is rebuilt from the log any
+    /// more, and no watch starts strictly between the two ([`EventLog::bridged_gap`]).
+    pub(super) fn mark_bridged(&mut self, old_rv: u64, list_rv: u64) {
         self.exact_from = self.exact_from.max(list_rv);
+        let floor = self.start_floor();
+        self.gaps.retain(|&(_, hi)| hi > floor);
+        if list_rv > old_rv.saturating_add(1) {
+            self.gaps.push((old_rv, list_rv));
+        }
+    }
+
+    /// The resourceVersion of the bridged relist `rv` lies strictly inside, if any, unless one
+    /// of the bridge's events is at `rv`: a watch from such a `rv` would start from a state the
+    /// cache never had (a client that read it upstream), which the bridge's events, placed at
+    /// free resourceVersions of the gap, do not lead from. A bridge event's resourceVersion is
+    /// one watchmux sent, so a client resuming from it is served.
+    pub(super) fn bridged_gap(&self, rv: u64) -> Option<u64> {
+        let &(_, hi) = self.gaps.iter().find(|&&(lo, hi)| lo < rv && rv < hi)?;
+        let i = self.events.partition_point(|e| e.rv < rv);
+        let sent = self.events.get(i).is_some_and(|e| e.rv == rv);
+        (!sent).then_some(hi)
     }
 
     /// Every event after `rv`, oldest first, if the store's state at `rv` can be rebuilt by

@@ -40,7 +40,8 @@ use parking_lot::RwLock;
 use tokio::sync::{mpsc, watch};
 
 use crate::hub::watcher::{
-    CUT_FOR_MEMORY, FELL_OUT_OF_WINDOW, LAGGING_BEYOND_BYTE_BOUND, RELIST_NOT_BRIDGED,
+    CUT_FOR_MEMORY, FELL_OUT_OF_WINDOW, IN_BRIDGED_GAP, LAGGING_BEYOND_BYTE_BOUND,
+    RELIST_NOT_BRIDGED,
 };
 use crate::hub::{Hub, Subscription, WatcherShared};
 use budget::{Account, MemoryBudget, Pressure};
@@ -200,6 +201,8 @@ pub struct CacheCounters {
     pub relists_bridged: AtomicU64,
     /// Relists that fell back to closing every watcher.
     pub relists_reset: AtomicU64,
+    /// Watchers closed at a bridged relist because they started inside its gap.
+    pub relists_gap_closed: AtomicU64,
     /// Watcher filters evaluated while dispatching (the cost the index keeps small).
     pub selector_evaluations: AtomicU64,
     /// Events handed to live watchers.
@@ -401,10 +404,20 @@ impl ResourceCache {
     }
 
     /// kube's watch start rule: a watch from `rv` is served iff `rv >= oldest - 1`; else
-    /// `Err(oldest - 1)` for the `too old resource version: rv (oldest-1)` message.
+    /// `Err(oldest - 1)` for the `too old resource version: rv (oldest-1)` message. Also refused:
+    /// a resourceVersion strictly inside a bridged relist that is not one of its events' (`Err`
+    /// of the list's resourceVersion): a state the cache never had, which its bridge events do
+    /// not lead from (see [`bridge`]).
     pub fn check_watch_start(&self, rv: u64) -> Result<(), u64> {
-        let floor = self.state.read().log.start_floor();
-        if rv < floor { Err(floor) } else { Ok(()) }
+        let st = self.state.read();
+        let floor = st.log.start_floor();
+        if rv < floor {
+            return Err(floor);
+        }
+        match st.log.bridged_gap(rv) {
+            Some(list_rv) => Err(list_rv),
+            None => Ok(()),
+        }
     }
 
     /// Up to `max` events after `cursor`; `Err` when some of them already left the log.
@@ -628,10 +641,21 @@ impl CacheWriter {
             c.synced_tx.send_replace(true);
             return bridge::Outcome::Initial;
         }
-        let plan = bridge::plan(st.store.objects(), st.rv, &items, list_rv, charge);
+        let old_rv = st.rv;
+        let plan = bridge::plan(st.store.objects(), old_rv, &items, list_rv, charge);
         let outcome = match plan {
             Ok(events) => {
                 let n = events.len();
+                // A watcher whose cursor lies strictly between the cache's old resourceVersion and
+                // the list's started from a state the cache never had (a resourceVersion ahead of
+                // it, from a LIST the upstream answered): the bridge's summary does not lead from
+                // there, so it is closed with 410 before the summary is dispatched.
+                let gap = st
+                    .hub
+                    .close_where(|cursor| old_rv < cursor && cursor < list_rv, IN_BRIDGED_GAP);
+                c.counters
+                    .relists_gap_closed
+                    .fetch_add(gap as u64, Ordering::Relaxed);
                 for (ty, obj, prev) in events {
                     let key: Arc<str> = Arc::from(obj.rec.key());
                     st.store.set(
@@ -642,7 +666,7 @@ impl CacheWriter {
                     self.append(&mut st, ty, obj, prev);
                 }
                 st.rv = st.rv.max(list_rv);
-                st.log.mark_bridged(list_rv);
+                st.log.mark_bridged(old_rv, list_rv);
                 c.counters.relists_bridged.fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Bridged { events: n }
             }
@@ -717,5 +741,36 @@ mod tests {
         writer.replace(vec![pod("a", "p2", "n3", 7), pod("a", "p3", "n3", 8)], 9);
         assert_eq!(names(&cache, None, "spec.nodeName=n3"), ["a/p2", "a/p3"]);
         assert!(names(&cache, None, "spec.nodeName=n2").is_empty());
+    }
+
+    #[test]
+    fn a_watch_from_inside_a_bridged_gap_is_refused_and_closed() {
+        let (cache, writer) = ResourceCache::new(pods(), CacheSettings::default());
+        writer.replace(vec![pod("a", "p1", "n1", 10)], 10);
+        let all = Arc::new(Filter::parse("", "Pod", true, &[], None, "", "").unwrap());
+        // A client read the upstream at 12 (the cache is still at 10) and watches from there;
+        // another watches from the cache's own resourceVersion.
+        let ahead = cache.subscribe(all.clone(), 12);
+        assert!(cache.try_go_live(&ahead, 12));
+        let current = cache.subscribe(all.clone(), 10);
+        assert!(cache.try_go_live(&current, 10));
+        assert_eq!(cache.check_watch_start(12), Ok(()));
+        // Upstream meanwhile: p2 created at 11 and deleted at 13 (never seen by the cache), p1
+        // changed at 14; the cache relists at 15 and bridges.
+        let outcome = writer.replace(vec![pod("a", "p1", "n2", 14)], 15);
+        assert!(matches!(outcome, bridge::Outcome::Bridged { events: 1 }));
+        // The bridge's summary leads from 10, not from 12: the watcher at 12 is closed (it
+        // would keep p2 for ever), the one at 10 is not; new watches inside the gap get 410.
+        assert!(ahead.shared().is_closed());
+        assert_eq!(ahead.shared().reason(), Some(IN_BRIDGED_GAP));
+        assert!(!current.shared().is_closed());
+        for rv in [11, 12, 13] {
+            assert_eq!(cache.check_watch_start(rv), Err(15), "{rv}");
+        }
+        // 14 is the bridge event's: a client that received it resumes from it.
+        assert_eq!(cache.check_watch_start(14), Ok(()));
+        assert_eq!(cache.check_watch_start(10), Ok(()));
+        assert_eq!(cache.check_watch_start(15), Ok(()));
+        assert_eq!(cache.counters.relists_gap_closed.load(Ordering::Relaxed), 1);
     }
 }

@@ -134,7 +134,7 @@ impl Hub {
         let mut gone = Vec::new();
         let mut done = Dispatched::default();
         for (id, w) in self.candidates(info, &ev.obj, ev.prev.as_deref()) {
-            if !w.shared.is_live() {
+            if !w.shared.is_live() || w.shared.is_closed() {
                 continue;
             }
             done.evaluated += 1;
@@ -155,6 +155,18 @@ impl Hub {
             self.remove(id);
         }
         done
+    }
+
+    /// Closes every watcher, live or catching up, whose cursor `pick` selects; returns how many.
+    pub fn close_where(&self, pick: impl Fn(u64) -> bool, reason: &'static str) -> usize {
+        let mut closed = 0;
+        for w in self.subscribers.values() {
+            if !w.shared.is_closed() && pick(w.shared.cursor()) {
+                w.shared.close(reason);
+                closed += 1;
+            }
+        }
+        closed
     }
 
     /// Closes every watcher that is catching up (and not closed yet) for which `verdict`, given

@@ -50,6 +50,9 @@ pub const LAGGING_BEYOND_BYTE_BOUND: &str = "lagging beyond the byte bound";
 /// Close reason: the event log was cut under memory pressure past the watcher's cursor
 /// (`crate::cache::budget`).
 pub const CUT_FOR_MEMORY: &str = "cut off to keep within cache.memory_limit";
+/// Close reason: the watcher started from a resourceVersion inside a bridged relist's gap (see
+/// `crate::cache::bridge`).
+pub const IN_BRIDGED_GAP: &str = "started inside a bridged relist";
 /// Close reason: a relist could not be bridged, so the history restarted (kube's behaviour).
 pub const RELIST_NOT_BRIDGED: &str = "upstream relist could not be bridged";
 
