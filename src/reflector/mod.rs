@@ -298,6 +298,11 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             Err(e) => {
                 m.watch_ended("error");
                 m.upstream_failed(&e);
+                if writer.rv() > rv {
+                    // The watch delivered events before it failed: the upstream was serving,
+                    // so the next attempt starts from the shortest delay again.
+                    backoff.reset();
+                }
                 let d = backoff.next_delay();
                 if oversize(&self.spec, &e, m) {
                     // Re-watching would replay the same event: relist instead, which succeeds
