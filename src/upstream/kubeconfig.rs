@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use futures_util::FutureExt;
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig, KubeconfigError};
 use secrecy::ExposeSecret;
 
 use crate::auth::{Credentials, CredentialsError, TokenError};
@@ -181,8 +181,7 @@ pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
     }
     if let Some(path) = &config.kubeconfig {
         let origin = format!("upstream.kubeconfig ({})", path.display());
-        let kc =
-            Kubeconfig::read_from(path).map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?;
+        let kc = read_kubeconfig(path).map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?;
         return load(kc, config.context.as_deref(), origin);
     }
     if let Some(url) = &config.url {
@@ -198,13 +197,64 @@ pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
     match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
         Some(v) => {
             let origin = format!("KUBECONFIG ({})", v.to_string_lossy());
-            let kc = Kubeconfig::from_env()
+            let kc = kubeconfig_from_env(&v)
                 .map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?
                 .ok_or(ResolveError::NotConfigured)?;
             load(kc, config.context.as_deref(), origin)
         }
         None => Err(ResolveError::NotConfigured),
     }
+}
+
+/// kube's `Kubeconfig::read_from`, except for a file its reader panics on (kube-client 5.0's
+/// `read_path` indexes past the end of a file that starts with a UTF-16 byte order mark and has
+/// an odd number of bytes after it; found by fuzzing): that one gets the error kube gives for
+/// UTF-16 it cannot decode.
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigError> {
+    if let Some(order) = odd_utf16(path) {
+        let e = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("Invalid UTF-16 {order}"),
+        );
+        return Err(KubeconfigError::ReadConfig(e, path.to_path_buf()));
+    }
+    Kubeconfig::read_from(path)
+}
+
+/// `LE` or `BE` when `path` is a regular file that starts with that UTF-16 byte order mark and
+/// has an odd number of bytes after it. Only regular files are looked at: reading a pipe here
+/// would take what kube's reader then reads.
+fn odd_utf16(path: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+    // The mark is two bytes: an odd rest is an odd length.
+    if meta.len() % 2 == 0 {
+        return None;
+    }
+    let mut mark = [0u8; 2];
+    std::fs::File::open(path).ok()?.read_exact(&mut mark).ok()?;
+    match mark {
+        [0xFF, 0xFE] => Some("LE"),
+        [0xFE, 0xFF] => Some("BE"),
+        _ => None,
+    }
+}
+
+/// kube's `Kubeconfig::from_env` for the value `v` of `KUBECONFIG` (a list of files, merged as
+/// kubectl merges them; none: `None`), each file read by [`read_kubeconfig`].
+fn kubeconfig_from_env(v: &std::ffi::OsStr) -> Result<Option<Kubeconfig>, KubeconfigError> {
+    let paths: Vec<PathBuf> = std::env::split_paths(v)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    paths
+        .iter()
+        .try_fold(Kubeconfig::default(), |merged, p| {
+            read_kubeconfig(p).and_then(|c| merged.merge(c))
+        })
+        .map(Some)
 }
 
 fn invalid(origin: &str, source: SetupError) -> ResolveError {
@@ -402,5 +452,37 @@ impl Resolved {
             auth.push("no credentials".to_string());
         }
         format!("{} → {} ({})", self.origin, self.url, auth.join(" + "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve_file(bytes: &[u8]) -> Result<Resolved, ResolveError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(&path, bytes).unwrap();
+        resolve(&UpstreamConfig {
+            kubeconfig: Some(path),
+            ..UpstreamConfig::default()
+        })
+    }
+
+    /// Found by fuzzing (target `kubeconfig`): a UTF-16 byte order mark followed by an odd
+    /// number of bytes made kube's reader index past the end of the file, a panic.
+    #[test]
+    fn an_odd_utf16_file_is_an_error() {
+        for (mark, order) in [([0xFF, 0xFE], "LE"), ([0xFE, 0xFF], "BE")] {
+            let mut bytes = mark.to_vec();
+            bytes.extend_from_slice(b"abc");
+            let e = resolve_file(&bytes).unwrap_err().to_string();
+            assert!(e.contains(&format!("Invalid UTF-16 {order}")), "{e}");
+        }
+        // An even one is kube's to decode (here: valid UTF-16 that is no kubeconfig).
+        let e = resolve_file(&[0xFF, 0xFE, b'a', 0])
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("Invalid UTF-16"), "{e}");
     }
 }

@@ -90,11 +90,17 @@ fn resource(group: String, version: &str, mut rest: &[&str]) -> ApiPath {
         rp.legacy_watch = true;
         rest = &rest[1..];
     }
-    if rest.first() == Some(&"namespaces") && rest.len() > 1 {
-        rp.namespace = Some(rest[1].to_string());
-        if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2]) {
-            rest = &rest[2..];
-        }
+    // `/namespaces/{ns}/{resource}…` is scoped to `ns`; `/namespaces/{name}` and its
+    // `status`/`finalize` are the namespace itself, not a scope. (A `namespaces` resource *under*
+    // a namespace keeps that scope: kube has no such route, and the caller answers 404 for a
+    // cluster-scoped resource.)
+    if let ["namespaces", ns, tail @ ..] = rest
+        && tail
+            .first()
+            .is_some_and(|next| !NAMESPACE_SUBRESOURCES.contains(next))
+    {
+        rp.namespace = Some(ns.to_string());
+        rest = tail;
     }
     match rest {
         [] => return ApiPath::Other,
@@ -109,10 +115,6 @@ fn resource(group: String, version: &str, mut rest: &[&str]) -> ApiPath {
             rp.subresource = Some(s.to_string());
         }
         _ => return ApiPath::Other,
-    }
-    // `/api/v1/namespaces/{name}`: the namespace is the object, not a scope.
-    if rp.resource == "namespaces" {
-        rp.namespace = None;
     }
     ApiPath::Resource(rp)
 }
@@ -172,6 +174,24 @@ mod tests {
         let r = res("/apis/discovery.k8s.io/v1/namespaces/a/endpointslices");
         assert_eq!(r.group, "discovery.k8s.io");
         assert_eq!(parse("/api/v1/a/b/c/d"), ApiPath::Other);
+        // Namespaces under a namespace: a scope kube has no route for, kept as such (it used to
+        // be dropped, and `/namespaces/x/namespaces/y` read namespace y).
+        let r = res("/api/v1/namespaces/x/namespaces/y");
+        assert_eq!(
+            (
+                r.namespace.as_deref(),
+                r.resource.as_str(),
+                r.name.as_deref()
+            ),
+            (Some("x"), "namespaces", Some("y"))
+        );
+        let r = res("/api/v1/namespaces/x/namespaces/y/status");
+        assert_eq!(
+            (r.namespace.as_deref(), r.subresource.as_deref()),
+            (Some("x"), Some("status"))
+        );
+        let r = res("/api/v1/watch/namespaces/x/namespaces");
+        assert_eq!((r.namespace.as_deref(), r.name), (Some("x"), None));
         assert_eq!(parse("/healthz"), ApiPath::Other);
         assert_eq!(parse("/api//v1"), ApiPath::Other);
     }
