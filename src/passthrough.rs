@@ -4,7 +4,10 @@
 //! port-forward over SPDY or websocket) all come here. The request is forwarded with its method,
 //! path, query, headers and body; the response comes back with its status, headers and body. Both
 //! bodies stream frame by frame and are never buffered, so a chunked watch from the upstream
-//! reaches the client event by event, and a large request body is never held in memory.
+//! reaches the client event by event, and a large request body is never held in memory. The
+//! request body is read to its end by a task of its own ([`relay`]): the upstream client stops
+//! taking it once the answer has begun, and hyper must keep reading the connection to see the
+//! client leave; a body that breaks off ends the answer.
 //!
 //! Only the hop-by-hop headers (RFC 9110 §7.6.1, and every `Proxy-*` header) are dropped: they
 //! describe one connection, not the message, and forwarding them would corrupt the framing on the
@@ -30,6 +33,7 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::auth::PassThroughAuthError;
@@ -95,7 +99,7 @@ pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response
             .insert(CONNECTION, HeaderValue::from_static("Upgrade"));
         parts.headers.insert(UPGRADE, protocol.clone());
     }
-    let body = body.map_err(io::Error::other).boxed();
+    let (body, broken) = relay(body);
     let result = up.send(Request::from_parts(parts, body)).await;
 
     let mut resp = match result {
@@ -140,7 +144,135 @@ pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response
 
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    Response::from_parts(parts, body.map_err(io::Error::other).boxed())
+    let resp = Response::from_parts(parts, body.map_err(io::Error::other).boxed());
+    match broken {
+        Some(broken) => fail_when(resp, broken),
+        None => resp,
+    }
+}
+
+/// `resp` with a body that fails once `broken` is cancelled: the request it answers broke off,
+/// so hyper reads no more of the connection and the answer (a watch's stream would go on) must
+/// end by itself; it fails rather than ends (hyper aborts the connection), as a clean end could
+/// fall between the frames of one watch event. The router uses it for the answers it gives.
+pub fn fail_when(resp: Response<Body>, broken: CancellationToken) -> Response<Body> {
+    resp.map(|inner| {
+        FailWhen {
+            inner,
+            broken: Box::pin(broken.cancelled_owned()),
+            failed: false,
+        }
+        .boxed()
+    })
+}
+
+/// The body of [`fail_when`].
+struct FailWhen {
+    inner: Body,
+    broken: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    failed: bool,
+}
+
+impl hyper::body::Body for FailWhen {
+    type Data = bytes::Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::future::Future as _;
+        if self.failed {
+            return std::task::Poll::Ready(None);
+        }
+        if self.broken.as_mut().poll(cx).is_ready() {
+            self.failed = true;
+            return std::task::Poll::Ready(Some(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the request broke off",
+            ))));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The most of a request body [`relay`] reads on after the upstream stopped taking it
+/// (kube's request body limit).
+const MAX_UNSENT_BODY: usize = 3 << 20;
+
+/// The client's request body as the upstream request's: a task reads it to its end and hands
+/// the frames on, a few at a time (the upstream's pace is kept). hyper reads a connection only
+/// as a request body is read, and its client, once the answer has begun (a watch's stream),
+/// stops taking the request body: the client's last chunk would stay unread, the connection
+/// unread, the client's leaving unseen, and the watch served to nobody until its timeout. So
+/// once the upstream stops taking it, the rest is read and dropped. Returns, for a request with
+/// a body, a token cancelled when the body breaks off (the client left, or broke its framing)
+/// or, untaken, goes past [`MAX_UNSENT_BODY`] (then left unread): hyper then reads no more of
+/// the connection. An empty body is passed as it is; the length announced is kept.
+fn relay(body: Incoming) -> (Body, Option<CancellationToken>) {
+    use hyper::body::Body as _;
+    if body.is_end_stream() {
+        return (body.map_err(io::Error::other).boxed(), None);
+    }
+    let hint = body.size_hint();
+    let broken = CancellationToken::new();
+    let on_break = broken.clone();
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut body = body;
+        let mut unsent = MAX_UNSENT_BODY;
+        let mut taking = true;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(io::Error::other);
+            if frame.is_err() {
+                on_break.cancel();
+            }
+            let failed = frame.is_err();
+            if taking {
+                taking = tx.send(frame).await.is_ok();
+            } else if let Ok(f) = &frame {
+                let n = f.data_ref().map_or(0, |d| d.len());
+                match unsent.checked_sub(n) {
+                    Some(u) => unsent = u,
+                    None => return on_break.cancel(),
+                }
+            }
+            if failed {
+                return;
+            }
+        }
+    });
+    (Relayed { rx, hint }.boxed(), Some(broken))
+}
+
+/// The upstream request's body, fed by [`relay`].
+struct Relayed {
+    rx: tokio::sync::mpsc::Receiver<Result<hyper::body::Frame<bytes::Bytes>, io::Error>>,
+    hint: hyper::body::SizeHint,
+}
+
+impl hyper::body::Body for Relayed {
+    type Data = bytes::Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        self.rx.poll_recv(cx)
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.hint
+    }
 }
 
 /// The requested protocol of an upgrade request: `Upgrade`'s value when `Connection` lists the

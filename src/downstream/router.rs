@@ -6,7 +6,9 @@
 //! (URL length, path, Accept, list options, selectors, authorization, limits, the sync and
 //! resourceVersion waits), each done once: the cache handed to [`super::list`] and
 //! [`super::watch`] is synced and has reached the requested resourceVersion. A check that fails
-//! is a [`RouteError`], answered with the `Status` `crate::error` maps it to. The answers
+//! is a [`RouteError`], answered with the `Status` `crate::error` maps it to. The body of a
+//! request answered here is read away ([`discard_body`]), so hyper keeps reading the
+//! connection. The answers
 //! themselves are built by [`super::list`], [`super::watch`], [`super::websocket`] and
 //! [`crate::passthrough`]; the router must not build bodies.
 
@@ -14,6 +16,7 @@ use std::sync::Arc;
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
+use tokio_util::sync::CancellationToken;
 
 use super::authz::AuthzError;
 use super::form::{self, Form};
@@ -60,10 +63,22 @@ pub enum RouteError {
 }
 
 /// Handles one request: `/metrics` and the health endpoints first (never passed through), then
-/// the cache or the upstream. Every request is counted and timed, and logged at debug.
+/// the cache or the upstream. Every request is counted and timed, and logged at debug. The
+/// answer to a HEAD request has its headers and no body: hyper leaves the body out over
+/// HTTP/1, but over HTTP/2 it would send it and h2 reset the stream.
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
+    if req.method() == Method::HEAD {
+        return answer(app, req).await.map(|_| kube_wire::response::empty());
+    }
+    answer(app, req).await
+}
+
+async fn answer(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     if let Some(r) = health::answer(&app, &req) {
-        return r;
+        return match discard_body(&app, req.into_body()) {
+            Some(broken) => crate::passthrough::fail_when(r, broken),
+            None => r,
+        };
     }
     let info = app.metrics.classify(&req);
     let requested_audit_id = req.headers().get(kube_wire::response::AUDIT_ID).cloned();
@@ -109,8 +124,72 @@ async fn route_and_serve(
     pretty: bool,
 ) -> Result<Response<Body>, RouteError> {
     let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    limits::check_url_length(url_len, app.max_url_bytes)?;
-    match route(app, &req).await? {
+    let routed = match limits::check_url_length(url_len, app.max_url_bytes) {
+        Ok(()) => route(app, &req).await,
+        Err(e) => Err(e.into()),
+    };
+    let answer = match routed {
+        Ok(Route::PassThrough(reason)) => {
+            let mut r = crate::passthrough::pass_through(&app.upstream, req).await;
+            r.extensions_mut()
+                .insert(crate::metrics::PassedThrough(reason));
+            return Ok(r);
+        }
+        Ok(route) => serve(app, &mut req, route, pretty),
+        Err(e) => Err(e),
+    };
+    // Answered here: the body, which kube ignores too, is read (and dropped) all the same.
+    match discard_body(app, req.into_body()) {
+        Some(broken) => answer.map(|r| crate::passthrough::fail_when(r, broken)),
+        None => answer,
+    }
+}
+
+/// The most bytes of a request body [`discard_body`] reads (kube's request body limit).
+const MAX_DISCARDED_BODY: usize = 3 << 20;
+
+/// Reads and drops the body of a request answered here rather than upstream. Left unread,
+/// hyper stops reading the connection: it would not notice the client leaving (a watch would
+/// go on, for nobody, until its timeout), and it would close the connection with the client's
+/// bytes unread, a reset that can cut the answer short. The task ends with the body or the
+/// connection. Returns, for a request with a body, a token cancelled when the body breaks off
+/// (the client left or broke its framing) or goes past [`MAX_DISCARDED_BODY`] (then left
+/// unread): hyper reads no more of that connection, so the answer must end by itself
+/// ([`crate::passthrough::fail_when`]).
+fn discard_body(app: &App, mut body: Incoming) -> Option<CancellationToken> {
+    use http_body_util::BodyExt;
+    if hyper::body::Body::is_end_stream(&body) {
+        return None;
+    }
+    let failed = CancellationToken::new();
+    let fail = failed.clone();
+    app.tasks.spawn(async move {
+        let mut left = MAX_DISCARDED_BODY;
+        loop {
+            match body.frame().await {
+                None => return,
+                Some(Err(_)) => return fail.cancel(),
+                Some(Ok(frame)) => {
+                    let n = frame.data_ref().map_or(0, |d| d.len());
+                    match left.checked_sub(n) {
+                        Some(l) => left = l,
+                        None => return fail.cancel(),
+                    }
+                }
+            }
+        }
+    });
+    Some(failed)
+}
+
+/// The cache's answer to a request [`route`] sent to it.
+fn serve(
+    app: &Arc<App>,
+    req: &mut Request<Incoming>,
+    route: Route,
+    pretty: bool,
+) -> Result<Response<Body>, RouteError> {
+    match route {
         Route::Watch {
             cache,
             opts,
@@ -122,7 +201,7 @@ async fn route_and_serve(
             limits::check_memory(&app.budget)?;
             let permit = app.limits.acquire_watch(&client)?;
             // A websocket watch: check the subprotocols before anything else is started.
-            let ws = if websocket::is_websocket(&req) {
+            let ws = if websocket::is_websocket(req) {
                 Some(websocket::choose_protocol(req.headers())?)
             } else {
                 None
@@ -137,7 +216,7 @@ async fn route_and_serve(
             match ws {
                 None => Ok(limits::hold(watch::chunked_response(rx, binary), permit)),
                 Some(protocol) => {
-                    let (resp, upgraded) = websocket::upgrade(&mut req, protocol.as_deref())?;
+                    let (resp, upgraded) = websocket::upgrade(req, protocol.as_deref())?;
                     app.tasks.spawn(async move {
                         websocket::pump(upgraded, rx, binary).await;
                         drop(permit);
@@ -186,12 +265,8 @@ async fn route_and_serve(
             &form,
             &printer,
         )),
-        Route::PassThrough(reason) => {
-            let mut r = crate::passthrough::pass_through(&app.upstream, req).await;
-            r.extensions_mut()
-                .insert(crate::metrics::PassedThrough(reason));
-            Ok(r)
-        }
+        // Never: route_and_serve passes these through itself.
+        Route::PassThrough(_) => Err(RouteError::NoRoute),
     }
 }
 

@@ -1791,3 +1791,31 @@ fn manifests_are_kubernetes_objects_with_what_they_need() {
     );
     assert!(pod["serviceAccountName"].is_string());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_endpoints_answer_head_over_http2() {
+    use http_body_util::BodyExt;
+    let sim = crate::common::sim().await;
+    let px = crate::common::proxy_for(&sim, |_| {}).await;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    // Over HTTP/2 the answer to a HEAD must come without its body: hyper sent watchmux's own
+    // bodies (health, metrics), and h2 reset the stream (found by `watchmux-bench httpfuzz`).
+    for path in ["/healthz", "/livez", "/readyz", "/metrics"] {
+        let req = http::Request::head(format!("{}{path}", px.url))
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(5), client.request(req))
+            .await
+            .expect("answer within 5 s")
+            .unwrap_or_else(|e| panic!("HEAD {path}: {e}"));
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        assert_eq!(resp.status(), StatusCode::OK, "HEAD {path}");
+        let body = resp.into_body().collect().await;
+        assert!(
+            body.is_ok_and(|b| b.to_bytes().is_empty()),
+            "HEAD {path}: the stream must end cleanly, without a body"
+        );
+    }
+}

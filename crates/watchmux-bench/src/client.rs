@@ -104,6 +104,21 @@ impl Conn {
         })
     }
 
+    /// Wraps a connected stream (e.g. one with socket options of its own); `host` is what the
+    /// `Host` header names.
+    pub fn from_stream(stream: TcpStream, host: String) -> Conn {
+        Conn {
+            stream,
+            buf: BytesMut::with_capacity(16 * 1024),
+            host,
+        }
+    }
+
+    /// The socket and what was read past the response head, for a reader of its own.
+    pub fn into_parts(self) -> (TcpStream, BytesMut) {
+        (self.stream, self.buf)
+    }
+
     /// Sends `GET path_and_query` asking for JSON.
     pub async fn get(&mut self, path_and_query: &str) -> std::io::Result<()> {
         self.get_as(path_and_query, Encoding::Json).await

@@ -14,6 +14,7 @@ pub mod client;
 pub mod consistent;
 pub mod decode;
 pub mod hist;
+pub mod httpfuzz;
 pub mod limit;
 pub mod nginx;
 pub mod pbframe;
@@ -23,6 +24,7 @@ pub mod protobuf;
 pub mod report;
 pub mod scenarios;
 pub mod scrape;
+pub mod soak;
 pub mod targets;
 
 use std::fmt::Write as _;
@@ -406,7 +408,7 @@ fn plot_fanout(path: &Path, samples: &[Sample]) -> Result<bool, BenchError> {
     Ok(true)
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {

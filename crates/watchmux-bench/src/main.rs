@@ -31,6 +31,12 @@ enum Command {
     /// Run scenarios (see README "Performance"). Boxed: its many size flags make it far larger
     /// than the other roles.
     Run(Box<RunArgs>),
+    /// A bounded chaos soak: watchers of every kind through watchmux while the simulator
+    /// churns and injects faults; fails (exit 1) when any check fails.
+    Soak(SoakArgs),
+    /// HTTP-level fuzzing: generated and mutated requests at watchmux in front of the
+    /// simulator, every answer checked; fails (exit 1) on any finding.
+    Httpfuzz(HttpfuzzArgs),
     /// The simulator as a target process (started by `run`).
     #[command(hide = true)]
     Sim(kube_sim::cli::SimArgs),
@@ -51,6 +57,59 @@ enum Command {
         #[arg(long)]
         upstream: String,
     },
+}
+
+#[derive(clap::Args, Debug)]
+struct SoakArgs {
+    /// Seconds of churn and faults (then the soak settles and checks).
+    #[arg(long, default_value_t = 600)]
+    duration_secs: u64,
+    /// Watchers.
+    #[arg(long, default_value_t = 2000)]
+    watchers: usize,
+    /// Pod writes per second (creates, updates, relabels, node moves, deletes).
+    #[arg(long, default_value_t = 20.0)]
+    churn: f64,
+    /// Seed of the watcher mix, the fault schedule and the churn.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Pods at the start.
+    #[arg(long, default_value_t = 200)]
+    pods: usize,
+    /// Nodes.
+    #[arg(long, default_value_t = 10)]
+    nodes: usize,
+    /// Seconds the watchers may take to converge once the simulator settled.
+    #[arg(long, default_value_t = 120)]
+    settle_secs: u64,
+    /// Write `soak.md`, `soak-rss.csv` and the processes' logs to this directory.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct HttpfuzzArgs {
+    /// Cases (requests, connections) to send.
+    #[arg(long, default_value_t = 10_000)]
+    requests: u64,
+    /// Seed: case I of a seed is always the same.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Cases in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Only these case indices, comma separated (to reproduce a finding).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<u64>,
+    /// Milliseconds each watch is read before it is dropped.
+    #[arg(long, default_value_t = 300)]
+    watch_ms: u64,
+    /// Pods of the simulator's fleet.
+    #[arg(long, default_value_t = 300)]
+    pods: usize,
+    /// Write `httpfuzz.md`, the logs and the findings' request bytes to this directory.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -147,6 +206,14 @@ async fn main() -> anyhow::Result<()> {
             log(&cli.log)?;
             run(*a).await
         }
+        Command::Soak(a) => {
+            log(&cli.log)?;
+            soak(a).await
+        }
+        Command::Httpfuzz(a) => {
+            log(&cli.log)?;
+            httpfuzz(a).await
+        }
         Command::Sim(a) => {
             log(&cli.log)?;
             kube_sim::cli::run(&a).await.context("simulator")
@@ -218,5 +285,51 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     let report = watchmux_bench::run(&opts).await?;
     println!("{}", report.markdown);
     eprintln!("results written to {}", opts.out.display());
+    Ok(())
+}
+
+async fn soak(a: SoakArgs) -> anyhow::Result<()> {
+    let mut opts = watchmux_bench::soak::SoakOptions::new(
+        std::env::current_exe().context("locating the watchmux-bench binary")?,
+    );
+    opts.duration = std::time::Duration::from_secs(a.duration_secs);
+    opts.watchers = a.watchers;
+    opts.churn_per_sec = a.churn;
+    opts.seed = a.seed;
+    opts.pods = a.pods;
+    opts.nodes = a.nodes;
+    opts.settle_timeout = std::time::Duration::from_secs(a.settle_secs);
+    opts.out = a.out;
+    opts.command = std::env::args()
+        .skip(1)
+        .fold("watchmux-bench".to_string(), |acc, x| acc + " " + &x);
+    let report = watchmux_bench::soak::run(&opts).await?;
+    println!("{}", report.markdown);
+    if !report.passed {
+        anyhow::bail!("the soak failed (see the checks above)");
+    }
+    Ok(())
+}
+
+async fn httpfuzz(a: HttpfuzzArgs) -> anyhow::Result<()> {
+    let mut opts = watchmux_bench::httpfuzz::FuzzOptions::new(
+        std::env::current_exe().context("locating the watchmux-bench binary")?,
+    );
+    opts.requests = a.requests;
+    opts.seed = a.seed;
+    opts.concurrency = a.concurrency;
+    opts.only = a.only;
+    opts.limits.watch = std::time::Duration::from_millis(a.watch_ms);
+    opts.pods = a.pods;
+    opts.out = a.out;
+    opts.progress = true;
+    opts.command = std::env::args()
+        .skip(1)
+        .fold("watchmux-bench".to_string(), |acc, x| acc + " " + &x);
+    let report = watchmux_bench::httpfuzz::run(&opts).await?;
+    println!("{}", report.markdown);
+    if !report.passed {
+        anyhow::bail!("the HTTP fuzz has findings (see above)");
+    }
     Ok(())
 }

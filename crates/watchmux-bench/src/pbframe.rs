@@ -104,7 +104,7 @@ pub fn field(msg: &[u8], tag: u32) -> Option<&[u8]> {
 
 /// Calls `f(tag, payload)` for each length-delimited field in wire order (other wire types are
 /// skipped) until it returns false or the message ends; stops quietly at malformed input.
-fn each_field<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, &'a [u8]) -> bool) {
+pub fn each_field<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, &'a [u8]) -> bool) {
     while !buf.is_empty() {
         let Ok((tag, wt)) = decode_key(&mut buf) else {
             return;

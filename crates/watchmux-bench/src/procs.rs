@@ -63,8 +63,8 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Starts `exe args…` with stdout discarded and stderr appended to `log`, and waits until it
-    /// listens on `addr`.
+    /// Starts `exe args…` with stdout and stderr appended to `log` (watchmux logs to stdout, a
+    /// panic goes to stderr), and waits until it listens on `addr`.
     pub async fn spawn(
         name: &str,
         exe: &Path,
@@ -78,10 +78,13 @@ impl Proc {
             .append(true)
             .open(log)
             .map_err(|e| BenchError::io(format!("opening {}", log.display()), e))?;
+        let out = err
+            .try_clone()
+            .map_err(|e| BenchError::io(format!("opening {}", log.display()), e))?;
         let mut child = Command::new(exe)
             .args(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(out)
             .stderr(err)
             .kill_on_drop(true)
             .spawn()

@@ -31,6 +31,15 @@ impl Metrics {
         }
     }
 
+    /// Every sample of `name`: its labels and value, in page order.
+    pub fn series(&self, name: &str) -> Vec<(&[(String, String)], f64)> {
+        self.samples
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .map(|(_, ls, v)| (ls.as_slice(), *v))
+            .collect()
+    }
+
     /// The sum of every sample of `name` whose labels include all of `labels`.
     pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.samples
@@ -124,5 +133,9 @@ mod tests {
         assert_eq!(m.sum(checks, &[("resource", "nodes")]), 0.0);
         assert_eq!(m.sum("watchmux_reads_total", &[("reason", "a \"b\"")]), 1.0);
         assert_eq!(m.sum("watchmux_up", &[]), 1.0);
+        let s = m.series(checks);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[1].0[1], ("resource".to_string(), "pods".to_string()));
+        assert_eq!(s[1].1, 2.0);
     }
 }

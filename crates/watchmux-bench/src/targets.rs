@@ -75,20 +75,15 @@ pub struct Env {
 }
 
 impl Env {
-    fn log(&self, name: &str) -> PathBuf {
+    /// Where the child process `name` ("simulator", "watchmux", …) writes its stderr.
+    pub fn log(&self, name: &str) -> PathBuf {
         self.workdir.join(format!("{name}.log"))
     }
 }
 
 /// Starts the simulator with a fleet (no churn: runs start it through `/sim/churn`).
 pub async fn start_sim(env: &Env, nodes: usize, pods: usize) -> Result<Proc, BenchError> {
-    let addr = procs::free_addr()?;
     let args: Vec<String> = [
-        "--log",
-        "warn",
-        "sim",
-        "--listen",
-        &addr.to_string(),
         "--nodes",
         &nodes.to_string(),
         "--pods",
@@ -101,6 +96,17 @@ pub async fn start_sim(env: &Env, nodes: usize, pods: usize) -> Result<Proc, Ben
     .iter()
     .map(|s| s.to_string())
     .collect();
+    start_sim_args(env, &args).await
+}
+
+/// Starts the simulator with `sim_args` (its own flags: fleet, history, bookmarks).
+pub async fn start_sim_args(env: &Env, sim_args: &[String]) -> Result<Proc, BenchError> {
+    let addr = procs::free_addr()?;
+    let mut args: Vec<String> = ["--log", "warn", "sim", "--listen", &addr.to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend_from_slice(sim_args);
     // Loading 150,000 pods takes about half a minute on two cores.
     Proc::spawn(
         "simulator",
@@ -218,10 +224,16 @@ enum Running {
 }
 
 /// watchmux's settings for a bench: `resources` cached (core/v1 names), limits lifted so the
-/// bench's thousands of same-address clients are not mistaken for one abusive client.
-fn watchmux_config(upstream: SocketAddr, listen: SocketAddr, resources: &[&str]) -> String {
+/// bench's thousands of same-address clients are not mistaken for one abusive client;
+/// `cache_extra` is more `[cache]` keys (TOML lines).
+fn watchmux_config(
+    upstream: SocketAddr,
+    listen: SocketAddr,
+    resources: &[&str],
+    cache_extra: &str,
+) -> String {
     let mut s = format!(
-        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n"
+        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n{cache_extra}"
     );
     for r in resources {
         s.push_str(&format!(
@@ -238,11 +250,31 @@ pub async fn start_watchmux(
     sim: &Proc,
     resources: &[&str],
 ) -> Result<Target, BenchError> {
+    start_watchmux_with(env, sim, resources, "", None).await
+}
+
+/// [`start_watchmux`] with more `[cache]` settings (`cache_extra`: TOML lines) and, when
+/// given, its own log filter (else the bench's `--log`).
+pub async fn start_watchmux_with(
+    env: &Env,
+    sim: &Proc,
+    resources: &[&str],
+    cache_extra: &str,
+    log: Option<&str>,
+) -> Result<Target, BenchError> {
     let addr = procs::free_addr()?;
     let config = env.workdir.join(format!("watchmux-{}.toml", addr.port()));
-    std::fs::write(&config, watchmux_config(sim.addr, addr, resources))
-        .map_err(|e| BenchError::io(format!("writing {}", config.display()), e))?;
-    let args = ["serve", "--config", &config.display().to_string()].map(String::from);
+    std::fs::write(
+        &config,
+        watchmux_config(sim.addr, addr, resources, cache_extra),
+    )
+    .map_err(|e| BenchError::io(format!("writing {}", config.display()), e))?;
+    let mut args = ["serve", "--config", &config.display().to_string()]
+        .map(String::from)
+        .to_vec();
+    if let Some(level) = log {
+        args.extend(["--log".to_string(), level.to_string()]);
+    }
     own_process(env, TargetKind::Watchmux, sim, addr, &args).await
 }
 
