@@ -332,7 +332,8 @@ async fn a_watch_whose_request_has_a_body_ends_when_its_client_leaves() {
     // A body past kube's 3 MiB request limit is not read to its end: the watch ends at once
     // (with the connection) rather than going on unread.
     let mut s = TcpStream::connect(addr_of(&px.url)).await.unwrap();
-    let head = "GET /api/v1/nodes?watch=true HTTP/1.1\r\nhost: x\r\ncontent-length: 8000000\r\n\r\n";
+    let head =
+        "GET /api/v1/nodes?watch=true HTTP/1.1\r\nhost: x\r\ncontent-length: 8000000\r\n\r\n";
     s.write_all(head.as_bytes()).await.unwrap();
     let mut buf = [0u8; 12];
     s.read_exact(&mut buf).await.unwrap();

@@ -357,7 +357,8 @@ pub struct Meta {
     pub object: bool,
     /// It asks for a protocol upgrade.
     pub upgrade: bool,
-    /// Its `Content-Length` (0 without one).
+    /// The length of its body: its `Content-Length`, or what its chunks decode to (0 without
+    /// either).
     pub body: u64,
     /// Bytes follow it on the connection that are not a complete request (a pipelined
     /// fragment, garbage, a body longer than announced).
@@ -445,7 +446,10 @@ pub fn metas(bytes: &[u8]) -> Vec<Meta> {
         let body = rest.get(n..).unwrap_or_default();
         m.broken_body = if chunked {
             let mut c = super::parse::Chunked::default();
-            c.feed(body, &mut Vec::new()).is_err() || !c.done()
+            let mut decoded = Vec::new();
+            let broken = c.feed(body, &mut decoded).is_err() || !c.done();
+            m.body = decoded.len() as u64;
+            broken
         } else {
             length.is_some_and(|l| (body.len() as u64) < l)
         };

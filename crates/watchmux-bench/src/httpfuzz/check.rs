@@ -22,7 +22,7 @@ use std::io::Read as _;
 
 use serde_json::Value;
 
-use super::case::{Case, Meta, Transport, Wire};
+use super::case::{Case, Meta, Transport, Wire, metas};
 use super::parse::{self, WsFrame};
 use super::wire::{Answer, End, Exchange};
 use crate::pbframe;
@@ -56,11 +56,27 @@ fn finding(rule: &'static str, detail: impl Into<String>) -> Finding {
 pub fn must_answer(case: &Case) -> bool {
     match &case.wire {
         Wire::Http1 {
-            half_close, more, ..
-        } => case.transport == Transport::Http1 && !half_close && !more,
-        Wire::WebSocket { .. } | Wire::H2 { .. } => true,
+            bytes,
+            half_close,
+            more,
+        } => {
+            case.transport == Transport::Http1
+                && !half_close
+                && !more
+                && metas(bytes).iter().all(|m| m.body <= MAX_READ_BODY)
+        }
+        Wire::WebSocket { .. } => true,
+        Wire::H2 { requests } => !requests.iter().any(over_limits),
         Wire::RawH2 { .. } => false,
     }
+}
+
+/// An HTTP/2 request past the server's limits: a header list past the limit it advertised
+/// (SETTINGS_MAX_HEADER_LIST_SIZE: hyper's h2 ends the connection when the CONTINUATION frames
+/// it takes go past it, GOAWAY ENHANCE_YOUR_CALM, where Go answers 431), or a body past
+/// kube's request limit (watchmux stops reading it and resets the stream).
+fn over_limits(r: &super::case::Req) -> bool {
+    r.header_list_size() > MAX_HEADER_BYTES || r.body.len() as u64 > MAX_READ_BODY
 }
 
 /// The findings of one exchange.
@@ -93,11 +109,7 @@ pub fn check(case: &Case, x: &Exchange) -> Vec<Finding> {
     if let Some(Err(e)) = &x.h2_frames {
         out.push(finding("bad-h2-frames", e.clone()));
     }
-    // A header list past the limit the server advertised (SETTINGS_MAX_HEADER_LIST_SIZE) may
-    // end the HTTP/2 connection: hyper's h2 takes the CONTINUATION frames it needs for a
-    // protocol violation (GOAWAY ENHANCE_YOUR_CALM), where Go answers 431.
-    let oversized = matches!(&case.wire, Wire::H2 { requests } if requests.iter().any(|r| r.header_list_size() > MAX_HEADER_BYTES));
-    if must && !oversized {
+    if must {
         for (i, e) in &x.h2_errors {
             out.push(finding("h2-error", format!("request {i}: {e}")));
         }
@@ -475,7 +487,10 @@ fn event_protobuf(ev: &[u8]) -> Result<(), String> {
 
 fn protobuf_stream(body: &[u8], cut: bool, out: &mut Vec<Finding>) {
     let mut at = 0usize;
-    while let Some(p) = body.get(at..at + 4).and_then(|p| <[u8; 4]>::try_from(p).ok()) {
+    while let Some(p) = body
+        .get(at..at + 4)
+        .and_then(|p| <[u8; 4]>::try_from(p).ok())
+    {
         let len = u32::from_be_bytes(p) as usize;
         let Some(ev) = body.get(at + 4..at + 4 + len) else {
             break;

@@ -68,8 +68,9 @@ pub struct Port {
 /// the watch's next event, bookmark or timeout.
 pub fn held(metas: &[super::case::Meta]) -> bool {
     metas
-        .first()
-        .is_some_and(|m| m.watch && (m.trailing || metas.len() > 1))
+        .iter()
+        .enumerate()
+        .any(|(i, m)| m.watch && (m.trailing || i + 1 < metas.len()))
 }
 
 /// The run's tallies.
@@ -299,12 +300,7 @@ impl AfterRun {
         // Sockets whose connection is gone (reset) but whose file is still open: a held
         // connection the client reset is one (it leaves /proc/net/tcp, so its case is unknown),
         // as many as the held cases not seen open; any more is a leak.
-        let gone = |f: &Fds| {
-            f.other_kinds
-                .get(GONE_SOCKET)
-                .copied()
-                .unwrap_or(0)
-        };
+        let gone = |f: &Fds| f.other_kinds.get(GONE_SOCKET).copied().unwrap_or(0);
         let reset = gone(a).saturating_sub(gone(b));
         let may_be_held = self.held_total.saturating_sub(self.held_cases.len());
         if reset > may_be_held {
@@ -322,16 +318,12 @@ impl AfterRun {
         if rest(a) > rest(b) + 4 {
             out.push(Finding {
                 rule: "fd-leak",
-                detail: format!(
-                    "{} files besides connections, {} before",
-                    rest(a),
-                    rest(b)
-                ),
+                detail: format!("{} files besides connections, {} before", rest(a), rest(b)),
             });
         }
-        let allowance = self.rss_allowance.saturating_add(
-            2 * self.counted_after.saturating_sub(self.counted_before),
-        );
+        let allowance = self
+            .rss_allowance
+            .saturating_add(2 * self.counted_after.saturating_sub(self.counted_before));
         if self.rss_after > self.rss_before.saturating_add(allowance) {
             out.push(Finding {
                 rule: "rss",
@@ -430,6 +422,12 @@ pub fn markdown(
         "| RSS, MiB | {} | {} |",
         mib(after.rss_before),
         mib(after.rss_after)
+    );
+    let _ = writeln!(
+        m,
+        "| counted by the cache's memory budget, MiB | {} | {} |",
+        mib(after.counted_before),
+        mib(after.counted_after)
     );
     let _ = writeln!(m, "| open files | {} | {} |", b.total, a.total);
     let _ = writeln!(

@@ -167,11 +167,16 @@ pub async fn exchange(addr: SocketAddr, host: &str, case: &Case, lim: &Limits) -
         } => http1(addr, bytes, *half_close, *more, lim).await,
         Wire::WebSocket { handshake, after } => websocket(addr, handshake, after, lim).await,
         Wire::H2 { requests } => {
-            let metas = requests
+            // Only what HTTP/2 can carry is sent (and judged).
+            let (metas, reqs) = requests
                 .iter()
-                .map(|r| Meta::of(&r.method, &r.target(), false))
-                .collect();
-            let reqs = requests.iter().filter_map(|r| r.to_h2(host)).collect();
+                .filter_map(|r| {
+                    let h = r.to_h2(host)?;
+                    let mut m = Meta::of(&r.method, &r.target(), false);
+                    m.body = r.body.len() as u64;
+                    Some((m, h))
+                })
+                .unzip();
             h2(addr, metas, reqs, lim).await
         }
         Wire::RawH2 { bytes } => raw_h2(addr, bytes, lim).await,
