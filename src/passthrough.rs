@@ -5,7 +5,7 @@
 //! path, query, headers and body; the response comes back with its status, headers and body. Both
 //! bodies stream frame by frame and are never buffered, so a chunked watch from the upstream
 //! reaches the client event by event, and a large request body is never held in memory. The
-//! request body is read to its end by a task of its own ([`relay`]): the upstream client stops
+//! request body is read to its end by a task of its own (`relay`): the upstream client stops
 //! taking it once the answer has begun, and hyper must keep reading the connection to see the
 //! client leave; a body that breaks off ends the answer.
 //!

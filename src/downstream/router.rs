@@ -7,10 +7,10 @@
 //! resourceVersion waits), each done once: the cache handed to [`super::list`] and
 //! [`super::watch`] is synced and has reached the requested resourceVersion. A check that fails
 //! is a [`RouteError`], answered with the `Status` `crate::error` maps it to. The body of a
-//! request answered here is read away ([`discard_body`]), so hyper keeps reading the
-//! connection. The answers
-//! themselves are built by [`super::list`], [`super::watch`], [`super::websocket`] and
-//! [`crate::passthrough`]; the router must not build bodies.
+//! request answered here is read away (`discard_body`), so hyper keeps reading the connection,
+//! and the answer to a HEAD goes without its body. The answers themselves are built by
+//! [`super::list`], [`super::watch`], [`super::websocket`] and [`crate::passthrough`]; the
+//! router must not build bodies.
 
 use std::sync::Arc;
 

@@ -1,8 +1,10 @@
 //! The rules every answer must keep, whatever was sent:
 //!
 //! * the server's bytes are HTTP (hyper's parser, strict framing), or it closed the
-//!   connection; a request a real client could have sent is answered, and a body ends (cut
-//!   short only when the request's own body was past kube's 3 MiB limit);
+//!   connection; a request a real client could have sent (intact framing, a body within kube's
+//!   3 MiB, HTTP/2 headers within the advertised limit) is answered, and a body ends. An answer
+//!   may be cut short only where hyper closes without a lingering close (Go lingers): the
+//!   request's body broke off or went past 3 MiB, or bytes after it did not parse;
 //! * an error (4xx/5xx) on an API path whose body is JSON or protobuf is a kube `Status`
 //!   (`kind: Status`, `apiVersion: v1`, `status: Failure`, `code` equal to the HTTP status, a
 //!   message, a reason, `Retry-After` when it says to retry); kube sends some errors without a

@@ -4,7 +4,8 @@
 //! [`corpus`], changed by [`mutate`]; the kube grammar; websocket, HTTP/2 and raw bytes) go to
 //! watchmux from a few concurrent workers ([`wire`]), and every answer is judged ([`check`]).
 //! After the run: no panic in either log, watchmux's open files and memory back near their
-//! baseline once every client left, and its cache equal to the simulator ([`after`]); the
+//! baseline once every client left (but for the watches [`report::held`] explains, and for
+//! what the fuzz wrote into the cache), and its cache equal to the simulator ([`after`]); the
 //! report ([`report`]) has every finding with the exact bytes that reproduce it.
 //!
 //! Orchestration only: starting and stopping the processes, the warm-up, the workers, the
