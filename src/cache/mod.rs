@@ -372,24 +372,24 @@ impl ResourceCache {
     /// Keeps `snap` for the continuations of the paged LIST cut from it, within `retention`
     /// (see [`snapshots`]).
     pub fn retain_snapshot(&self, snap: &Snapshot, retention: &Retention) {
-        if self.shed_snapshots() {
+        if self.shed_snapshots(1) {
             return;
         }
         self.snapshots.keep(self, snap, retention);
     }
 
     /// Under memory pressure ([`Pressure::Soft`] and above) no snapshot is kept: drops those
-    /// kept, counting them, and says so.
-    fn shed_snapshots(&self) -> bool {
+    /// kept, counting them and the `refused` one a LIST asked to keep, and says so.
+    fn shed_snapshots(&self, refused: u64) -> bool {
         if self.pressure() < Pressure::Soft {
             return false;
         }
-        let dropped = self.snapshots.clear();
+        let dropped = self.snapshots.clear() as u64 + refused;
         self.settings
             .budget
             .shed
             .snapshots
-            .fetch_add(dropped as u64 + 1, Ordering::Relaxed);
+            .fetch_add(dropped, Ordering::Relaxed);
         true
     }
 
@@ -616,7 +616,7 @@ impl CacheWriter {
         drop(st);
         // Kept snapshots age out and are held to their byte bound here too, not only when a
         // LIST or a scrape looks at them; under memory pressure none is kept.
-        if !c.shed_snapshots() {
+        if !c.shed_snapshots(0) {
             c.snapshots.prune(c);
         }
         closed + shed

@@ -139,15 +139,9 @@ impl Cached {
         if let Some(b) = self.protobuf.get() {
             return b.clone();
         }
-        let pressed = self
-            .charge
-            .as_ref()
-            .is_some_and(|c| c.account().budget().pressure() >= Pressure::Soft);
-        if pressed {
-            if let Some(c) = &self.charge {
-                let shed = &c.account().budget().shed;
-                shed.protobuf_copies.fetch_add(1, Ordering::Relaxed);
-            }
+        let budget = self.charge.as_ref().map(|c| c.account().budget());
+        if let Some(b) = budget.filter(|b| b.pressure() >= Pressure::Soft) {
+            b.shed.protobuf_copies.fetch_add(1, Ordering::Relaxed);
             return transcode(&self.body);
         }
         let mut made = false;
