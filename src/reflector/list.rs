@@ -94,14 +94,8 @@ pub async fn list_all(
             return Err(ReflectorError::from_answer(code, &q, &body));
         }
         let page = read_page(info, &body, &q)?;
-        if let Some(big) = page.items.iter().find(|c| c.body.len() > max_object) {
-            return Err(ReflectorError::malformed(
-                &q,
-                MalformedData::ObjectTooLarge {
-                    size: big.body.len(),
-                    limit: max_object,
-                },
-            ));
+        for c in &page.items {
+            super::check_object_size(c, max_object_bytes, &q)?;
         }
         items.extend(page.items);
         if list_rv == 0 {

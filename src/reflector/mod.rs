@@ -352,6 +352,24 @@ fn oversize(spec: &ResourceSpec, e: &ReflectorError, m: &ResourceMetrics) -> boo
     true
 }
 
+/// Refuses an object of `what` (a list page, a watch event) larger than `cache.max_object_bytes`.
+fn check_object_size(
+    c: &crate::cache::Cached,
+    limit: u64,
+    what: &str,
+) -> Result<(), ReflectorError> {
+    if c.body.len() as u64 <= limit {
+        return Ok(());
+    }
+    Err(ReflectorError::malformed(
+        what,
+        MalformedData::ObjectTooLarge {
+            size: c.body.len(),
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        },
+    ))
+}
+
 /// `/api/v1/pods`, `/apis/apps/v1/deployments`: the collection a LIST or watch reads.
 fn collection_path(spec: &ResourceSpec) -> String {
     if spec.group.is_empty() {

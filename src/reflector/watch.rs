@@ -246,15 +246,7 @@ pub fn apply_line(
             let c = decode_object(writer.info(), obj)
                 .map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
             let limit = writer.cache().settings().max_object_bytes;
-            if c.body.len() as u64 > limit {
-                return Err(ReflectorError::malformed(
-                    WATCH_EVENT,
-                    MalformedData::ObjectTooLarge {
-                        size: c.body.len(),
-                        limit: usize::try_from(limit).unwrap_or(usize::MAX),
-                    },
-                ));
-            }
+            super::check_object_size(&c, limit, WATCH_EVENT)?;
             writer.apply(ty, c);
             Ok(None)
         }
