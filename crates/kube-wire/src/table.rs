@@ -156,6 +156,30 @@ enum Printer {
     Default,
 }
 
+/// Every (group, kind) with a printer of its own (the others get the default Name/Age
+/// columns), for tests and fuzzing to go through them all.
+pub const PRINTED_KINDS: &[(&str, &str)] = &[
+    ("", "Pod"),
+    ("", "Node"),
+    ("", "Namespace"),
+    ("", "Service"),
+    ("", "ConfigMap"),
+    ("", "Secret"),
+    ("", "Event"),
+    ("events.k8s.io", "Event"),
+    ("", "Endpoints"),
+    ("discovery.k8s.io", "EndpointSlice"),
+    ("apps", "Deployment"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("apps", "ControllerRevision"),
+    ("batch", "Job"),
+    ("batch", "CronJob"),
+    ("coordination.k8s.io", "Lease"),
+    ("autoscaling", "Scale"),
+];
+
 fn printer_for(group: &str, kind: &str) -> Printer {
     match (group, kind) {
         ("", "Pod") => Printer::Pod,
@@ -2400,19 +2424,11 @@ mod tests {
 
     #[test]
     fn every_kind_has_cells_for_every_column() {
-        for (g, k) in [
-            ("", "Pod"),
-            ("", "Node"),
-            ("", "Namespace"),
-            ("", "Service"),
-            ("", "ConfigMap"),
-            ("", "Secret"),
-            ("", "Event"),
-            ("events.k8s.io", "Event"),
-            ("", "Endpoints"),
-            ("discovery.k8s.io", "EndpointSlice"),
-            ("apps", "Deployment"),
-        ] {
+        for &(g, k) in PRINTED_KINDS {
+            assert!(
+                !matches!(printer_for(g, k), Printer::Default),
+                "{g}/{k} has a printer"
+            );
             let cols = column_definitions(g, k);
             let cells = row_cells(g, k, &json!({"metadata": {"name": "x"}}), NOW);
             assert_eq!(
