@@ -547,7 +547,7 @@ fn delete_options(
     let mut propagation: Option<String> = None;
     let mut orphan = false;
     if !body.is_empty() {
-        match protobuf::input(content_type)? {
+        let v = match protobuf::input(content_type)? {
             Input::Json => {
                 // The members as raw JSON: kube's decoder checks `gracePeriodSeconds`'s type.
                 let raw: std::collections::HashMap<String, &serde_json::value::RawValue> =
@@ -560,25 +560,20 @@ fn delete_options(
                     .filter(|r| *r != "null")
                     .map(|r| go_int64("DeleteOptions", "gracePeriodSeconds", r))
                     .transpose()?;
-                let v: Value = serde_json::from_slice(body).unwrap_or_default();
-                o.precondition_uid = v["preconditions"]["uid"].as_str().map(str::to_string);
-                o.precondition_rv = v["preconditions"]["resourceVersion"]
-                    .as_str()
-                    .map(str::to_string);
-                propagation = v["propagationPolicy"].as_str().map(str::to_string);
-                orphan = v["orphanDependents"].is_boolean();
+                serde_json::from_slice::<Value>(body).unwrap_or_default()
             }
             Input::Protobuf => {
                 let v = protobuf::decode_delete_options(body)?;
                 o.grace_period_seconds = v["gracePeriodSeconds"].as_i64();
-                o.precondition_uid = v["preconditions"]["uid"].as_str().map(str::to_string);
-                o.precondition_rv = v["preconditions"]["resourceVersion"]
-                    .as_str()
-                    .map(str::to_string);
-                propagation = v["propagationPolicy"].as_str().map(str::to_string);
-                orphan = v["orphanDependents"].is_boolean();
+                v
             }
-        }
+        };
+        o.precondition_uid = v["preconditions"]["uid"].as_str().map(str::to_string);
+        o.precondition_rv = v["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+        propagation = v["propagationPolicy"].as_str().map(str::to_string);
+        orphan = v["orphanDependents"].is_boolean();
     } else if let Some(q) = query {
         let first = |name: &str| {
             form_urlencoded::parse(q.as_bytes())
