@@ -198,15 +198,7 @@ pub fn markdown(spec: &ScenarioSpec, samples: &[&Sample], repeats: usize) -> Str
         variant_tables(&mut md, spec, v, &sum);
         return md;
     }
-    let _ = write!(md, "| {} | target |", spec.case_label);
-    for m in &spec.metrics {
-        let _ = write!(md, " {} |", m.label);
-    }
-    let _ = write!(md, "\n|---|---|");
-    for _ in &spec.metrics {
-        let _ = write!(md, "---:|");
-    }
-    md.push('\n');
+    table_head(&mut md, spec, "target");
     for case in &sum.cases {
         for &t in &sum.targets {
             let _ = write!(md, "| {case} | {t} |");
@@ -297,15 +289,7 @@ fn variant_tables(md: &mut String, spec: &ScenarioSpec, v: &Variants, sum: &Summ
             bases.push(base);
         }
     }
-    let _ = write!(md, "| {} | {} |", spec.case_label, v.label);
-    for m in &spec.metrics {
-        let _ = write!(md, " {} |", m.label);
-    }
-    let _ = write!(md, "\n|---|---|");
-    for _ in &spec.metrics {
-        let _ = write!(md, "---:|");
-    }
-    md.push('\n');
+    table_head(md, spec, v.label);
     let several = sum.targets.len() > 1;
     for base in &bases {
         for name in &v.names {
@@ -399,6 +383,20 @@ pub fn summary_csv(specs: &[ScenarioSpec], samples: &[Sample]) -> String {
         }
     }
     s
+}
+
+/// A results table's header: the case and `second` columns, then one right-aligned column per
+/// metric.
+fn table_head(md: &mut String, spec: &ScenarioSpec, second: &str) {
+    let _ = write!(md, "| {} | {second} |", spec.case_label);
+    for m in &spec.metrics {
+        let _ = write!(md, " {} |", m.label);
+    }
+    let _ = write!(md, "\n|---|---|");
+    for _ in &spec.metrics {
+        let _ = write!(md, "---:|");
+    }
+    md.push('\n');
 }
 
 #[cfg(test)]

@@ -630,26 +630,15 @@ mod tests {
         };
         let body = raw.as_bytes()[head.len..].to_vec();
         let c = case(r);
-        let mut x = Exchange {
-            metas: crate::httpfuzz::case::metas(&c.bytes("h")),
-            answers: vec![Answer {
-                request: 0,
-                head,
-                body,
-                cut: false,
-                stalled: false,
-                truncated: false,
-            }],
-            end: End::Done,
-            received: Vec::new(),
-            ws: None,
-            h2_frames: None,
-            h2_errors: Vec::new(),
-            h2_conn_error: None,
-            write_error: None,
-            millis: 0,
-            local_port: None,
-        };
+        let mut x = Exchange::new(crate::httpfuzz::case::metas(&c.bytes("h")));
+        x.answers.push(Answer {
+            request: 0,
+            head,
+            body,
+            cut: false,
+            stalled: false,
+            truncated: false,
+        });
         let mut v: Vec<&str> = check(&c, &x).iter().map(|f| f.rule).collect();
         x.answers.clear();
         x.end = End::Malformed("x".into());

@@ -127,7 +127,8 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    fn new(metas: Vec<Meta>) -> Exchange {
+    /// Nothing exchanged yet for the requests `metas` describe.
+    pub(super) fn new(metas: Vec<Meta>) -> Exchange {
         Exchange {
             metas,
             answers: Vec::new(),
@@ -196,6 +197,44 @@ async fn connect(addr: SocketAddr, lim: &Limits) -> Result<TcpStream, End> {
     }
 }
 
+/// A connection for `x`: connected (a failure is `x`'s end, and `None`), its local port noted,
+/// `bytes` being written by a task of its own (then the write side shut if `half_close`), and
+/// the read side keeping up to `capture` bytes of what arrives.
+async fn open(
+    addr: SocketAddr,
+    x: &mut Exchange,
+    bytes: &[u8],
+    half_close: bool,
+    capture: usize,
+    lim: &Limits,
+) -> Option<(Reader, Writer)> {
+    let s = match connect(addr, lim).await {
+        Ok(s) => s,
+        Err(e) => {
+            x.end = e;
+            return None;
+        }
+    };
+    x.local_port = s.local_addr().ok().map(|a| a.port());
+    let (read, write) = s.into_split();
+    let writer = spawn_writer(
+        write,
+        bytes.to_vec(),
+        half_close,
+        Instant::now() + lim.answer,
+    );
+    let r = Reader {
+        read,
+        buf: Vec::new(),
+        received: Vec::new(),
+        capture,
+    };
+    Some((r, writer))
+}
+
+/// A writer task: its result is the write error, if any, and the write side.
+type Writer = tokio::task::JoinHandle<(Option<String>, tokio::net::tcp::OwnedWriteHalf)>;
+
 /// The read side of a connection with its buffer.
 struct Reader {
     read: OwnedReadHalf,
@@ -238,7 +277,7 @@ fn spawn_writer(
     bytes: Vec<u8>,
     half_close: bool,
     deadline: Instant,
-) -> tokio::task::JoinHandle<(Option<String>, tokio::net::tcp::OwnedWriteHalf)> {
+) -> Writer {
     tokio::spawn(async move {
         let r = timeout_at(deadline, async {
             w.write_all(&bytes).await?;
@@ -413,26 +452,9 @@ async fn http1(
     lim: &Limits,
 ) -> Exchange {
     let mut x = Exchange::new(metas(bytes));
-    let s = match connect(addr, lim).await {
-        Ok(s) => s,
-        Err(e) => {
-            x.end = e;
-            return x;
-        }
-    };
-    x.local_port = s.local_addr().ok().map(|a| a.port());
-    let (read, write) = s.into_split();
-    let writer = spawn_writer(
-        write,
-        bytes.to_vec(),
-        half_close,
-        Instant::now() + lim.answer,
-    );
-    let mut r = Reader {
-        read,
-        buf: Vec::new(),
-        received: Vec::new(),
-        capture: lim.capture,
+    let Some((mut r, writer)) = open(addr, &mut x, bytes, half_close, lim.capture, lim).await
+    else {
+        return x;
     };
     read_answers(&mut r, &mut x, more, lim).await;
     x.received = std::mem::take(&mut r.received);
@@ -445,26 +467,8 @@ async fn http1(
 
 async fn websocket(addr: SocketAddr, handshake: &[u8], after: &[u8], lim: &Limits) -> Exchange {
     let mut x = Exchange::new(metas(handshake));
-    let s = match connect(addr, lim).await {
-        Ok(s) => s,
-        Err(e) => {
-            x.end = e;
-            return x;
-        }
-    };
-    x.local_port = s.local_addr().ok().map(|a| a.port());
-    let (read, write) = s.into_split();
-    let writer = spawn_writer(
-        write,
-        handshake.to_vec(),
-        false,
-        Instant::now() + lim.answer,
-    );
-    let mut r = Reader {
-        read,
-        buf: Vec::new(),
-        received: Vec::new(),
-        capture: lim.capture,
+    let Some((mut r, writer)) = open(addr, &mut x, handshake, false, lim.capture, lim).await else {
+        return x;
     };
     match read_answer(&mut r, 0, x.metas.first(), Instant::now() + lim.answer, lim).await {
         Ok(None) => x.end = End::Closed,
@@ -634,21 +638,8 @@ async fn h2(
 
 async fn raw_h2(addr: SocketAddr, bytes: &[u8], lim: &Limits) -> Exchange {
     let mut x = Exchange::new(Vec::new());
-    let s = match connect(addr, lim).await {
-        Ok(s) => s,
-        Err(e) => {
-            x.end = e;
-            return x;
-        }
-    };
-    x.local_port = s.local_addr().ok().map(|a| a.port());
-    let (read, write) = s.into_split();
-    let writer = spawn_writer(write, bytes.to_vec(), false, Instant::now() + lim.answer);
-    let mut r = Reader {
-        read,
-        buf: Vec::new(),
-        received: Vec::new(),
-        capture: 64 << 10,
+    let Some((mut r, writer)) = open(addr, &mut x, bytes, false, 64 << 10, lim).await else {
+        return x;
     };
     let deadline = Instant::now() + lim.watch.max(Duration::from_millis(500));
     loop {
