@@ -7,8 +7,9 @@
 //! ## The resourceVersion rules
 //!
 //! Every bridge event gets a resourceVersion in `(old_rv, list_rv]`, all distinct, delivered in
-//! increasing order, so every watcher's RVs keep strictly increasing and a client that resumes
-//! from any RV it was sent replays exactly the bridge events after it.
+//! increasing order, so every watcher's RVs keep strictly increasing. The states in between are
+//! a summary, not the upstream's: a watch from inside the range gets 410
+//! (`EventLog::bridged_gap` says why a bridge event's own RV is no exception).
 //!
 //! * ADDED and MODIFIED carry the listed object with **its own** resourceVersion (the revision
 //!   of its last write, which lies in `(old_rv, list_rv]` for anything that changed meanwhile).

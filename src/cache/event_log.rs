@@ -283,16 +283,20 @@ impl EventLog {
         }
     }
 
-    /// The resourceVersion of the bridged relist `rv` lies strictly inside, if any, unless one
-    /// of the bridge's events is at `rv`: a watch from such a `rv` would start from a state the
-    /// cache never had (a client that read it upstream), which the bridge's events, placed at
-    /// free resourceVersions of the gap, do not lead from. A bridge event's resourceVersion is
-    /// one watchmux sent, so a client resuming from it is served.
+    /// The resourceVersion of the bridged relist `rv` lies strictly inside, if any: a watch from
+    /// such an `rv` would start from a state the cache never had. That holds for the bridge's
+    /// own events' resourceVersions too: an ADDED or MODIFIED carries its object's real revision,
+    /// which a client may also have read upstream (a consistent LIST passed through while the
+    /// cache was catching up is answered at exactly such a revision), and the upstream's state
+    /// there is not the bridge's summary up to it (objects written before it but changed again
+    /// later come as ADDED after it; deletions are placed at free revisions, before or after it).
+    /// The two cannot be told apart, so both get 410, as kube-apiserver's watchers all get at a
+    /// relist.
     pub(super) fn bridged_gap(&self, rv: u64) -> Option<u64> {
-        let &(_, hi) = self.gaps.iter().find(|&&(lo, hi)| lo < rv && rv < hi)?;
-        let i = self.events.partition_point(|e| e.rv < rv);
-        let sent = self.events.get(i).is_some_and(|e| e.rv == rv);
-        (!sent).then_some(hi)
+        self.gaps
+            .iter()
+            .find(|&&(lo, hi)| lo < rv && rv < hi)
+            .map(|&(_, hi)| hi)
     }
 
     /// Every event after `rv`, oldest first, if the store's state at `rv` can be rebuilt by

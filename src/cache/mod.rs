@@ -405,9 +405,9 @@ impl ResourceCache {
 
     /// kube's watch start rule: a watch from `rv` is served iff `rv >= oldest - 1`; else
     /// `Err(oldest - 1)` for the `too old resource version: rv (oldest-1)` message. Also refused:
-    /// a resourceVersion strictly inside a bridged relist that is not one of its events' (`Err`
-    /// of the list's resourceVersion): a state the cache never had, which its bridge events do
-    /// not lead from (see [`bridge`]).
+    /// a resourceVersion strictly inside a bridged relist (`Err` of the list's resourceVersion):
+    /// a state the cache never had, which its bridge events do not lead from (see [`bridge`] and
+    /// `EventLog::bridged_gap`).
     pub fn check_watch_start(&self, rv: u64) -> Result<(), u64> {
         let st = self.state.read();
         let floor = st.log.start_floor();
@@ -767,8 +767,10 @@ mod tests {
         for rv in [11, 12, 13] {
             assert_eq!(cache.check_watch_start(rv), Err(15), "{rv}");
         }
-        // 14 is the bridge event's: a client that received it resumes from it.
-        assert_eq!(cache.check_watch_start(14), Ok(()));
+        // 14 is the bridge event's, but also p1's real write: a client that listed upstream at
+        // 14 holds the upstream's state there, which the bridge's summary up to 14 need not be
+        // (see EventLog::bridged_gap). Refused too.
+        assert_eq!(cache.check_watch_start(14), Err(15));
         assert_eq!(cache.check_watch_start(10), Ok(()));
         assert_eq!(cache.check_watch_start(15), Ok(()));
         assert_eq!(cache.counters.relists_gap_closed.load(Ordering::Relaxed), 1);

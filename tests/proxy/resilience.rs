@@ -158,10 +158,11 @@ impl Seen {
         let s = |k: &str| m[k].as_str().unwrap_or_default().to_string();
         let ty = v["type"].as_str().unwrap_or_default().to_string();
         Seen {
-            key: if ty == "BOOKMARK" || ty == "ERROR" {
-                String::new()
-            } else {
-                format!("{}/{}", s("namespace"), s("name"))
+            // An ERROR's key is its Status code.
+            key: match ty.as_str() {
+                "BOOKMARK" => String::new(),
+                "ERROR" => v["object"]["code"].to_string(),
+                _ => format!("{}/{}", s("namespace"), s("name")),
             },
             rv: s("resourceVersion").parse().unwrap_or(0),
             uid: s("uid"),
@@ -181,9 +182,13 @@ impl Seen {
         let raw = e.object.and_then(|o| o.raw).unwrap_or_default();
         let u = Unknown::decode(raw.get(4..).unwrap_or_default()).expect("runtime.Unknown");
         if ty == "ERROR" {
+            let status = k8s_pb::apimachinery::pkg::apis::meta::v1::Status::decode(
+                u.raw.as_deref().unwrap_or_default(),
+            )
+            .expect("Status");
             return Seen {
                 ty,
-                key: String::new(),
+                key: status.code.unwrap_or_default().to_string(),
                 rv: 0,
                 uid: String::new(),
             };
@@ -500,6 +505,8 @@ struct Rig {
     from: Vec<u64>,
     /// Each watcher's state at its start (the simulator cannot list it after a compaction).
     initial: Vec<State>,
+    /// The bridged relist's range (the cache's RV before, the list's RV), once there was one.
+    bridged: (u64, u64),
 }
 
 impl Rig {
@@ -537,6 +544,7 @@ impl Rig {
             watchers: Vec::new(),
             from: Vec::new(),
             initial: Vec::new(),
+            bridged: (0, 0),
         };
         // Every scope twice: in JSON, and in protobuf as kubelets watch (the same events,
         // relist bridges and selector move-in/move-out included, in both encodings).
@@ -878,6 +886,7 @@ async fn bridged_rig() -> Rig {
     // Nothing was written after the compaction, so the relist was at `compacted`.
     rig.converge("bridged relist").await;
 
+    rig.bridged = (before_outage, compacted);
     rig.writer.burst(10);
     rig.converge("after the bridge").await;
     let after_bridge: Vec<Vec<Seen>> = rig
@@ -984,8 +993,12 @@ async fn resume_after_bridge_from_any_sent_resource_version() {
         }
     }
     // Clients that disconnect now and re-watch from any RV they were sent (events and
-    // bookmarks, before, inside and after the bridge) replay exactly what followed it.
+    // bookmarks, before and after the bridge, and its last event) replay exactly what followed
+    // it; from strictly inside the bridge's range they get 410 (the bridge events' RVs are also
+    // real revisions a client may have read upstream, where the state is not the bridge's).
+    let (old_rv, list_rv) = rig.bridged;
     let mut resumes = Vec::new();
+    let mut gap_resumes = 0;
     for (w, (scope, rec)) in rig
         .watchers
         .iter()
@@ -1000,9 +1013,31 @@ async fn resume_after_bridge_from_any_sent_resource_version() {
         );
         let initial = rig.initial[w].clone();
         for (i, e) in seen.iter().enumerate() {
+            let stream = crate::common::watch(&scope.url(&rig.proxy.url, e.rv)).await;
+            if old_rv < e.rv && e.rv < list_rv {
+                let rec = Recorder::start(stream);
+                let deadline = Instant::now() + DEADLINE;
+                while rec.end.lock().is_none() {
+                    assert!(
+                        Instant::now() < deadline,
+                        "resume of {scope:?} from {}: no end",
+                        e.rv
+                    );
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let got: Vec<(String, String)> =
+                    rec.seen().into_iter().map(|s| (s.ty, s.key)).collect();
+                assert_eq!(
+                    got,
+                    [("ERROR".to_string(), "410".to_string())],
+                    "resume of {scope:?} from {} inside ({old_rv}, {list_rv})",
+                    e.rv
+                );
+                gap_resumes += 1;
+                continue;
+            }
             let at = fold(initial.clone(), rig.from[w], &seen[..=i]).expect("valid prefix");
-            let w = crate::common::watch(&scope.url(&rig.proxy.url, e.rv)).await;
-            resumes.push((scope.clone(), e.rv, at, Recorder::start(w)));
+            resumes.push((scope.clone(), e.rv, at, Recorder::start(stream)));
             // The cluster keeps changing while the resumed watchers catch up and go live.
             if resumes.len() % 4 == 0 {
                 rig.writer.step();
@@ -1028,7 +1063,11 @@ async fn resume_after_bridge_from_any_sent_resource_version() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-    eprintln!("{} resumed watches converged", resumes.len());
+    assert!(gap_resumes > 0, "some resumes were from inside the bridge");
+    eprintln!(
+        "{} resumed watches converged, {gap_resumes} from inside the bridge got 410",
+        resumes.len()
+    );
     assert_eq!(
         rig.cache.watcher_count(),
         rig.watchers.len() + resumes.len(),
