@@ -152,8 +152,10 @@ impl Nginx {
         Ok(nginx)
     }
 
-    /// Waits until nginx has written its pid file (it does so after binding its sockets) and
-    /// accepts a connection; fails early if it exits.
+    /// Waits until nginx has written its pid file (it does so after binding its sockets), has
+    /// forked a worker and accepts a connection; fails early if it exits. (The kernel completes
+    /// connections on the master's listening socket before any worker exists, and the bench
+    /// accounts the workers' CPU and RSS from the start.)
     async fn wait_ready(&mut self, listen: SocketAddr) -> Result<(), NginxError> {
         let deadline = tokio::time::Instant::now() + START_TIMEOUT;
         let pid_file = self.dir.join("nginx.pid");
@@ -167,7 +169,10 @@ impl Nginx {
                     log: self.log_tail(),
                 });
             }
-            if pid_file.exists() && TcpStream::connect(listen).await.is_ok() {
+            if pid_file.exists()
+                && !children_of(self.pid).is_empty()
+                && TcpStream::connect(listen).await.is_ok()
+            {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
