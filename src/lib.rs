@@ -30,6 +30,7 @@ pub mod error;
 pub mod hub;
 pub mod metrics;
 pub mod passthrough;
+pub mod persist;
 pub mod reflector;
 pub mod serve;
 pub mod tls;

@@ -50,6 +50,10 @@ use kube_wire::event::{EventType, frame_head, typed_prefix, unstructured_prefix}
 use kube_wire::selector::Filter;
 use store::Store;
 
+use crate::persist::format::Record;
+use crate::persist::segments::Loaded;
+use crate::persist::writer::Persister;
+
 pub use event_log::{CacheEvent, FellBehind, LogBatch};
 pub use record::{Cached, DecodeError, ObjectRecord};
 pub use snapshots::{Retention, SnapshotUsage};
@@ -266,7 +270,13 @@ impl ResourceCache {
             snapshots: snapshots::Retained::default(),
             counters: CacheCounters::default(),
         });
-        (cache.clone(), CacheWriter { cache })
+        (
+            cache.clone(),
+            CacheWriter {
+                cache,
+                persist: None,
+            },
+        )
     }
 
     /// Settings in use.
@@ -347,6 +357,21 @@ impl ResourceCache {
     pub fn snapshot(&self) -> Snapshot {
         let st = self.state.read();
         st.store.snapshot(st.rv)
+    }
+
+    /// The state a persisted log starts over from: the resourceVersion and every object's
+    /// bytes, taken together; `None` before the first list.
+    pub fn persisted_state(&self) -> Option<(u64, Vec<Bytes>)> {
+        let st = self.state.read();
+        if !st.synced {
+            return None;
+        }
+        let snap = st.store.snapshot(st.rv);
+        drop(st);
+        Some((
+            snap.rv,
+            snap.objects.values().map(|o| o.body.clone()).collect(),
+        ))
     }
 
     /// The objects exactly as they were at `rv` (an exact-resourceVersion read): the current
@@ -488,6 +513,8 @@ impl ResourceCache {
 #[derive(Debug)]
 pub struct CacheWriter {
     cache: Arc<ResourceCache>,
+    /// Where every change is also written, behind the live path (`cache.persist_dir`).
+    persist: Option<Persister>,
 }
 
 impl CacheWriter {
@@ -534,6 +561,13 @@ impl CacheWriter {
         let c = &*self.cache;
         let ev = st.log.push(ty, obj, prev, &c.account);
         st.rv = ev.rv;
+        if let Some(p) = &self.persist {
+            p.record(Record::Event {
+                ty,
+                rv: ev.rv,
+                body: ev.obj.body.clone(),
+            });
+        }
         st.log.evict(&c.settings);
         Self::shed_log(c, st);
         let shallow = c.settings.budget.above_trim();
@@ -579,8 +613,17 @@ impl CacheWriter {
         let mut st = c.state.write();
         if rv > st.rv {
             st.rv = rv;
+            self.persist_progress(rv);
             drop(st);
             c.rv_tx.send_replace(rv);
+        }
+    }
+
+    /// Persists a resourceVersion reached without an event. Caller holds the write lock (so
+    /// records reach the persister in the cache's order).
+    fn persist_progress(&self, rv: u64) {
+        if let Some(p) = &self.persist {
+            p.record(Record::Progress { rv });
         }
     }
 
@@ -592,6 +635,7 @@ impl CacheWriter {
         let mut st = c.state.write();
         if st.synced && st.rv >= after && rv > st.rv {
             st.rv = rv;
+            self.persist_progress(rv);
             drop(st);
             c.rv_tx.send_replace(rv);
         }
@@ -622,6 +666,62 @@ impl CacheWriter {
         closed + shed
     }
 
+    /// From now on, every change is also written to `p` (its state function reads this cache:
+    /// [`ResourceCache::persisted_state`]).
+    pub fn persist_to(&mut self, p: Persister) {
+        self.persist = Some(p);
+    }
+
+    /// Fills a cache that has not synced yet from what its persisted log held: the state, then
+    /// the events, bookmarks and bridged relists after it, as they were applied before (so the
+    /// log serves watches from any resourceVersion it held, and refuses those inside a bridged
+    /// relist). All or nothing: an object that does not decode (the files are checksummed, so a
+    /// resource whose type changed, say) leaves the cache empty and is the error. Call it before
+    /// [`Self::persist_to`], so that nothing is written back.
+    pub fn restore(&self, loaded: &Loaded) -> Result<u64, DecodeError> {
+        let info = &self.cache.info;
+        let objects = loaded
+            .objects
+            .iter()
+            .map(|b| record::decode_object(info, b))
+            .collect::<Result<Vec<_>, _>>()?;
+        enum Step {
+            Event(EventType, Box<Cached>),
+            Progress(u64),
+            Gap(u64, u64),
+        }
+        let mut steps = Vec::with_capacity(loaded.tail.len());
+        for r in &loaded.tail {
+            steps.push(match r {
+                Record::Event { ty, body, .. } => {
+                    Step::Event(*ty, Box::new(record::decode_object(info, body)?))
+                }
+                Record::Progress { rv } => Step::Progress(*rv),
+                Record::Gap { old_rv, list_rv } => Step::Gap(*old_rv, *list_rv),
+                _ => continue,
+            });
+        }
+        self.replace(objects, loaded.state_rv);
+        for step in steps {
+            match step {
+                Step::Event(ty, obj) => {
+                    self.apply(ty, *obj);
+                }
+                Step::Progress(rv) => self.advance(rv),
+                Step::Gap(old_rv, list_rv) => {
+                    let c = &*self.cache;
+                    let mut st = c.state.write();
+                    st.log.mark_bridged(old_rv, list_rv);
+                    st.rv = st.rv.max(list_rv);
+                    let rv = st.rv;
+                    drop(st);
+                    c.rv_tx.send_replace(rv);
+                }
+            }
+        }
+        Ok(self.rv())
+    }
+
     /// Installs a full list from upstream at `list_rv`. The first time, this is the initial sync.
     /// Afterwards (a relist after 410 or an outage) the difference to the cached state is
     /// delivered to watchers as bridge events (see [`bridge`]); where that cannot be done safely
@@ -636,6 +736,9 @@ impl CacheWriter {
             st.rv = list_rv;
             st.log.begin_at(list_rv);
             st.synced = true;
+            if let Some(p) = &self.persist {
+                p.need_state();
+            }
             drop(st);
             c.rv_tx.send_replace(list_rv);
             c.synced_tx.send_replace(true);
@@ -667,6 +770,9 @@ impl CacheWriter {
                 }
                 st.rv = st.rv.max(list_rv);
                 st.log.mark_bridged(old_rv, list_rv);
+                if let Some(p) = &self.persist {
+                    p.record(Record::Gap { old_rv, list_rv });
+                }
                 c.counters.relists_bridged.fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Bridged { events: n }
             }
@@ -676,6 +782,9 @@ impl CacheWriter {
                 st.rv = list_rv;
                 st.log.restart_at(list_rv);
                 st.hub.close_all(RELIST_NOT_BRIDGED);
+                if let Some(p) = &self.persist {
+                    p.need_state();
+                }
                 c.counters.relists_reset.fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Reset { why }
             }
@@ -774,5 +883,85 @@ mod tests {
         assert_eq!(cache.check_watch_start(10), Ok(()));
         assert_eq!(cache.check_watch_start(15), Ok(()));
         assert_eq!(cache.counters.relists_gap_closed.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_persisted_cache_restores_its_objects_log_and_bridged_gaps() {
+        use crate::persist::{segments, writer};
+        let dir = tempfile::tempdir().unwrap();
+        let (cache, mut w) = ResourceCache::new(pods(), CacheSettings::default());
+        let read = cache.clone();
+        let settings = writer::Settings {
+            flush: Duration::from_millis(1),
+            ..writer::Settings::default()
+        };
+        let (p, thread) = writer::Persister::spawn(
+            dir.path().into(),
+            false,
+            Box::new(move || read.persisted_state()),
+            settings,
+        )
+        .unwrap();
+        let stats = p.stats().clone();
+        w.persist_to(p);
+        w.replace(vec![pod("a", "p1", "n1", 10)], 10);
+        while stats.checkpoints.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        w.apply(EventType::Modified, pod("a", "p1", "n2", 11));
+        w.apply(EventType::Added, pod("a", "p2", "n1", 12));
+        w.advance(13);
+        // A bridged relist: p2 deleted, p3 created at 15, listed at 16.
+        let outcome = w.replace(vec![pod("a", "p1", "n2", 11), pod("a", "p3", "n1", 15)], 16);
+        assert!(matches!(outcome, bridge::Outcome::Bridged { events: 2 }));
+        w.apply(EventType::Added, pod("b", "p4", "n1", 17));
+        drop(w);
+        thread.join().unwrap();
+
+        let loaded = segments::load(dir.path()).unwrap();
+        assert!(loaded.dropped.is_empty(), "{:?}", loaded.dropped);
+        let (again, w2) = ResourceCache::new(pods(), CacheSettings::default());
+        assert_eq!(w2.restore(&loaded).unwrap(), 17);
+        let objects = |c: &ResourceCache| -> Vec<(String, u64)> {
+            c.snapshot()
+                .objects
+                .values()
+                .map(|o| (o.rec.key(), o.rec.rv))
+                .collect()
+        };
+        assert_eq!(objects(&again), objects(&cache));
+        let log = |c: &ResourceCache| -> Vec<(EventType, u64, String)> {
+            c.events_after(10, usize::MAX)
+                .unwrap()
+                .events
+                .iter()
+                .map(|e| (e.ty, e.rv, e.obj.rec.key()))
+                .collect()
+        };
+        assert_eq!(log(&again), log(&cache));
+        assert_eq!(log(&again).len(), 5);
+        // The same watch starts are served and refused: from inside the bridged relist, 410.
+        for rv in 9..=18 {
+            assert_eq!(
+                again.check_watch_start(rv),
+                cache.check_watch_start(rv),
+                "{rv}"
+            );
+        }
+        assert_eq!(again.check_watch_start(14), Err(16));
+    }
+
+    #[test]
+    fn a_persisted_object_that_does_not_decode_restores_nothing() {
+        use crate::persist::segments::Loaded;
+        let (cache, w) = ResourceCache::new(pods(), CacheSettings::default());
+        let loaded = Loaded {
+            state_rv: 5,
+            objects: vec![Bytes::from_static(b"{\"metadata\":{}}")],
+            ..Loaded::default()
+        };
+        assert!(w.restore(&loaded).is_err());
+        assert_eq!(cache.rv(), 0);
+        assert!(!cache.is_synced());
     }
 }
