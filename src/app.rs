@@ -192,6 +192,7 @@ impl App {
             },
             budget: self.budget.clone(),
             max_object_bytes: c.max_object_bytes,
+            persist_dir: c.persist_dir.clone(),
         }
     }
 

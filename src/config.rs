@@ -295,6 +295,10 @@ pub struct CacheConfig {
     /// plus its envelope, a LIST page this times the page size); a larger one is an upstream
     /// error for its resource, logged and counted, and the cache keeps its last good state.
     pub max_object_bytes: u64,
+    /// `persist_dir`: where each cached resource's objects and recent events are kept on disk,
+    /// so that a restarted watchmux answers reads at once, also while the upstream is down, and
+    /// clients resume their watches. Absent or empty: nothing is persisted.
+    pub persist_dir: Option<std::path::PathBuf>,
     /// `[[cache.resources]]`: the resources served from the cache; everything else passes through.
     pub resources: Vec<ResourceSpec>,
 }
@@ -314,6 +318,7 @@ impl Default for CacheConfig {
             snapshot_max_bytes: 128 << 20,
             memory_limit: 0,
             max_object_bytes: 16 << 20,
+            persist_dir: None,
             resources: Vec::new(),
         }
     }
@@ -923,6 +928,7 @@ struct RawCache {
     snapshot_max_bytes: u64,
     memory_limit: u64,
     max_object_bytes: u64,
+    persist_dir: String,
     resources: Vec<ResourceSpec>,
 }
 
@@ -942,6 +948,7 @@ impl Default for RawCache {
             snapshot_max_bytes: d.snapshot_max_bytes,
             memory_limit: d.memory_limit,
             max_object_bytes: d.max_object_bytes,
+            persist_dir: String::new(),
             resources: d.resources,
         }
     }
@@ -1014,6 +1021,7 @@ impl RawConfig {
                 snapshot_max_bytes: c.snapshot_max_bytes,
                 memory_limit: c.memory_limit,
                 max_object_bytes: c.max_object_bytes,
+                persist_dir: (!c.persist_dir.is_empty()).then(|| c.persist_dir.into()),
                 resources: c.resources,
             },
         })

@@ -174,6 +174,8 @@ pub struct CacheSettings {
     pub budget: Arc<MemoryBudget>,
     /// The largest upstream object the reflector takes (`cache.max_object_bytes`).
     pub max_object_bytes: u64,
+    /// Where the resources' caches are persisted (`cache.persist_dir`), if anywhere.
+    pub persist_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for CacheSettings {
@@ -190,6 +192,7 @@ impl Default for CacheSettings {
             },
             budget: MemoryBudget::unlimited(),
             max_object_bytes: 16 << 20,
+            persist_dir: None,
         }
     }
 }
@@ -897,6 +900,7 @@ mod tests {
         };
         let (p, thread) = writer::Persister::spawn(
             dir.path().into(),
+            None,
             false,
             Box::new(move || read.persisted_state()),
             settings,

@@ -9,5 +9,6 @@
 //! what a loaded state may serve is decided by the cache and the reflector.
 
 pub mod format;
+pub mod resource;
 pub mod segments;
 pub mod writer;

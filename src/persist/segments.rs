@@ -227,6 +227,14 @@ pub fn load(dir: &Path) -> Result<Loaded, IoError> {
     Ok(out)
 }
 
+/// Deletes every segment of `dir` (a fresh start: the directory's history is of another cache).
+pub fn clear(dir: &Path) -> Result<(), IoError> {
+    for (_, p) in segments(dir)? {
+        fs::remove_file(&p).map_err(io(&p))?;
+    }
+    Ok(())
+}
+
 /// Appends to a resource's newest segment, and starts new ones from full states.
 #[derive(Debug)]
 pub struct SegmentWriter {

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::format::Record;
+use super::resource::DirLock;
 use super::segments::{IoError, SegmentWriter};
 
 /// How a resource's log is written.
@@ -75,10 +76,11 @@ pub struct Persister {
 
 impl Persister {
     /// Starts the writer thread of the resource whose log is in `dir` (which [`super::segments::load`]
-    /// has read and repaired). `state` is called on that thread whenever a full state must be
+    /// has read and repaired), holding `lock` until its last write. `state` is called on that thread whenever a full state must be
     /// written (first of all when the directory holds none: `has_state` false).
     pub fn spawn(
         dir: PathBuf,
+        lock: Option<DirLock>,
         has_state: bool,
         state: StateFn,
         settings: Settings,
@@ -89,6 +91,7 @@ impl Persister {
         let stats = Arc::new(Stats::default());
         stats.disk_bytes.store(seg.disk_bytes(), Ordering::Relaxed);
         let t = Thread {
+            _lock: lock,
             dir,
             seg,
             rx,
@@ -140,6 +143,8 @@ impl Persister {
 }
 
 struct Thread {
+    /// The directory's lock, held until the last write (`None` in tests that do not lock).
+    _lock: Option<DirLock>,
     dir: PathBuf,
     seg: SegmentWriter,
     rx: Receiver<Record>,
@@ -286,6 +291,7 @@ mod tests {
         let s = s.clone();
         Persister::spawn(
             dir.to_path_buf(),
+            None,
             false,
             Box::new(move || Some(s.lock().clone())),
             settings,

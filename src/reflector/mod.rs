@@ -33,6 +33,7 @@ mod discovery;
 mod error;
 pub mod freshness;
 mod list;
+mod persisted;
 mod watch;
 
 use std::sync::{Arc, OnceLock};
@@ -93,6 +94,10 @@ pub struct Reflector<P> {
     publish: P,
     /// The cache's writer, once discovery created it: the only one there is.
     writer: OnceLock<CacheWriter>,
+    /// The resource's persisted directory, locked, until the first discovery makes its cache
+    /// (when none was restored from it).
+    pending_dir:
+        parking_lot::Mutex<Option<(std::path::PathBuf, crate::persist::resource::DirLock)>>,
     /// Where the cache's freshness check sends its proofs ([`Progress`]).
     progress_tx: mpsc::Sender<Progress>,
     progress_rx: Option<mpsc::Receiver<Progress>>,
@@ -127,6 +132,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             metrics,
             publish,
             writer: OnceLock::new(),
+            pending_dir: parking_lot::Mutex::new(None),
             progress_tx,
             progress_rx: Some(progress_rx),
         }
@@ -158,13 +164,38 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         std::future::pending::<()>().await;
     }
 
-    /// The state machine, from `Discover` on (never ends by itself).
+    /// The state machine, from `Discover` on (never ends by itself). With `cache.persist_dir`,
+    /// the cache is first restored from the resource's directory and published at once.
     async fn drive(&self) {
         let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_MAX);
+        if let Some(dir) = persisted::dir_of(&self.settings, &self.spec)
+            && let Some(lock) = persisted::lock(&dir, &self.spec).await
+        {
+            match persisted::restore(&dir, &self.spec, &self.settings).await {
+                Some(mut writer) => {
+                    persisted::attach(&mut writer, &dir, lock, true, &self.spec);
+                    let writer = self.writer.get_or_init(|| writer);
+                    self.publish_cache(writer);
+                }
+                None => *self.pending_dir.lock() = Some((dir, lock)),
+            }
+        }
         let mut state = State::Discover;
         loop {
             state = self.step(state, &mut backoff).await;
         }
+    }
+
+    /// Hands `writer`'s cache, with its freshness check, to the App.
+    fn publish_cache(&self, writer: &CacheWriter) {
+        let freshness = Freshness::new(
+            self.up.clone(),
+            collection_path(&self.spec),
+            writer.cache().clone(),
+            self.progress_tx.clone(),
+            self.metrics.clone(),
+        );
+        (self.publish)(writer.cache().clone(), freshness);
     }
 
     /// Performs one transition.
@@ -184,16 +215,21 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         match discover(&self.up, &self.spec).await {
             Ok(mut info) => {
                 info.index_fields = self.spec.effective_index_fields();
-                let (_, writer) = ResourceCache::new(info, self.settings.clone());
+                if let Some(writer) = self.writer.get() {
+                    // Restored from disk and published already: the relist bridges from there.
+                    persisted::check_type(writer.info(), &info, &self.spec);
+                    backoff.reset();
+                    return State::List {
+                        writer,
+                        cause: Some("restored"),
+                    };
+                }
+                let (_, mut writer) = ResourceCache::new(info, self.settings.clone());
+                if let Some((dir, lock)) = self.pending_dir.lock().take() {
+                    persisted::attach(&mut writer, &dir, lock, false, &self.spec);
+                }
                 let writer = self.writer.get_or_init(|| writer);
-                let freshness = Freshness::new(
-                    self.up.clone(),
-                    collection_path(&self.spec),
-                    writer.cache().clone(),
-                    self.progress_tx.clone(),
-                    self.metrics.clone(),
-                );
-                (self.publish)(writer.cache().clone(), freshness);
+                self.publish_cache(writer);
                 backoff.reset();
                 State::List {
                     writer,

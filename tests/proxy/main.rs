@@ -19,6 +19,7 @@ mod observability;
 mod pagination;
 mod passthrough;
 mod path_props;
+mod persist;
 mod protobuf;
 mod resilience;
 mod selectors;

@@ -1,0 +1,129 @@
+//! The reflector's side of the durable cache (`cache.persist_dir`): at start, the resource's
+//! cache is rebuilt from its directory before discovery (so that it answers while the
+//! upstream is unreachable), and every cache the reflector makes gets a writer thread that
+//! keeps the directory current. The files themselves are `crate::persist`'s.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cache::{CacheSettings, CacheWriter, ResourceCache, ResourceInfo};
+use crate::config::ResourceSpec;
+use crate::persist::resource::{self, DirLock, LockError};
+use crate::persist::{segments, writer};
+
+/// How long a start waits for the directory's lock (an earlier writer of the same process
+/// finishing its last batch) before it runs without persistence.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// The resource's directory under `cache.persist_dir`, if persistence is on.
+pub(super) fn dir_of(settings: &CacheSettings, spec: &ResourceSpec) -> Option<PathBuf> {
+    let root = settings.persist_dir.as_ref()?;
+    let group = if spec.group.is_empty() {
+        "core"
+    } else {
+        &spec.group
+    };
+    Some(root.join(format!("{group}_{}_{}", spec.version, spec.resource)))
+}
+
+/// Takes `dir`, waiting up to [`LOCK_WAIT`] for a holder that is finishing; `None` (logged)
+/// when it cannot: the resource then runs without persistence.
+pub(super) async fn lock(dir: &Path, spec: &ResourceSpec) -> Option<DirLock> {
+    let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match resource::lock(dir) {
+            Ok(l) => return Some(l),
+            Err(LockError::Held(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => {
+                tracing::error!(resource = %spec, error = %e, "the cache is not persisted");
+                return None;
+            }
+        }
+    }
+}
+
+/// Reads `dir` (repairing what a crash damaged, each finding logged). With type information
+/// and a complete state, returns a cache filled from it; otherwise `None`, and the directory is
+/// emptied for a fresh start.
+pub(super) async fn restore(
+    dir: &Path,
+    spec: &ResourceSpec,
+    settings: &CacheSettings,
+) -> Option<CacheWriter> {
+    let info = match resource::load_info(dir) {
+        Ok(Some(info)) => info,
+        Ok(None) => return None,
+        Err(line) => {
+            tracing::warn!(resource = %spec, "persisted cache not used: {line}");
+            return None;
+        }
+    };
+    let d = dir.to_path_buf();
+    let loaded = match tokio::task::spawn_blocking(move || segments::load(&d)).await {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => {
+            tracing::warn!(resource = %spec, error = %e, "persisted cache not used");
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!(resource = %spec, error = %e, "persisted cache not used");
+            return None;
+        }
+    };
+    for line in &loaded.dropped {
+        tracing::warn!(resource = %spec, "persisted cache damaged: {line}");
+    }
+    if loaded.state_rv == 0 {
+        return None;
+    }
+    let (_, writer) = ResourceCache::new(info, settings.clone());
+    match writer.restore(&loaded) {
+        Ok(rv) => {
+            tracing::info!(resource = %spec, resource_version = rv, objects = loaded.objects.len(), events = loaded.tail.len(), "cache restored from disk");
+            Some(writer)
+        }
+        Err(e) => {
+            tracing::warn!(resource = %spec, error = %e, "persisted cache not used: an object does not decode");
+            None
+        }
+    }
+}
+
+/// Starts the directory's writer for `writer`'s cache (which `has_state` already when it was
+/// restored from the directory); a fresh cache's directory is emptied and its type saved first.
+pub(super) fn attach(
+    writer: &mut CacheWriter,
+    dir: &Path,
+    lock: DirLock,
+    has_state: bool,
+    spec: &ResourceSpec,
+) {
+    let started = (|| {
+        if !has_state {
+            segments::clear(dir)?;
+            resource::save_info(dir, writer.info())?;
+        }
+        let cache = writer.cache().clone();
+        writer::Persister::spawn(
+            dir.to_path_buf(),
+            Some(lock),
+            has_state,
+            Box::new(move || cache.persisted_state()),
+            writer::Settings::default(),
+        )
+    })();
+    match started {
+        Ok((p, _thread)) => writer.persist_to(p),
+        Err(e) => tracing::error!(resource = %spec, error = %e, "the cache is not persisted"),
+    }
+}
+
+/// Whether a restored cache's type is still the upstream's (logged when not: the cache keeps
+/// serving as restored, and the next start without the directory fixes it).
+pub(super) fn check_type(restored: &ResourceInfo, discovered: &ResourceInfo, spec: &ResourceSpec) {
+    if !resource::same_type(restored, discovered) {
+        tracing::error!(resource = %spec, "the persisted cache was made for another type than the upstream now serves; remove its directory and restart");
+    }
+}
