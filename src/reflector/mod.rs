@@ -98,6 +98,8 @@ pub struct Reflector<P> {
     /// (when none was restored from it).
     pending_dir:
         parking_lot::Mutex<Option<(std::path::PathBuf, crate::persist::resource::DirLock)>>,
+    /// The persisted cache's writer thread, joined when the reflector stops.
+    persist_thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Where the cache's freshness check sends its proofs ([`Progress`]).
     progress_tx: mpsc::Sender<Progress>,
     progress_rx: Option<mpsc::Receiver<Progress>>,
@@ -133,6 +135,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             publish,
             writer: OnceLock::new(),
             pending_dir: parking_lot::Mutex::new(None),
+            persist_thread: parking_lot::Mutex::new(None),
             progress_tx,
             progress_rx: Some(progress_rx),
         }
@@ -147,6 +150,12 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             _ = self.drive() => {}
             _ = self.housekeeping() => {}
             _ = self.apply_progress(progress) => {}
+        }
+        // The persisted cache's last batch: dropping the cache's writer ends its persister,
+        // whose thread writes what is queued and exits (the App waits for this task).
+        if let Some(thread) = self.persist_thread.get_mut().take() {
+            drop(self.writer.take());
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
     }
 
@@ -173,7 +182,8 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         {
             match persisted::restore(&dir, &self.spec, &self.settings).await {
                 Some(mut writer) => {
-                    persisted::attach(&mut writer, &dir, lock, true, &self.spec);
+                    *self.persist_thread.lock() =
+                        persisted::attach(&mut writer, &dir, lock, true, &self.spec);
                     let writer = self.writer.get_or_init(|| writer);
                     self.publish_cache(writer);
                 }
@@ -226,7 +236,8 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                 }
                 let (_, mut writer) = ResourceCache::new(info, self.settings.clone());
                 if let Some((dir, lock)) = self.pending_dir.lock().take() {
-                    persisted::attach(&mut writer, &dir, lock, false, &self.spec);
+                    *self.persist_thread.lock() =
+                        persisted::attach(&mut writer, &dir, lock, false, &self.spec);
                 }
                 let writer = self.writer.get_or_init(|| writer);
                 self.publish_cache(writer);

@@ -93,13 +93,15 @@ pub(super) async fn restore(
 
 /// Starts the directory's writer for `writer`'s cache (which `has_state` already when it was
 /// restored from the directory); a fresh cache's directory is emptied and its type saved first.
+/// Returns the writer's thread, which ends once the cache's writer is dropped and the last
+/// batch is on disk.
 pub(super) fn attach(
     writer: &mut CacheWriter,
     dir: &Path,
     lock: DirLock,
     has_state: bool,
     spec: &ResourceSpec,
-) {
+) -> Option<std::thread::JoinHandle<()>> {
     let started = (|| {
         if !has_state {
             segments::clear(dir)?;
@@ -115,8 +117,14 @@ pub(super) fn attach(
         )
     })();
     match started {
-        Ok((p, _thread)) => writer.persist_to(p),
-        Err(e) => tracing::error!(resource = %spec, error = %e, "the cache is not persisted"),
+        Ok((p, thread)) => {
+            writer.persist_to(p);
+            Some(thread)
+        }
+        Err(e) => {
+            tracing::error!(resource = %spec, error = %e, "the cache is not persisted");
+            None
+        }
     }
 }
 
