@@ -1072,6 +1072,31 @@ const SCRAPED: &[Family] = &[
         R,
     ),
     counter(
+        "watchmux_persist_bytes_written_total",
+        "Bytes the durable cache (cache.persist_dir) wrote: appended records and full states.",
+        R,
+    ),
+    counter(
+        "watchmux_persist_checkpoints_total",
+        "Full states the durable cache wrote (its log grew past its bound, the cache relisted, or records were dropped).",
+        R,
+    ),
+    counter(
+        "watchmux_persist_dropped_records_total",
+        "Records the durable cache's writer could not queue (a full state written afterwards replaced them).",
+        R,
+    ),
+    counter(
+        "watchmux_persist_write_errors_total",
+        "Writes of the durable cache that failed (logged; a full state follows).",
+        R,
+    ),
+    gauge(
+        "watchmux_persist_disk_bytes",
+        "Bytes of the resource's durable cache on disk.",
+        R,
+    ),
+    counter(
         "watchmux_cache_relists_total",
         "Relists after the initial sync, by outcome: bridged (watchers kept, the difference sent as events) or reset (every watcher closed).",
         &["resource", "outcome"],
@@ -1288,6 +1313,22 @@ impl Collector for ScrapeCollector {
                 &[l],
                 if synced { 1.0 } else { 0.0 },
             );
+            if let Some(p) = r.cache.get().and_then(|c| c.persist_stats().cloned()) {
+                let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                s.counter("watchmux_persist_bytes_written_total", &[l], n(&p.bytes));
+                s.counter(
+                    "watchmux_persist_checkpoints_total",
+                    &[l],
+                    n(&p.checkpoints),
+                );
+                s.counter(
+                    "watchmux_persist_dropped_records_total",
+                    &[l],
+                    n(&p.dropped),
+                );
+                s.counter("watchmux_persist_write_errors_total", &[l], n(&p.errors));
+                s.gauge("watchmux_persist_disk_bytes", &[l], n(&p.disk_bytes) as f64);
+            }
             s.counter("watchmux_cache_events_applied_total", &[l], counts[0]);
             s.counter("watchmux_cache_relists_total", &[l, "bridged"], counts[1]);
             s.counter("watchmux_cache_relists_total", &[l, "reset"], counts[2]);

@@ -241,6 +241,8 @@ pub struct ResourceCache {
     snapshots: snapshots::Retained,
     /// Counters.
     pub counters: CacheCounters,
+    /// What the persisted cache's writer has done, once the cache has one.
+    persist_stats: std::sync::OnceLock<Arc<crate::persist::writer::Stats>>,
     /// This resource's share of the memory budget.
     account: Arc<Account>,
 }
@@ -272,6 +274,7 @@ impl ResourceCache {
             synced_tx: watch::channel(false).0,
             snapshots: snapshots::Retained::default(),
             counters: CacheCounters::default(),
+            persist_stats: std::sync::OnceLock::new(),
         });
         (
             cache.clone(),
@@ -360,6 +363,11 @@ impl ResourceCache {
     pub fn snapshot(&self) -> Snapshot {
         let st = self.state.read();
         st.store.snapshot(st.rv)
+    }
+
+    /// What the persisted cache's writer has done (`None` when the cache is not persisted).
+    pub fn persist_stats(&self) -> Option<&Arc<crate::persist::writer::Stats>> {
+        self.persist_stats.get()
     }
 
     /// The state a persisted log starts over from: the resourceVersion and every object's
@@ -672,6 +680,7 @@ impl CacheWriter {
     /// From now on, every change is also written to `p` (its state function reads this cache:
     /// [`ResourceCache::persisted_state`]).
     pub fn persist_to(&mut self, p: Persister) {
+        let _ = self.cache.persist_stats.set(p.stats().clone());
         self.persist = Some(p);
     }
 

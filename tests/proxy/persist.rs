@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::common::{Next, get_json, proxy_for, sim, watch};
+use crate::common::{Next, get_json, proxy_for, request, sim, watch};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -130,4 +130,26 @@ async fn a_restart_with_the_upstream_down_serves_from_disk_and_resumes_watches()
     let (rv_now, now) = configmaps(&proxy.url).await;
     assert!(rv_now > late);
     assert!(now.contains_key("late") && !now.contains_key("c1"));
+
+    // The restarted writer went on from the restored state: its figures are scraped.
+    let (status, _, body) = request(
+        http::Method::GET,
+        &format!("{}/metrics", proxy.url),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let text = String::from_utf8_lossy(&body);
+    let value = |name: &str| -> f64 {
+        let prefix = format!("{name}{{resource=\"configmaps\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {prefix}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(value("watchmux_persist_disk_bytes") > 0.0);
+    assert!(value("watchmux_persist_bytes_written_total") > 0.0);
+    assert_eq!(value("watchmux_persist_write_errors_total"), 0.0);
 }
