@@ -1279,8 +1279,10 @@ impl Collector for ScrapeCollector {
             let mut counts = [0u64; 6];
             let mut kept = crate::cache::SnapshotUsage::default();
             let mut memory = 0;
+            let mut persist = None;
             if let Some(c) = r.cache.get() {
                 memory = c.account().used();
+                persist = c.persist_stats().cloned();
                 let snap = c.snapshot();
                 objects = snap.objects.len();
                 bytes = snap.objects.values().map(|o| o.body.len() as u64).sum();
@@ -1313,7 +1315,7 @@ impl Collector for ScrapeCollector {
                 &[l],
                 if synced { 1.0 } else { 0.0 },
             );
-            if let Some(p) = r.cache.get().and_then(|c| c.persist_stats().cloned()) {
+            if let Some(p) = persist {
                 let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
                 s.counter("watchmux_persist_bytes_written_total", &[l], n(&p.bytes));
                 s.counter(

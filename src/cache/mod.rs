@@ -572,13 +572,11 @@ impl CacheWriter {
         let c = &*self.cache;
         let ev = st.log.push(ty, obj, prev, &c.account);
         st.rv = ev.rv;
-        if let Some(p) = &self.persist {
-            p.record(Record::Event {
-                ty,
-                rv: ev.rv,
-                body: ev.obj.body.clone(),
-            });
-        }
+        self.persist(Record::Event {
+            ty,
+            rv: ev.rv,
+            body: ev.obj.body.clone(),
+        });
         st.log.evict(&c.settings);
         Self::shed_log(c, st);
         let shallow = c.settings.budget.above_trim();
@@ -624,18 +622,34 @@ impl CacheWriter {
         let mut st = c.state.write();
         if rv > st.rv {
             st.rv = rv;
-            self.persist_progress(rv);
+            self.persist(Record::Progress { rv });
             drop(st);
             c.rv_tx.send_replace(rv);
         }
     }
 
-    /// Persists a resourceVersion reached without an event. Caller holds the write lock (so
-    /// records reach the persister in the cache's order).
-    fn persist_progress(&self, rv: u64) {
+    /// Hands `r` to the persisted cache's writer, if there is one. Caller holds the write lock
+    /// (so records reach the writer in the cache's order).
+    fn persist(&self, r: Record) {
         if let Some(p) = &self.persist {
-            p.record(Record::Progress { rv });
+            p.record(r);
         }
+    }
+
+    /// Has the persisted cache's writer, if there is one, start over from a full state (the
+    /// cache's history was replaced).
+    fn persist_state(&self) {
+        if let Some(p) = &self.persist {
+            p.need_state();
+        }
+    }
+
+    /// A relist from `old_rv` to `list_rv` was bridged: the log refuses watches from inside it
+    /// and the cache's resourceVersion reaches the list's. Caller holds the write lock.
+    fn mark_bridged(&self, st: &mut State, old_rv: u64, list_rv: u64) {
+        st.rv = st.rv.max(list_rv);
+        st.log.mark_bridged(old_rv, list_rv);
+        self.persist(Record::Gap { old_rv, list_rv });
     }
 
     /// A proof from the freshness check that the resource has no event in `(after, rv]`: once
@@ -646,7 +660,7 @@ impl CacheWriter {
         let mut st = c.state.write();
         if st.synced && st.rv >= after && rv > st.rv {
             st.rv = rv;
-            self.persist_progress(rv);
+            self.persist(Record::Progress { rv });
             drop(st);
             c.rv_tx.send_replace(rv);
         }
@@ -723,8 +737,7 @@ impl CacheWriter {
                 Step::Gap(old_rv, list_rv) => {
                     let c = &*self.cache;
                     let mut st = c.state.write();
-                    st.log.mark_bridged(old_rv, list_rv);
-                    st.rv = st.rv.max(list_rv);
+                    self.mark_bridged(&mut st, old_rv, list_rv);
                     let rv = st.rv;
                     drop(st);
                     c.rv_tx.send_replace(rv);
@@ -748,9 +761,7 @@ impl CacheWriter {
             st.rv = list_rv;
             st.log.begin_at(list_rv);
             st.synced = true;
-            if let Some(p) = &self.persist {
-                p.need_state();
-            }
+            self.persist_state();
             drop(st);
             c.rv_tx.send_replace(list_rv);
             c.synced_tx.send_replace(true);
@@ -780,11 +791,7 @@ impl CacheWriter {
                     );
                     self.append(&mut st, ty, obj, prev);
                 }
-                st.rv = st.rv.max(list_rv);
-                st.log.mark_bridged(old_rv, list_rv);
-                if let Some(p) = &self.persist {
-                    p.record(Record::Gap { old_rv, list_rv });
-                }
+                self.mark_bridged(&mut st, old_rv, list_rv);
                 c.counters.relists_bridged.fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Bridged { events: n }
             }
@@ -794,9 +801,7 @@ impl CacheWriter {
                 st.rv = list_rv;
                 st.log.restart_at(list_rv);
                 st.hub.close_all(RELIST_NOT_BRIDGED);
-                if let Some(p) = &self.persist {
-                    p.need_state();
-                }
+                self.persist_state();
                 c.counters.relists_reset.fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Reset { why }
             }

@@ -221,9 +221,6 @@ pub fn load(dir: &Path) -> Result<Loaded, IoError> {
             fs::remove_file(later).map_err(io(later))?;
         }
     }
-    if out.state_rv == 0 {
-        out.tail.clear();
-    }
     Ok(out)
 }
 

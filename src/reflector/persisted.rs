@@ -45,8 +45,8 @@ pub(super) async fn lock(dir: &Path, spec: &ResourceSpec) -> Option<DirLock> {
 }
 
 /// Reads `dir` (repairing what a crash damaged, each finding logged). With type information
-/// and a complete state, returns a cache filled from it; otherwise `None`, and the directory is
-/// emptied for a fresh start.
+/// and a complete state, returns a cache filled from it; otherwise `None` (and [`attach`]
+/// empties the directory for the fresh cache discovery makes).
 pub(super) async fn restore(
     dir: &Path,
     spec: &ResourceSpec,
@@ -61,12 +61,12 @@ pub(super) async fn restore(
         }
     };
     let d = dir.to_path_buf();
-    let loaded = match tokio::task::spawn_blocking(move || segments::load(&d)).await {
-        Ok(Ok(l)) => l,
-        Ok(Err(e)) => {
-            tracing::warn!(resource = %spec, error = %e, "persisted cache not used");
-            return None;
-        }
+    let loaded = tokio::task::spawn_blocking(move || segments::load(&d))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    let loaded = match loaded {
+        Ok(l) => l,
         Err(e) => {
             tracing::warn!(resource = %spec, error = %e, "persisted cache not used");
             return None;
