@@ -139,6 +139,9 @@ pub fn load(dir: &Path) -> Result<Loaded, IoError> {
                 }
             };
             let why = match r {
+                // ResourceVersion 0 means "no state" to the loader's callers (and a cache is
+                // never persisted before its first list, whose resourceVersion is not 0).
+                Record::StateBegin { rv: 0, .. } => Some("a state at resourceVersion 0".into()),
                 Record::StateBegin { rv, count } => {
                     pending = Some((rv, count, Vec::new()));
                     None
@@ -472,6 +475,23 @@ mod tests {
                 assert_eq!(got.tail[..], tail[..got.tail.len()], "byte {i}");
             }
         }
+    }
+
+    /// Found by the `persist` fuzz target: a well-framed state at resourceVersion 0 loaded its
+    /// objects while `state_rv` 0 says there is no state.
+    #[test]
+    fn a_state_at_resource_version_zero_is_damage() {
+        let d = tempfile::tempdir().unwrap();
+        let mut w = SegmentWriter::open(d.path()).unwrap();
+        w.append(&[
+            Record::StateBegin { rv: 0, count: 1 },
+            Record::Object { body: obj("a", 0) },
+            Record::StateEnd { rv: 0 },
+        ])
+        .unwrap();
+        let got = load(d.path()).unwrap();
+        assert_eq!((got.state_rv, got.objects.len()), (0, 0));
+        assert_eq!(got.dropped.len(), 1, "{:?}", got.dropped);
     }
 
     #[test]
