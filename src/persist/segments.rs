@@ -281,8 +281,8 @@ impl SegmentWriter {
         })
     }
 
-    /// Appends `records` and waits until they are on disk.
-    pub fn append(&mut self, records: &[Record]) -> Result<(), IoError> {
+    /// Appends `records` and waits until they are on disk; returns the bytes written.
+    pub fn append(&mut self, records: &[Record]) -> Result<u64, IoError> {
         let mut buf = Vec::with_capacity(records.iter().map(Record::encoded_len).sum());
         for r in records {
             r.encode(&mut buf);
@@ -292,7 +292,7 @@ impl SegmentWriter {
         self.file.sync_data().map_err(io(&path))?;
         self.disk_bytes += buf.len() as u64;
         self.since_state += buf.len() as u64;
-        Ok(())
+        Ok(buf.len() as u64)
     }
 
     /// Writes the full state (`objects` at `rv`) as a new segment and deletes the older ones:

@@ -224,14 +224,13 @@ impl Thread {
             }
             batch.retain(|r| covered_at(r) > covered);
             if !batch.is_empty() {
-                let bytes: usize = batch.iter().map(Record::encoded_len).sum();
                 match self.seg.append(&batch) {
-                    Ok(()) => {
+                    Ok(bytes) => {
                         self.stats.batches.fetch_add(1, Ordering::Relaxed);
                         self.stats
                             .records
                             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                        self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                        self.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
                     }
                     Err(e) => self.failed(e),
                 }
