@@ -50,7 +50,10 @@ pub struct ServerConfig {
     /// `listen`: the address clients connect to.
     pub listen: SocketAddr,
     /// `ready_outage_secs`: `/readyz` fails once a cached resource's upstream watch has been
-    /// broken (list/watch failing) for longer than this.
+    /// broken (list/watch failing) for longer than this, though the cache goes on serving
+    /// (within `cache.max_staleness_secs`): for replicas behind a Service, so that clients move
+    /// to one whose upstream works. Zero (the default): an outage alone never fails `/readyz`,
+    /// which says "serving stale" meanwhile.
     pub ready_outage: Duration,
     /// `shutdown_delay_secs`: on SIGTERM, `/readyz` fails at once, and watchmux keeps serving
     /// this long before it stops accepting (time for endpoints to drop the pod).
@@ -164,7 +167,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            ready_outage: Duration::from_secs(60),
+            ready_outage: Duration::ZERO,
             shutdown_delay: Duration::ZERO,
             shutdown_timeout: Duration::from_secs(20),
             tls_cert_file: None,
@@ -299,6 +302,11 @@ pub struct CacheConfig {
     /// so that a restarted watchmux answers reads at once, also while the upstream is down, and
     /// clients resume their watches. Absent or empty: nothing is persisted.
     pub persist_dir: Option<std::path::PathBuf>,
+    /// `max_staleness_secs`: how long cached reads are served while the cache does not follow
+    /// the upstream (its list/watch failing, or restored from disk and not reconciled yet),
+    /// counted from when it last did; past it they get 503 and `/readyz` fails. `None` (0 in
+    /// the file, the default): no bound, as an edge cache wants.
+    pub max_staleness: Option<Duration>,
     /// `[[cache.resources]]`: the resources served from the cache; everything else passes through.
     pub resources: Vec<ResourceSpec>,
 }
@@ -319,6 +327,7 @@ impl Default for CacheConfig {
             memory_limit: 0,
             max_object_bytes: 16 << 20,
             persist_dir: None,
+            max_staleness: None,
             resources: Vec::new(),
         }
     }
@@ -535,7 +544,7 @@ impl Config {
         )?;
         self.check_connections()?;
         let s = &self.server;
-        check_duration("server.ready_outage_secs", s.ready_outage, false)?;
+        check_duration("server.ready_outage_secs", s.ready_outage, true)?;
         check_duration("server.shutdown_delay_secs", s.shutdown_delay, true)?;
         check_duration("server.shutdown_timeout_secs", s.shutdown_timeout, false)?;
         check_duration("server.authz_allow_ttl_secs", s.authz_allow_ttl, true)?;
@@ -586,6 +595,9 @@ impl Config {
         check_count("cache.snapshot_max_count", c.snapshot_max_count as u64)?;
         check_count("cache.snapshot_max_bytes", c.snapshot_max_bytes)?;
         check_count("cache.max_object_bytes", c.max_object_bytes)?;
+        if let Some(d) = c.max_staleness {
+            check_duration("cache.max_staleness_secs", d, false)?;
+        }
         let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
         for (i, r) in c.resources.iter().enumerate() {
             let at = format!("cache.resources[{i}]");
@@ -929,6 +941,7 @@ struct RawCache {
     memory_limit: u64,
     max_object_bytes: u64,
     persist_dir: String,
+    max_staleness_secs: u64,
     resources: Vec<ResourceSpec>,
 }
 
@@ -949,6 +962,7 @@ impl Default for RawCache {
             memory_limit: d.memory_limit,
             max_object_bytes: d.max_object_bytes,
             persist_dir: String::new(),
+            max_staleness_secs: 0,
             resources: d.resources,
         }
     }
@@ -1022,6 +1036,8 @@ impl RawConfig {
                 memory_limit: c.memory_limit,
                 max_object_bytes: c.max_object_bytes,
                 persist_dir: (!c.persist_dir.is_empty()).then(|| c.persist_dir.into()),
+                max_staleness: (c.max_staleness_secs > 0)
+                    .then(|| Duration::from_secs(c.max_staleness_secs)),
                 resources: c.resources,
             },
         })

@@ -38,6 +38,8 @@ impl From<&RouteError> for Status {
             RouteError::Websocket(e) => e.into(),
             RouteError::NoRoute => Status::path_not_found(),
             RouteError::NotReady => Status::too_many_requests(e.to_string(), RETRY_AFTER_SECONDS),
+            // kube's cacher answers a read it cannot serve for now with 503.
+            RouteError::Stale { .. } => Status::service_unavailable(e.to_string()),
             // kube answers a selector it cannot parse with 400 and the parser's message.
             RouteError::Selector(e) => Status::bad_request(e.to_string()),
             RouteError::Status(s) => s.clone(),

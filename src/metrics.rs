@@ -376,32 +376,58 @@ pub struct Check {
     pub name: String,
     /// Why it fails; `None` when it passes.
     pub error: Option<String>,
+    /// For a passing check of a cache that does not follow the upstream now: why its answers
+    /// are stale ("serving stale").
+    pub stale: Option<String>,
 }
 
 struct Shared {
     epoch: Instant,
     resources: Vec<Arc<ResourceMetrics>>,
     ready_outage: Duration,
+    max_staleness: Option<Duration>,
     shutting_down: AtomicBool,
     budget: Arc<MemoryBudget>,
 }
 
 impl Shared {
+    /// A cached resource's readiness: ready (synced, following the upstream), serving stale
+    /// (synced, not following it, within the bounds), or not ready (see the module doc of
+    /// `crate::downstream::health`).
     fn resource_check(&self, r: &ResourceMetrics) -> Check {
+        let mut stale = None;
         let error = match r.cache.get() {
             None => Some("waiting for upstream discovery".to_string()),
             Some(c) if !c.is_synced() => Some("not synced: the initial list is not in".to_string()),
-            Some(_) => r.outage().filter(|d| *d > self.ready_outage).map(|d| {
-                format!(
-                    "upstream watch broken for {}s (limit {}s)",
-                    d.as_secs(),
-                    self.ready_outage.as_secs_f64()
-                )
-            }),
+            Some(c) => {
+                let age = c.staleness.age();
+                let outage = r
+                    .outage()
+                    .filter(|d| !self.ready_outage.is_zero() && *d > self.ready_outage);
+                if let Some(max) = self.max_staleness.filter(|max| age > *max) {
+                    Some(format!(
+                        "not following the upstream for {}s, longer than cache.max_staleness_secs ({}s): cached reads are refused",
+                        age.as_secs(),
+                        max.as_secs()
+                    ))
+                } else if let Some(d) = outage {
+                    Some(format!(
+                        "upstream watch broken for {}s (limit {}s)",
+                        d.as_secs(),
+                        self.ready_outage.as_secs_f64()
+                    ))
+                } else {
+                    if !c.staleness.is_live() {
+                        stale = Some(format!("not following the upstream for {}s", age.as_secs()));
+                    }
+                    None
+                }
+            }
         };
         Check {
             name: format!("cache/{}", r.label),
             error,
+            stale,
         }
     }
 
@@ -410,9 +436,11 @@ impl Shared {
             Check {
                 name: "ping".into(),
                 error: None,
+                stale: None,
             },
             Check {
                 name: "shutdown".into(),
+                stale: None,
                 error: self
                     .shutting_down
                     .load(Ordering::Relaxed)
@@ -500,8 +528,7 @@ pub fn resource_labels(specs: &[ResourceSpec]) -> Vec<String> {
 }
 
 impl Metrics {
-    /// Metrics for the resources `config` caches; readiness fails after an upstream watch
-    /// outage longer than `config.server.ready_outage`.
+    /// Metrics for the resources `config` caches, with the readiness bounds of `config`.
     pub fn new(config: &Config) -> Metrics {
         Self::with_budget(config, MemoryBudget::unlimited())
     }
@@ -690,6 +717,7 @@ impl Metrics {
             epoch,
             resources,
             ready_outage: config.server.ready_outage,
+            max_staleness: config.cache.max_staleness,
             shutting_down: AtomicBool::new(false),
             budget,
         });
@@ -781,8 +809,10 @@ impl Metrics {
         self.shared.shutting_down.load(Ordering::Relaxed)
     }
 
-    /// `/readyz` checks: ping, shutdown, then one per cached resource (synced, and its upstream
-    /// watch not broken for longer than `server.ready_outage_secs`).
+    /// `/readyz` checks: ping, shutdown, then one per cached resource (synced; within
+    /// `cache.max_staleness_secs`; its upstream watch not broken for longer than
+    /// `server.ready_outage_secs` when that is set; passing but "serving stale" while it does
+    /// not follow the upstream).
     pub fn readiness(&self) -> Vec<Check> {
         self.shared.readiness()
     }
@@ -792,6 +822,7 @@ impl Metrics {
         vec![Check {
             name: "ping".into(),
             error: None,
+            stale: None,
         }]
     }
 
@@ -1066,6 +1097,11 @@ const SCRAPED: &[Family] = &[
         "1 once the resource's initial upstream list is in the cache.",
         R,
     ),
+    gauge(
+        "watchmux_cache_staleness_seconds",
+        "Seconds since the cache last followed the upstream (0 while its watch is up): how stale its answers may be. Counts across restarts with cache.persist_dir.",
+        R,
+    ),
     counter(
         "watchmux_cache_events_applied_total",
         "Upstream events applied to the cache (duplicates after a re-watch are not).",
@@ -1178,7 +1214,12 @@ const SCRAPED: &[Family] = &[
     ),
     gauge(
         "watchmux_ready",
-        "1 when /readyz passes: every cached resource synced, no upstream outage beyond the bound, not shutting down.",
+        "1 when /readyz passes: every cached resource synced and within its staleness bounds, not shutting down (also while serving stale).",
+        &[],
+    ),
+    gauge(
+        "watchmux_serving_stale",
+        "1 when /readyz passes while some cached resource does not follow the upstream (\"serving stale\").",
         &[],
     ),
     gauge(
@@ -1280,7 +1321,9 @@ impl Collector for ScrapeCollector {
             let mut kept = crate::cache::SnapshotUsage::default();
             let mut memory = 0;
             let mut persist = None;
+            let mut staleness = 0.0;
             if let Some(c) = r.cache.get() {
+                staleness = c.staleness.age().as_secs_f64();
                 memory = c.account().used();
                 persist = c.persist_stats().cloned();
                 let snap = c.snapshot();
@@ -1315,6 +1358,7 @@ impl Collector for ScrapeCollector {
                 &[l],
                 if synced { 1.0 } else { 0.0 },
             );
+            s.gauge("watchmux_cache_staleness_seconds", &[l], staleness);
             if let Some(p) = persist {
                 let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
                 s.counter("watchmux_persist_bytes_written_total", &[l], n(&p.bytes));
@@ -1384,8 +1428,11 @@ impl Collector for ScrapeCollector {
                 n.load(Ordering::Relaxed),
             );
         }
-        let ready = self.shared.readiness().iter().all(|c| c.error.is_none());
+        let checks = self.shared.readiness();
+        let ready = checks.iter().all(|c| c.error.is_none());
+        let stale = ready && checks.iter().any(|c| c.stale.is_some());
         s.gauge("watchmux_ready", &[], if ready { 1.0 } else { 0.0 });
+        s.gauge("watchmux_serving_stale", &[], if stale { 1.0 } else { 0.0 });
         s.gauge("watchmux_build_info", &[env!("CARGO_PKG_VERSION")], 1.0);
         s.families()
     }

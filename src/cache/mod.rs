@@ -29,6 +29,7 @@ pub mod budget;
 pub mod event_log;
 pub mod record;
 pub mod snapshots;
+pub mod staleness;
 pub mod store;
 
 use std::sync::Arc;
@@ -245,6 +246,9 @@ pub struct ResourceCache {
     persist_stats: std::sync::OnceLock<Arc<crate::persist::writer::Stats>>,
     /// This resource's share of the memory budget.
     account: Arc<Account>,
+    /// Whether the cache follows the upstream, and since when it has not (the reflector marks
+    /// it).
+    pub staleness: staleness::Staleness,
 }
 
 impl std::fmt::Debug for ResourceCache {
@@ -275,6 +279,7 @@ impl ResourceCache {
             snapshots: snapshots::Retained::default(),
             counters: CacheCounters::default(),
             persist_stats: std::sync::OnceLock::new(),
+            staleness: staleness::Staleness::default(),
         });
         (
             cache.clone(),
@@ -383,6 +388,13 @@ impl ResourceCache {
             snap.rv,
             snap.objects.values().map(|o| o.body.clone()).collect(),
         ))
+    }
+
+    /// The freshness a persisted log records ([`crate::persist::writer::FreshFn`]): when the
+    /// cache was last known current and whether it follows the upstream; `None` before the
+    /// first list.
+    pub fn persisted_freshness(&self) -> Option<(u64, bool)> {
+        self.is_synced().then(|| self.staleness.last_current())
     }
 
     /// The objects exactly as they were at `rv` (an exact-resourceVersion read): the current
@@ -728,6 +740,10 @@ impl CacheWriter {
             });
         }
         self.replace(objects, loaded.state_rv);
+        // It does not follow the upstream until the reflector's watch is up again.
+        self.cache
+            .staleness
+            .stale_since(loaded.fresh_ms.unwrap_or_else(staleness::now_unix_ms));
         for step in steps {
             match step {
                 Step::Event(ty, obj) => {
@@ -917,6 +933,7 @@ mod tests {
             None,
             false,
             Box::new(move || read.persisted_state()),
+            Box::new(|| None),
             settings,
         )
         .unwrap();

@@ -4,7 +4,13 @@
 //! * `/livez`, `/healthz`: the process serves (`ping`).
 //! * `/readyz`: `ping`; `shutdown` (fails once SIGTERM arrived, so load balancers stop sending
 //!   new clients while the watches drain); one `cache/<resource>` check per cached resource: synced,
-//!   and its upstream watch not broken for longer than `server.ready_outage_secs`.
+//!   within `cache.max_staleness_secs`, and its upstream watch not broken for longer than
+//!   `server.ready_outage_secs` (when set).
+//!
+//! Three answers: **ready** (200 `ok`); **serving stale** (200, every check passes but some
+//! cache does not follow the upstream now — an outage, or a cache restored from disk and not
+//! reconciled yet: the body says `ok: serving stale (cache/pods)` and `?verbose` says for how
+//! long); **not ready** (503).
 //!
 //! As in kube-apiserver: `ok` on success; `?verbose` lists every check (`[+]name ok`,
 //! `[-]name failed: why`) then `readyz check passed`; a failure lists every check and ends with
@@ -71,7 +77,16 @@ pub fn report(
     if let Some(name) = single {
         return match checks.iter().find(|c| c.name == name) {
             None => text(StatusCode::NOT_FOUND, format!("no such check: {name}\n")),
-            Some(Check { error: None, .. }) => text(StatusCode::OK, "ok".into()),
+            Some(Check {
+                error: None,
+                stale: None,
+                ..
+            }) => text(StatusCode::OK, "ok".into()),
+            Some(Check {
+                error: None,
+                stale: Some(why),
+                ..
+            }) => text(StatusCode::OK, format!("ok: serving stale ({why})\n")),
             Some(Check { error: Some(e), .. }) => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("internal server error: {e}\n"),
@@ -89,6 +104,7 @@ pub fn report(
     }
     let mut out = String::new();
     let mut failed = false;
+    let mut stale: Vec<&str> = Vec::new();
     for c in checks {
         if let Some(i) = excluded.iter().position(|e| *e == c.name) {
             excluded.swap_remove(i);
@@ -96,7 +112,13 @@ pub fn report(
             continue;
         }
         match &c.error {
-            None => out.push_str(&format!("[+]{} ok\n", c.name)),
+            None => match &c.stale {
+                None => out.push_str(&format!("[+]{} ok\n", c.name)),
+                Some(why) => {
+                    stale.push(&c.name);
+                    out.push_str(&format!("[+]{} ok: serving stale, {why}\n", c.name));
+                }
+            },
             Some(e) => {
                 failed = true;
                 out.push_str(&format!("[-]{} failed: {e}\n", c.name));
@@ -114,9 +136,19 @@ pub fn report(
         return text(StatusCode::SERVICE_UNAVAILABLE, out);
     }
     if !verbose {
-        return text(StatusCode::OK, "ok".into());
+        if stale.is_empty() {
+            return text(StatusCode::OK, "ok".into());
+        }
+        return text(
+            StatusCode::OK,
+            format!("ok: serving stale ({})\n", stale.join(", ")),
+        );
     }
-    out.push_str(&format!("{endpoint} check passed\n"));
+    if stale.is_empty() {
+        out.push_str(&format!("{endpoint} check passed\n"));
+    } else {
+        out.push_str(&format!("{endpoint} check passed, serving stale\n"));
+    }
     text(StatusCode::OK, out)
 }
 
@@ -146,12 +178,21 @@ mod tests {
             Check {
                 name: "ping".into(),
                 error: None,
+                stale: None,
             },
             Check {
                 name: "cache/pods".into(),
                 error: fail.then(|| "not synced".to_string()),
+                stale: None,
             },
         ]
+    }
+
+    /// Ready, with `cache/pods` serving stale.
+    fn stale_checks() -> Vec<Check> {
+        let mut c = checks(false);
+        c[1].stale = Some("not following the upstream for 42s".into());
+        c
     }
 
     async fn body(r: Response<Body>) -> (u16, String) {
@@ -206,6 +247,39 @@ mod tests {
                 .await
                 .0,
             404
+        );
+    }
+
+    #[tokio::test]
+    async fn serving_stale_passes_and_says_so() {
+        assert_eq!(
+            body(report("readyz", &stale_checks(), None, None)).await,
+            (200, "ok: serving stale (cache/pods)\n".into())
+        );
+        assert_eq!(
+            body(report("readyz", &stale_checks(), None, Some("verbose"))).await,
+            (
+                200,
+                "[+]ping ok\n[+]cache/pods ok: serving stale, not following the upstream for 42s\nreadyz check passed, serving stale\n".into()
+            )
+        );
+        assert_eq!(
+            body(report("readyz", &stale_checks(), Some("cache/pods"), None)).await,
+            (
+                200,
+                "ok: serving stale (not following the upstream for 42s)\n".into()
+            )
+        );
+        // An excluded check is not reported as stale.
+        assert_eq!(
+            body(report(
+                "readyz",
+                &stale_checks(),
+                None,
+                Some("exclude=cache/pods")
+            ))
+            .await,
+            (200, "ok".into())
         );
     }
 }

@@ -13,6 +13,7 @@
 //! router must not build bodies.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
@@ -50,6 +51,20 @@ pub enum RouteError {
     /// The resource's cache is not synced within `cache.not_ready_wait`.
     #[error("storage is (re)initializing")]
     NotReady,
+    /// The cache has not followed the upstream for longer than `cache.max_staleness_secs`.
+    #[error(
+        "the cache of {resource} has not followed the upstream for {}s, longer than cache.max_staleness_secs ({}s): the upstream is unreachable or failing",
+        age.as_secs(),
+        max.as_secs()
+    )]
+    Stale {
+        /// `resource.group`.
+        resource: String,
+        /// How long it has not.
+        age: Duration,
+        /// The bound.
+        max: Duration,
+    },
     /// A selector kube rejects.
     #[error(transparent)]
     Selector(#[from] SelectorError),
@@ -135,7 +150,14 @@ async fn route_and_serve(
                 .insert(crate::metrics::PassedThrough(reason));
             return Ok(r);
         }
-        Ok(route) => serve(app, &mut req, route, pretty),
+        Ok(route) => {
+            let cache = route.cache().cloned();
+            let served = serve(app, &mut req, route, pretty);
+            match cache {
+                Some(c) => served.map(|r| with_freshness(r, &c)),
+                None => served,
+            }
+        }
         Err(e) => Err(e),
     };
     // Answered here: the body, which kube ignores too, is read (and dropped) all the same.
@@ -270,6 +292,40 @@ fn serve(
     }
 }
 
+/// The header of every cached answer that says the cache's resourceVersion when it answered.
+pub const CACHE_RV_HEADER: &str = "x-watchmux-cache-resource-version";
+/// The header of every cached answer that says, in whole seconds, how long the cache has not
+/// followed the upstream (0 while it does): how stale the answer may be.
+pub const CACHE_AGE_HEADER: &str = "x-watchmux-cache-age";
+
+/// `r`, a cached answer, with the headers that say how fresh the cache is.
+fn with_freshness(mut r: Response<Body>, cache: &ResourceCache) -> Response<Body> {
+    let h = r.headers_mut();
+    h.insert(CACHE_RV_HEADER, http::HeaderValue::from(cache.rv()));
+    h.insert(
+        CACHE_AGE_HEADER,
+        http::HeaderValue::from(cache.staleness.age().as_secs()),
+    );
+    r
+}
+
+/// Refuses a read the cache would answer without proof that it is current, once the cache has
+/// not followed the upstream for longer than `max` (`cache.max_staleness_secs`).
+fn check_staleness(cache: &ResourceCache, max: Option<Duration>) -> Result<(), RouteError> {
+    let Some(max) = max else {
+        return Ok(());
+    };
+    let age = cache.staleness.age();
+    if age <= max {
+        return Ok(());
+    }
+    Err(RouteError::Stale {
+        resource: cache.info.group_resource(),
+        age,
+        max,
+    })
+}
+
 /// Where a request goes once every check passed.
 enum Route {
     /// A WATCH the cache answers.
@@ -308,6 +364,18 @@ enum Route {
     },
     /// Anything else: the upstream answers.
     PassThrough(PassReason),
+}
+
+impl Route {
+    /// The cache that answers, if it does.
+    fn cache(&self) -> Option<&Arc<ResourceCache>> {
+        match self {
+            Route::Watch { cache, .. } | Route::List { cache, .. } | Route::Get { cache, .. } => {
+                Some(cache)
+            }
+            Route::PassThrough(_) => None,
+        }
+    }
 }
 
 /// The three kinds of read the cache serves.
@@ -422,7 +490,7 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
     };
     if read == Read::Get {
         let point = ReadPoint::for_get(&opts)?;
-        let snap = match resolve(slot, &cache, point).await? {
+        let snap = match resolve(slot, &cache, point, app.cache_config.max_staleness).await? {
             Ok(s) => s,
             Err(reason) => return Ok(Route::PassThrough(reason)),
         };
@@ -462,9 +530,11 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
         opts.cacher_rv()?;
         // Only a watch that sends initial events reads a state; one from a resourceVersion
         // replays the log (or waits for the future), as kube's cacher does.
-        if opts.send_initial_events == Some(true) {
+        if opts.send_initial_events != Some(true) {
+            check_staleness(&cache, app.cache_config.max_staleness)?;
+        } else {
             let point = ReadPoint::for_watch_list(&opts)?;
-            match resolve(slot, &cache, point).await? {
+            match resolve(slot, &cache, point, app.cache_config.max_staleness).await? {
                 // The watch starts from a state at least this fresh (the cache only moves on).
                 Ok(snap) => opts.resource_version = Some(snap.rv.to_string()),
                 Err(reason) => return Ok(Route::PassThrough(reason)),
@@ -480,7 +550,7 @@ async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> 
         });
     }
     let point = ReadPoint::for_list(&opts)?;
-    let snap = match resolve(slot, &cache, point.clone()).await? {
+    let snap = match resolve(slot, &cache, point.clone(), app.cache_config.max_staleness).await? {
         Ok(s) => s,
         Err(reason) => return Ok(Route::PassThrough(reason)),
     };
@@ -501,7 +571,15 @@ async fn resolve(
     slot: &CacheSlot,
     cache: &ResourceCache,
     point: ReadPoint,
+    max_staleness: Option<Duration>,
 ) -> Result<Result<Snapshot, PassReason>, RouteError> {
+    // Only a consistent read proves the cache current; every other one takes it as it is,
+    // within the staleness bound.
+    let consistent_read = matches!(point, ReadPoint::Consistent)
+        || matches!(&point, ReadPoint::Continue(t) if t.rv < 0);
+    if !consistent_read {
+        check_staleness(cache, max_staleness)?;
+    }
     Ok(match point {
         ReadPoint::Any => Ok(cache.snapshot()),
         // The cache learns the upstream's progress only from events and bookmarks, so an RV it

@@ -70,6 +70,13 @@ pub enum Record {
         /// The new resourceVersion.
         rv: u64,
     },
+    /// The cache was known to follow the upstream at this wall-clock time (milliseconds since
+    /// the Unix epoch): what a restart serves from disk is at most this old, plus the time
+    /// since. Written now and then while the upstream watch is up, and once when it breaks.
+    Fresh {
+        /// Milliseconds since the Unix epoch.
+        unix_ms: u64,
+    },
 }
 
 const STATE_BEGIN: u8 = 1;
@@ -78,6 +85,7 @@ const STATE_END: u8 = 3;
 const EVENT: u8 = 4;
 const GAP: u8 = 5;
 const PROGRESS: u8 = 6;
+const FRESH: u8 = 7;
 
 impl Record {
     /// Appends the record, framed, to `out`.
@@ -113,6 +121,10 @@ impl Record {
                 out.push(PROGRESS);
                 out.extend_from_slice(&rv.to_le_bytes());
             }
+            Record::Fresh { unix_ms } => {
+                out.push(FRESH);
+                out.extend_from_slice(&unix_ms.to_le_bytes());
+            }
         }
         let payload = &out[start + FRAME_HEAD..];
         let len = u32::try_from(payload.len()).expect("records are far below 4 GiB");
@@ -128,7 +140,7 @@ impl Record {
             + match self {
                 Record::StateBegin { .. } | Record::Gap { .. } => 16,
                 Record::Object { body } => body.len(),
-                Record::StateEnd { .. } | Record::Progress { .. } => 8,
+                Record::StateEnd { .. } | Record::Progress { .. } | Record::Fresh { .. } => 8,
                 Record::Event { body, .. } => 9 + body.len(),
             }
     }
@@ -231,6 +243,12 @@ fn parse(p: Bytes) -> Result<Record, String> {
                 rv: u64_at(&p, 1).ok_or_else(short)?,
             })
         }
+        FRESH => {
+            exact(9)?;
+            Ok(Record::Fresh {
+                unix_ms: u64_at(&p, 1).ok_or_else(short)?,
+            })
+        }
         k => Err(format!("record kind {k}")),
     }
 }
@@ -264,6 +282,9 @@ mod tests {
                 list_rv: 12,
             },
             Record::Progress { rv: 13 },
+            Record::Fresh {
+                unix_ms: 1_790_000_000_000,
+            },
         ]
     }
 

@@ -88,6 +88,24 @@ pub fn save_info(dir: &Path, info: &ResourceInfo) -> Result<(), IoError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
 }
 
+/// Removes the directory's type information, so that the next start does not use what the
+/// directory holds (and empties it for a fresh cache). The segments may go on being written
+/// meanwhile: without `info.json` nothing reads them.
+pub fn forget(dir: &Path) -> Result<(), IoError> {
+    let path = dir.join("info.json");
+    match fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(IoError { path, source }),
+    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| IoError {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
 /// The directory's type information: `Ok(None)` when there is none, `Err` with a line naming
 /// the file when it does not read (then the directory is not used).
 pub fn load_info(dir: &Path) -> Result<Option<ResourceInfo>, String> {

@@ -53,6 +53,10 @@ pub struct Loaded {
     pub tail: Vec<Record>,
     /// What was found damaged and dropped: one line per finding, naming the file and offset.
     pub dropped: Vec<String>,
+    /// When the cache was last known to follow the upstream (milliseconds since the Unix
+    /// epoch): the last [`Record::Fresh`], else the newest segment's modification time (`None`
+    /// for an empty directory).
+    pub fresh_ms: Option<u64>,
 }
 
 impl Loaded {
@@ -182,6 +186,14 @@ pub fn load(dir: &Path) -> Result<Loaded, IoError> {
                         None
                     }
                 }
+                Record::Fresh { unix_ms } => {
+                    if pending.is_some() {
+                        Some("a freshness mark inside a state".to_string())
+                    } else {
+                        out.fresh_ms = Some(unix_ms);
+                        None
+                    }
+                }
             };
             if let Some(why) = why {
                 stop = Some((i, start, why));
@@ -191,6 +203,15 @@ pub fn load(dir: &Path) -> Result<Loaded, IoError> {
                 good = (i, at as u64);
             }
         }
+    }
+    if out.fresh_ms.is_none()
+        && let Some((_, newest)) = files.last()
+    {
+        out.fresh_ms = fs::metadata(newest)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64);
     }
     if stop.is_none() && pending.is_some() {
         // Checkpoints are renamed into place whole, so this is damage too.

@@ -8,6 +8,10 @@
 //! the records appended since the last state exceed [`Settings::checkpoint_bytes`]: the
 //! footprint stays about one state plus that many bytes. Dropping the [`Persister`] ends the
 //! thread once what was queued is written.
+//!
+//! The thread also records how fresh the cache is ([`Record::Fresh`]): every
+//! [`FRESH_EVERY`] while the cache follows the upstream, once when it stops following it, and
+//! at the end, so that a restart knows how old what it serves from disk is.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +50,15 @@ impl Default for Settings {
 /// cache has one: before its first list).
 pub type StateFn = Box<dyn Fn() -> Option<(u64, Vec<Bytes>)> + Send>;
 
+/// How fresh the cache is now: `(unix_ms, live)`, the wall-clock time (milliseconds since the
+/// Unix epoch) it was last known to follow the upstream, and whether it still does (then
+/// `unix_ms` is now). `None` while it has no state.
+pub type FreshFn = Box<dyn Fn() -> Option<(u64, bool)> + Send>;
+
+/// How often a live cache's freshness is written: what a crash may make a restart believe
+/// the data older than it is, at most.
+pub const FRESH_EVERY: Duration = Duration::from_secs(5);
+
 /// What the thread has done, for metrics and tests.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -83,6 +96,7 @@ impl Persister {
         lock: Option<DirLock>,
         has_state: bool,
         state: StateFn,
+        fresh: FreshFn,
         settings: Settings,
     ) -> Result<(Persister, std::thread::JoinHandle<()>), IoError> {
         let seg = SegmentWriter::open(&dir)?;
@@ -96,6 +110,8 @@ impl Persister {
             seg,
             rx,
             state,
+            fresh,
+            fresh_written: None,
             settings,
             overflow: overflow.clone(),
             stats: stats.clone(),
@@ -149,6 +165,9 @@ struct Thread {
     seg: SegmentWriter,
     rx: Receiver<Record>,
     state: StateFn,
+    fresh: FreshFn,
+    /// The last freshness written (its value, and when), if any since the last state.
+    fresh_written: Option<(u64, Instant)>,
     settings: Settings,
     overflow: Arc<AtomicBool>,
     stats: Arc<Stats>,
@@ -161,6 +180,8 @@ fn covered_at(r: &Record) -> u64 {
         Record::Gap { list_rv, .. } => *list_rv,
         Record::StateBegin { rv, .. } | Record::StateEnd { rv } => *rv,
         Record::Object { .. } => 0,
+        // Never covered: a state carries no freshness.
+        Record::Fresh { .. } => u64::MAX,
     }
 }
 
@@ -182,10 +203,11 @@ impl Thread {
             };
             let (first, last) = match self.rx.recv_timeout(wait) {
                 Ok(r) => (Some(r), false),
-                Err(RecvTimeoutError::Timeout) if need_state => (None, false),
+                Err(RecvTimeoutError::Timeout) if need_state || self.fresh_due(false).is_some() => {
+                    (None, false)
+                }
                 Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) if need_state => (None, true),
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => (None, true),
             };
             // Wait out the flush interval, collecting what arrives meanwhile.
             let until = last_sync + self.settings.flush;
@@ -219,10 +241,11 @@ impl Thread {
                     Err(e) => self.failed(e),
                 }
             }
-            if last {
-                return;
-            }
             batch.retain(|r| covered_at(r) > covered);
+            if let Some(unix_ms) = self.fresh_due(last) {
+                self.fresh_written = Some((unix_ms, Instant::now()));
+                batch.push(Record::Fresh { unix_ms });
+            }
             if !batch.is_empty() {
                 match self.seg.append(&batch) {
                     Ok(bytes) => {
@@ -239,8 +262,23 @@ impl Thread {
             self.stats
                 .disk_bytes
                 .store(self.seg.disk_bytes(), Ordering::Relaxed);
+            if last {
+                return;
+            }
             last_sync = Instant::now();
         }
+    }
+
+    /// The freshness to write now, if a record of it is due (see the module doc); `last`: the
+    /// thread's final batch, which records a live cache's freshness whatever the interval.
+    fn fresh_due(&self, last: bool) -> Option<u64> {
+        let (unix_ms, live) = (self.fresh)()?;
+        let due = match self.fresh_written {
+            None => true,
+            Some((_, at)) if live => last || at.elapsed() >= FRESH_EVERY,
+            Some((written, _)) => written != unix_ms,
+        };
+        due.then_some(unix_ms)
     }
 
     /// Writes the cache's state now; returns its resourceVersion, or `None` when the cache has
@@ -250,6 +288,8 @@ impl Thread {
             return Ok(None);
         };
         self.seg.checkpoint(rv, objects.iter())?;
+        // The new segment has no freshness yet: the batch that follows writes it.
+        self.fresh_written = None;
         self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.stats
             .bytes
@@ -293,6 +333,7 @@ mod tests {
             None,
             false,
             Box::new(move || Some(s.lock().clone())),
+            Box::new(|| None),
             settings,
         )
         .unwrap()
@@ -323,6 +364,73 @@ mod tests {
         let got = load(d.path()).unwrap();
         assert_eq!((got.state_rv, got.objects.len(), got.tail.len()), (5, 1, 4));
         assert_eq!(got.rv(), 9);
+    }
+
+    /// The log records when the cache was last known current: now, while it follows the
+    /// upstream (also in the thread's last batch); the moment it stopped, once it has.
+    #[test]
+    fn freshness_is_recorded_live_and_when_it_stops() {
+        let d = tempfile::tempdir().unwrap();
+        let shared: Shared = Arc::new(Mutex::new((5, vec![obj("a", 5)])));
+        let fresh: Arc<Mutex<(u64, bool)>> = Arc::new(Mutex::new((0, true)));
+        let s = shared.clone();
+        let f = fresh.clone();
+        let (p, t) = Persister::spawn(
+            d.path().to_path_buf(),
+            None,
+            false,
+            Box::new(move || Some(s.lock().clone())),
+            Box::new(move || {
+                let (ms, live) = *f.lock();
+                Some((
+                    if live {
+                        crate::cache::staleness::now_unix_ms()
+                    } else {
+                        ms
+                    },
+                    live,
+                ))
+            }),
+            Settings {
+                flush: Duration::from_millis(5),
+                ..Settings::default()
+            },
+        )
+        .unwrap();
+        let before = crate::cache::staleness::now_unix_ms();
+        p.record(Record::Progress { rv: 6 });
+        // Live at the end: the last record says "current when the thread stopped".
+        drop(p);
+        t.join().unwrap();
+        let got = load(d.path()).unwrap();
+        let at = got.fresh_ms.unwrap();
+        assert!(
+            at >= before && at <= crate::cache::staleness::now_unix_ms(),
+            "{at}"
+        );
+        assert_eq!(got.rv(), 6, "freshness marks are not part of the history");
+
+        // Stopped following at a known moment: that moment is recorded, whatever the end.
+        *fresh.lock() = (1_700_000_000_000, false);
+        let s = shared.clone();
+        let f = fresh.clone();
+        let (p, t) = Persister::spawn(
+            d.path().to_path_buf(),
+            None,
+            true,
+            Box::new(move || Some(s.lock().clone())),
+            Box::new(move || Some(*f.lock())),
+            Settings {
+                flush: Duration::from_millis(5),
+                ..Settings::default()
+            },
+        )
+        .unwrap();
+        p.record(Record::Progress { rv: 7 });
+        drop(p);
+        t.join().unwrap();
+        let got = load(d.path()).unwrap();
+        assert_eq!((got.fresh_ms, got.rv()), (Some(1_700_000_000_000), 7));
     }
 
     /// A full queue drops records, and a state taken afterwards replaces them: the disk holds

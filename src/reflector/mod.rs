@@ -44,7 +44,7 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{CacheSettings, CacheWriter, ResourceCache};
+use crate::cache::{CacheSettings, CacheWriter, ResourceCache, ResourceInfo};
 use crate::config::ResourceSpec;
 use crate::metrics::ResourceMetrics;
 use crate::upstream::Upstream;
@@ -62,6 +62,10 @@ const BACKOFF_BASE: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How often housekeeping runs.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a start with a persisted cache waits for discovery before serving what it restored
+/// (an unreachable upstream fails at once; one that does not answer costs this much).
+const RESTORE_DISCOVERY_WAIT: Duration = Duration::from_secs(2);
 
 /// Where a reflector is in its life cycle (see the module doc for the transitions). The states
 /// after discovery carry the cache's writer, which discovery created.
@@ -174,13 +178,20 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
     }
 
     /// The state machine, from `Discover` on (never ends by itself). With `cache.persist_dir`,
-    /// the cache is first restored from the resource's directory and published at once.
+    /// the cache is first restored from the resource's directory and published at once —
+    /// unless the upstream, asked briefly first, describes another type than the directory's:
+    /// then the directory is emptied and the cache syncs afresh.
     async fn drive(&self) {
         let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_MAX);
         if let Some(dir) = persisted::dir_of(&self.settings, &self.spec)
             && let Some(lock) = persisted::lock(&dir, &self.spec).await
         {
             match persisted::restore(&dir, &self.spec, &self.settings).await {
+                Some(writer) if self.upstream_type_differs(writer.info()).await => {
+                    tracing::warn!(resource = %self.spec, "the persisted cache was made for another type (kind, scope or selectable fields) than the upstream now serves; syncing afresh");
+                    drop(writer);
+                    *self.pending_dir.lock() = Some((dir, lock));
+                }
                 Some(mut writer) => {
                     *self.persist_thread.lock() =
                         persisted::attach(&mut writer, &dir, lock, true, &self.spec);
@@ -193,6 +204,19 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         let mut state = State::Discover;
         loop {
             state = self.step(state, &mut backoff).await;
+        }
+    }
+
+    /// Whether the upstream, if it answers discovery within [`RESTORE_DISCOVERY_WAIT`],
+    /// describes another type than `restored` (an unreachable upstream: no, the restored cache
+    /// serves).
+    async fn upstream_type_differs(&self, restored: &ResourceInfo) -> bool {
+        match tokio::time::timeout(RESTORE_DISCOVERY_WAIT, discover(&self.up, &self.spec)).await {
+            Ok(Ok(mut info)) => {
+                info.index_fields = self.spec.effective_index_fields();
+                !persisted::same_type(restored, &info)
+            }
+            _ => false,
         }
     }
 
@@ -227,7 +251,10 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                 info.index_fields = self.spec.effective_index_fields();
                 if let Some(writer) = self.writer.get() {
                     // Restored from disk and published already: the relist bridges from there.
-                    persisted::check_type(writer.info(), &info, &self.spec);
+                    if !persisted::same_type(writer.info(), &info) {
+                        let dir = persisted::dir_of(&self.settings, &self.spec);
+                        persisted::type_changed_while_serving(dir.as_deref(), &self.spec);
+                    }
                     backoff.reset();
                     return State::List {
                         writer,
@@ -248,7 +275,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                 }
             }
             Err(e) => {
-                self.metrics.upstream_failed(&e);
+                self.failed(&e);
                 let d = backoff.next_delay();
                 tracing::warn!(resource = %self.spec, error = %e, retry_in = ?d, "discovery failed");
                 State::Backoff {
@@ -292,7 +319,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                 }
             }
             Err(e) => {
-                m.upstream_failed(&e);
+                self.failed(&e);
                 oversize(&self.spec, &e, m);
                 let d = backoff.next_delay();
                 tracing::warn!(resource = %self.spec, error = %e, retry_in = ?d, "list failed");
@@ -322,6 +349,8 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         match ended {
             Ok(WatchEnd::Expired(status)) => {
                 m.watch_ended("expired");
+                // Events were lost upstream: the cache follows again once relisted.
+                writer.cache().staleness.broken();
                 tracing::info!(resource = %self.spec, message = %status.message, "watch resourceVersion expired; relisting");
                 State::List {
                     writer,
@@ -344,7 +373,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             }
             Err(e) => {
                 m.watch_ended("error");
-                m.upstream_failed(&e);
+                self.failed(&e);
                 if writer.rv() > rv {
                     // The watch delivered events before it failed: the upstream was serving,
                     // so the next attempt starts from the shortest delay again.
@@ -368,6 +397,15 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                     then: Box::new(rewatch),
                 }
             }
+        }
+    }
+
+    /// A discovery, list or watch failed: counted and logged once per outage, and the cache (if
+    /// any) no longer follows the upstream from now on.
+    fn failed(&self, e: &ReflectorError) {
+        self.metrics.upstream_failed(e);
+        if let Some(writer) = self.writer.get() {
+            writer.cache().staleness.broken();
         }
     }
 

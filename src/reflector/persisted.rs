@@ -52,7 +52,7 @@ pub(super) async fn restore(
     spec: &ResourceSpec,
     settings: &CacheSettings,
 ) -> Option<CacheWriter> {
-    let info = match resource::load_info(dir) {
+    let mut info = match resource::load_info(dir) {
         Ok(Some(info)) => info,
         Ok(None) => return None,
         Err(line) => {
@@ -78,6 +78,9 @@ pub(super) async fn restore(
     if loaded.state_rv == 0 {
         return None;
     }
+    // Which fields are indexed is the configuration's, not the directory's: the index is
+    // rebuilt from the objects either way.
+    info.index_fields = spec.effective_index_fields();
     let (_, writer) = ResourceCache::new(info, settings.clone());
     match writer.restore(&loaded) {
         Ok(rv) => {
@@ -108,11 +111,13 @@ pub(super) fn attach(
             resource::save_info(dir, writer.info())?;
         }
         let cache = writer.cache().clone();
+        let fresh = writer.cache().clone();
         writer::Persister::spawn(
             dir.to_path_buf(),
             Some(lock),
             has_state,
             Box::new(move || cache.persisted_state()),
+            Box::new(move || fresh.persisted_freshness()),
             writer::Settings::default(),
         )
     })();
@@ -128,10 +133,19 @@ pub(super) fn attach(
     }
 }
 
-/// Whether a restored cache's type is still the upstream's (logged when not: the cache keeps
-/// serving as restored, and the next start without the directory fixes it).
-pub(super) fn check_type(restored: &ResourceInfo, discovered: &ResourceInfo, spec: &ResourceSpec) {
-    if !resource::same_type(restored, discovered) {
-        tracing::error!(resource = %spec, "the persisted cache was made for another type than the upstream now serves; remove its directory and restart");
+/// Whether a restored cache's type is still the upstream's, as discovery describes it.
+pub(super) fn same_type(restored: &ResourceInfo, discovered: &ResourceInfo) -> bool {
+    resource::same_type(restored, discovered)
+}
+
+/// Reports a restored cache whose type the upstream no longer serves, found after it was
+/// published (discovery was unreachable at start): it keeps serving as restored, its
+/// directory is emptied so that the next start syncs afresh.
+pub(super) fn type_changed_while_serving(dir: Option<&Path>, spec: &ResourceSpec) {
+    tracing::error!(resource = %spec, "the persisted cache was made for another type (kind, scope or selectable fields) than the upstream now serves; it keeps serving until watchmux restarts, which syncs it afresh");
+    if let Some(dir) = dir
+        && let Err(e) = resource::forget(dir)
+    {
+        tracing::error!(resource = %spec, error = %e, "could not empty the persisted cache's directory");
     }
 }

@@ -278,6 +278,7 @@ pub async fn watch(
         };
     }
     m.watch_connected();
+    writer.cache().staleness.live();
     // The upstream ends the stream after `timeout`; a silent connection gets a grace period.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout + 30);
     let max_object =

@@ -1311,12 +1311,22 @@ fn observability_config_keys_parse_and_are_checked() {
     assert_eq!(c.log.level, "watchmux=debug");
     let d = Config::from_toml_str("", "t").unwrap();
     assert_eq!(d.log.format, watchmux::config::LogFormat::Text);
-    assert_eq!(d.server.ready_outage, Duration::from_secs(60));
+    // By default an outage alone never fails /readyz ("serving stale"), and cached reads have
+    // no staleness bound: an edge cache keeps answering.
+    assert_eq!(d.server.ready_outage, Duration::ZERO);
+    assert_eq!(d.cache.max_staleness, None);
+    let c = Config::from_toml_str("[cache]\nmax_staleness_secs = 90\n", "t").unwrap();
+    assert_eq!(c.cache.max_staleness, Some(Duration::from_secs(90)));
     for (text, key, line) in [
         (
-            "[server]\nready_outage_secs = 0\n",
+            "[server]\nready_outage_secs = 1e3\n",
             "server.ready_outage_secs",
             2,
+        ),
+        (
+            "[cache]\n\nmax_staleness_secs = 99999999999\n",
+            "cache.max_staleness_secs",
+            3,
         ),
         (
             "[server]\n\nshutdown_timeout_secs = 0\n",
@@ -1335,6 +1345,7 @@ fn observability_config_keys_parse_and_are_checked() {
     // The documented example parses to the defaults for these keys.
     let example = Config::from_file(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml")).unwrap();
     assert_eq!(example.server.ready_outage, d.server.ready_outage);
+    assert_eq!(example.cache.max_staleness, d.cache.max_staleness);
     assert_eq!(example.server.shutdown_timeout, d.server.shutdown_timeout);
     assert_eq!(example.log, d.log);
 }
