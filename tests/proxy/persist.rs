@@ -13,6 +13,8 @@ use tokio::time::Instant;
 
 use crate::common::{Next, get_json, proxy_for, request, sim, watch};
 
+mod crash;
+
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Creates configmap `name` in `default` in the simulator; its resourceVersion.
