@@ -11,6 +11,7 @@ mod clients;
 mod conformance;
 mod consistency;
 mod crd_tables;
+mod deploy;
 mod kube;
 mod kubectl;
 mod limits;

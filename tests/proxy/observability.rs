@@ -1,8 +1,8 @@
 //! Observability: `/metrics` after a scenario (churn, watchers, a 410, a 429, a slow client,
 //! pass-through calls, an upstream outage with a relist) has the values the scenario implies;
 //! `/readyz`, `/livez`, `/healthz`; graceful shutdown; the binary's JSON logs and SIGTERM; the
-//! Grafana dashboard and alert rules name only metrics a running watchmux exports; the
-//! Kubernetes manifests are well-formed objects with the fields they need.
+//! Grafana dashboard and alert rules name only metrics a running watchmux exports (the
+//! Kubernetes manifests are checked in `deploy`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -1353,7 +1353,7 @@ fn observability_config_keys_parse_and_are_checked() {
 // ---- dashboard and alerts -----------------------------------------------------------------
 
 /// Every `watchmux_…` identifier in a PromQL expression.
-fn metric_names(expr: &str) -> BTreeSet<String> {
+pub(crate) fn metric_names(expr: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let b = expr.as_bytes();
     let mut i = 0;
@@ -1374,7 +1374,7 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
 }
 
 /// Every string under a key named `key`, anywhere in `v`.
-fn strings_under(v: &Value, key: &str, out: &mut Vec<String>) {
+pub(crate) fn strings_under(v: &Value, key: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
@@ -1522,285 +1522,6 @@ async fn dashboard_and_alert_rules_use_only_exported_metrics() {
             alerts.keys()
         );
     }
-}
-
-// ---- Kubernetes manifests -----------------------------------------------------------------
-
-/// Every document of every YAML file under deploy/, with its file name.
-fn manifests() -> Vec<(String, Value)> {
-    let dir = format!("{}/deploy", env!("CARGO_MANIFEST_DIR"));
-    let mut out = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty());
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let docs: Vec<Value> =
-            serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        for d in docs.into_iter().filter(|d| !d.is_null()) {
-            out.push((f.file_name().unwrap().to_string_lossy().to_string(), d));
-        }
-    }
-    out
-}
-
-fn find<'a>(all: &'a [(String, Value)], file: &str, kind: &str) -> Vec<&'a Value> {
-    all.iter()
-        .filter(|(f, d)| f == file && d["kind"] == kind)
-        .map(|(_, d)| d)
-        .collect()
-}
-
-fn one<'a>(all: &'a [(String, Value)], file: &str, kind: &str) -> &'a Value {
-    let v = find(all, file, kind);
-    assert_eq!(v.len(), 1, "{file}: one {kind}");
-    v[0]
-}
-
-/// `selector` matches `labels` (every selector pair is among the labels).
-fn selects(selector: &Value, labels: &Value) -> bool {
-    selector
-        .as_object()
-        .is_some_and(|s| !s.is_empty() && s.iter().all(|(k, v)| labels[k] == *v))
-}
-
-/// The watchmux config carried by a ConfigMap: it parses, and gives the cached resources.
-fn embedded_config(cm: &Value) -> Config {
-    let text = cm["data"]["config.toml"]
-        .as_str()
-        .expect("config.toml in the ConfigMap");
-    Config::from_toml_str(text, "ConfigMap config.toml")
-        .unwrap_or_else(|e| panic!("the ConfigMap's config does not parse: {e}"))
-}
-
-/// Every cached resource may be listed and watched under `rules`.
-fn rbac_covers(rules: &Value, config: &Config) {
-    for r in &config.cache.resources {
-        let ok = rules.as_array().unwrap().iter().any(|rule| {
-            let has = |k: &str, v: &str| {
-                rule[k]
-                    .as_array()
-                    .is_some_and(|a| a.iter().any(|x| x == v || x == "*"))
-            };
-            has("apiGroups", &r.group)
-                && has("resources", &r.resource)
-                && has("verbs", "list")
-                && has("verbs", "watch")
-        });
-        assert!(ok, "RBAC does not allow list+watch on {r}");
-    }
-}
-
-/// The watchmux container of a pod spec: probes on its health endpoints, ports, resources.
-fn check_watchmux_container(spec: &Value, what: &str) -> Value {
-    let containers = spec["containers"].as_array().expect("containers");
-    let c = containers
-        .iter()
-        .find(|c| c["name"] == "watchmux")
-        .unwrap_or_else(|| panic!("{what}: no watchmux container"))
-        .clone();
-    assert!(
-        c["image"].as_str().is_some_and(|i| i.contains("watchmux")),
-        "{what}: image"
-    );
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    assert_eq!(args.first(), Some(&"serve"), "{what}: args");
-    assert!(args.contains(&"--config"), "{what}: --config");
-    // kubelet's httpGet, or `watchmux probe URL` inside the container (localhost-only sidecar).
-    let probes = |probe: &Value, path: &str| {
-        probe["httpGet"]["path"] == path
-            || probe["exec"]["command"].as_array().is_some_and(|c| {
-                c.iter().any(|a| a == "probe")
-                    && c.last()
-                        .and_then(Value::as_str)
-                        .is_some_and(|u| u.ends_with(path))
-            })
-    };
-    assert!(
-        probes(&c["readinessProbe"], "/readyz"),
-        "{what}: readiness probe"
-    );
-    assert!(
-        probes(&c["livenessProbe"], "/livez"),
-        "{what}: liveness probe"
-    );
-    for r in ["cpu", "memory"] {
-        assert!(
-            c["resources"]["requests"][r].is_string(),
-            "{what}: requests.{r}"
-        );
-    }
-    assert!(
-        c["resources"]["limits"]["memory"].is_string(),
-        "{what}: memory limit"
-    );
-    assert!(
-        c["ports"].as_array().is_some_and(|p| !p.is_empty()),
-        "{what}: ports"
-    );
-    assert!(
-        c["volumeMounts"].as_array().is_some_and(|m| !m.is_empty()),
-        "{what}: the config is mounted"
-    );
-    c
-}
-
-#[test]
-fn manifests_are_kubernetes_objects_with_what_they_need() {
-    let all = manifests();
-    for (f, d) in &all {
-        assert!(d["apiVersion"].is_string(), "{f}: apiVersion");
-        assert!(d["kind"].is_string(), "{f}: kind");
-        assert!(
-            d["metadata"]["name"].is_string(),
-            "{f}: metadata.name of {}",
-            d["kind"]
-        );
-    }
-
-    // RBAC: a ServiceAccount, a ClusterRole allowing list+watch on the cached resources, and a
-    // binding of one to the other (discovery is allowed to every authenticated user).
-    let sa = one(&all, "rbac.yaml", "ServiceAccount");
-    let role = one(&all, "rbac.yaml", "ClusterRole");
-    let binding = one(&all, "rbac.yaml", "ClusterRoleBinding");
-    assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
-    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
-    assert_eq!(binding["roleRef"]["apiGroup"], "rbac.authorization.k8s.io");
-    assert!(
-        binding["subjects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["kind"] == "ServiceAccount"
-                && s["name"] == sa["metadata"]["name"]
-                && s["namespace"] == sa["metadata"]["namespace"])
-    );
-    for rule in role["rules"].as_array().unwrap() {
-        for v in rule["verbs"].as_array().unwrap() {
-            assert!(
-                matches!(v.as_str(), Some("get" | "list" | "watch")),
-                "watchmux needs read access only: {rule}"
-            );
-        }
-    }
-
-    // The edge cache: ConfigMap, Deployment, Service, PodDisruptionBudget, ServiceMonitor.
-    let f = "edge.yaml";
-    let cm = one(&all, f, "ConfigMap");
-    let config = embedded_config(cm);
-    assert!(!config.cache.resources.is_empty());
-    assert!(
-        config.server.listen.ip().is_unspecified(),
-        "the edge listens for the Service"
-    );
-    rbac_covers(&role["rules"], &config);
-    let dep = one(&all, f, "Deployment");
-    assert_eq!(dep["apiVersion"], "apps/v1");
-    assert!(
-        dep["spec"]["replicas"].as_u64().is_some_and(|r| r >= 2),
-        "replicas for the PDB"
-    );
-    let labels = &dep["spec"]["template"]["metadata"]["labels"];
-    assert!(selects(&dep["spec"]["selector"]["matchLabels"], labels));
-    let pod = &dep["spec"]["template"]["spec"];
-    assert_eq!(pod["serviceAccountName"], sa["metadata"]["name"]);
-    let c = check_watchmux_container(pod, "edge");
-    let grace = pod["terminationGracePeriodSeconds"]
-        .as_u64()
-        .expect("grace period");
-    let s = &config.server;
-    assert!(
-        (s.shutdown_delay + s.shutdown_timeout).as_secs() < grace,
-        "watchmux exits before the kubelet kills it"
-    );
-    assert!(
-        pod["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|v| v["configMap"]["name"] == cm["metadata"]["name"]),
-        "the ConfigMap is a volume"
-    );
-    let port = c["ports"][0]["containerPort"].as_u64().unwrap();
-    assert_eq!(
-        port,
-        s.listen.port() as u64,
-        "the container port is the configured listen port"
-    );
-    let svc = one(&all, f, "Service");
-    assert!(
-        selects(&svc["spec"]["selector"], labels),
-        "the Service selects the pods"
-    );
-    let svc_port = &svc["spec"]["ports"][0];
-    assert!(svc_port["name"].is_string());
-    assert!(
-        svc_port["targetPort"] == c["ports"][0]["name"]
-            || svc_port["targetPort"].as_u64() == Some(port),
-        "the Service targets the container port"
-    );
-    let pdb = one(&all, f, "PodDisruptionBudget");
-    assert_eq!(pdb["apiVersion"], "policy/v1");
-    assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels));
-    assert!(pdb["spec"]["minAvailable"].is_number() || pdb["spec"]["maxUnavailable"].is_number());
-    let sm = one(&all, f, "ServiceMonitor");
-    assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
-    assert!(selects(
-        &sm["spec"]["selector"]["matchLabels"],
-        &svc["metadata"]["labels"]
-    ));
-    let ep = &sm["spec"]["endpoints"][0];
-    assert_eq!(ep["port"], svc_port["name"]);
-    assert_eq!(ep["path"], "/metrics");
-    for d in [cm, dep, svc, pdb, sm] {
-        assert_eq!(
-            d["metadata"]["namespace"], sa["metadata"]["namespace"],
-            "{}",
-            d["kind"]
-        );
-    }
-
-    // The sidecar: the application and watchmux in one pod, talking over localhost.
-    let f = "sidecar.yaml";
-    let cm = one(&all, f, "ConfigMap");
-    let config = embedded_config(cm);
-    assert!(
-        config.server.listen.ip().is_loopback(),
-        "the sidecar listens on localhost only"
-    );
-    rbac_covers(&role["rules"], &config);
-    let dep = one(&all, f, "Deployment");
-    let pod = &dep["spec"]["template"]["spec"];
-    assert!(selects(
-        &dep["spec"]["selector"]["matchLabels"],
-        &dep["spec"]["template"]["metadata"]["labels"]
-    ));
-    check_watchmux_container(pod, "sidecar");
-    let app = pod["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] != "watchmux" && c["name"] != "kubectl-proxy")
-        .expect("an application container");
-    let local = format!("http://127.0.0.1:{}", config.server.listen.port());
-    let env_points_local = app["env"].as_array().is_some_and(|e| {
-        e.iter()
-            .any(|v| v["value"].as_str().is_some_and(|s| s.starts_with(&local)))
-    });
-    assert!(
-        env_points_local,
-        "the application is pointed at watchmux on {local}"
-    );
-    assert!(pod["serviceAccountName"].is_string());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

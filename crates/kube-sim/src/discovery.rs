@@ -245,7 +245,10 @@ mod tests {
             gnames,
             vec![
                 "apps",
+                "autoscaling",
                 "batch",
+                "policy",
+                "rbac.authorization.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
                 "discovery.k8s.io",
@@ -261,7 +264,8 @@ mod tests {
             "example.com/v1"
         );
         assert!(resource_list(&reg, "apps", "v2").is_none());
-        assert!(resource_list(&reg, "policy", "v1").is_none());
+        assert!(resource_list(&reg, "policy", "v1beta1").is_none());
+        assert!(resource_list(&reg, "storage.k8s.io", "v1").is_none());
     }
 
     #[test]
@@ -323,6 +327,62 @@ mod tests {
         assert_eq!(
             group(&reg, "apps").unwrap()["preferredVersion"],
             json!({"groupVersion": "apps/v1", "version": "v1"})
+        );
+    }
+
+    #[test]
+    fn deployment_kinds_are_served_with_kubes_names_and_order() {
+        let reg = Registry::new(&[]).unwrap();
+        let names = |g: &str, v: &str| -> Vec<String> {
+            resource_list(&reg, g, v).unwrap()["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        // /api/v1 lists its resources sorted by name, subresources after their resource.
+        let core = names("", "v1");
+        let mut sorted = core.clone();
+        sorted.sort();
+        assert_eq!(core, sorted);
+        for r in [
+            "persistentvolumeclaims",
+            "persistentvolumeclaims/status",
+            "serviceaccounts",
+        ] {
+            assert!(core.iter().any(|n| n == r), "{r} in {core:?}");
+        }
+        assert_eq!(
+            names("rbac.authorization.k8s.io", "v1"),
+            [
+                "clusterrolebindings",
+                "clusterroles",
+                "rolebindings",
+                "roles"
+            ]
+        );
+        assert_eq!(
+            names("policy", "v1"),
+            ["poddisruptionbudgets", "poddisruptionbudgets/status"]
+        );
+        assert_eq!(
+            names("autoscaling", "v2"),
+            [
+                "horizontalpodautoscalers",
+                "horizontalpodautoscalers/status"
+            ]
+        );
+        let hpa = &resource_list(&reg, "autoscaling", "v2").unwrap()["resources"][0];
+        assert_eq!(hpa["shortNames"], json!(["hpa"]));
+        assert_eq!(hpa["categories"], json!(["all"]));
+        assert_eq!(hpa["kind"], "HorizontalPodAutoscaler");
+        let roles = resource_list(&reg, "rbac.authorization.k8s.io", "v1").unwrap();
+        assert_eq!(roles["resources"][1]["namespaced"], false);
+        assert_eq!(roles["resources"][3]["namespaced"], true);
+        assert_eq!(
+            group(&reg, "autoscaling").unwrap()["preferredVersion"]["groupVersion"],
+            "autoscaling/v2"
         );
     }
 }

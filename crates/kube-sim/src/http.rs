@@ -1,6 +1,7 @@
 //! The simulator's HTTP front: routing by the kube path grammar, the read verbs (get, list),
-//! the write verbs (through [`Ops`](super::ops::Ops)), discovery, authentication and authorization
-//! when a policy is set, injected faults, and the `/sim/` control endpoints.
+//! the write verbs (through [`Ops`](super::ops::Ops), or its dry run for `dryRun=All`, which
+//! `dry_run` reads), discovery, authentication and authorization when a policy is set,
+//! injected faults, and the `/sim/` control endpoints.
 //!
 //! Every answer carrying objects (GET, LIST, WATCH, and the writes' answers) is in the
 //! negotiated representation and encoding, JSON or protobuf ([`super::protobuf`] builds the
@@ -40,6 +41,7 @@ use kube_wire::table::{self, IncludeObject};
 
 pub use kube_wire::response::{Body, full, json_response, status_response};
 
+mod dry_run;
 mod scale;
 
 /// Largest request body accepted (kube-apiserver's limit is 3 MiB).
@@ -418,8 +420,9 @@ async fn resource(
             let wire = negotiate(Target::Object, false)?;
             let input = protobuf::input(content_type.as_deref())?;
             let body = read_body(req).await?;
+            let ops = ops_for(state, dry_run::check(query.as_deref(), "CreateOptions")?);
             let v = object_body(&rt, input, &body)?;
-            let obj = state.ops.create(&rt, ns.as_deref(), v, false)?;
+            let obj = ops.create(&rt, ns.as_deref(), v, false)?;
             write_response(
                 state,
                 &rt,
@@ -434,8 +437,9 @@ async fn resource(
             let wire = negotiate(Target::Object, false)?;
             let input = protobuf::input(content_type.as_deref())?;
             let body = read_body(req).await?;
+            let ops = ops_for(state, dry_run::check(query.as_deref(), "UpdateOptions")?);
             let v = object_body(&rt, input, &body)?;
-            let obj = state.ops.update(&rt, ns.as_deref(), &name, v, scope)?;
+            let obj = ops.update(&rt, ns.as_deref(), &name, v, scope)?;
             write_response(state, &rt, &obj, wire, query.as_deref(), StatusCode::OK)
         }
         (Method::PATCH, Some(name)) => {
@@ -448,17 +452,16 @@ async fn resource(
                 ))
             })?;
             let body = read_body(req).await?;
-            let obj = state
-                .ops
-                .patch(&rt, ns.as_deref(), &name, ty, &body, scope)?;
+            let ops = ops_for(state, dry_run::check(query.as_deref(), "PatchOptions")?);
+            let obj = ops.patch(&rt, ns.as_deref(), &name, ty, &body, scope)?;
             write_response(state, &rt, &obj, wire, query.as_deref(), StatusCode::OK)
         }
         (Method::DELETE, Some(name)) if scope == UpdateScope::Main => {
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
             let wire = negotiate(Target::Object, false)?;
             let body = read_body(req).await?;
-            let opts = delete_options(query.as_deref(), content_type.as_deref(), &body)?;
-            let r = state.ops.delete(&rt, ns.as_deref(), &name, &opts)?;
+            let (opts, dry) = delete_options(query.as_deref(), content_type.as_deref(), &body)?;
+            let r = ops_for(state, dry).delete(&rt, ns.as_deref(), &name, &opts)?;
             if r.deleted && !returns_deleted_object(&rt) {
                 // A Status is answered as it is whatever the representation asked for.
                 let s = delete_success_status(&rt, &r.object);
@@ -485,7 +488,8 @@ async fn resource(
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
             let wire = negotiate(Target::List, false)?;
             let body = read_body(req).await?;
-            let dopts = delete_options(query.as_deref(), content_type.as_deref(), &body)?;
+            let (dopts, dry) = delete_options(query.as_deref(), content_type.as_deref(), &body)?;
+            let ops = ops_for(state, dry);
             let lopts = ListOptions::from_query(query.as_deref())?;
             let filter = Filter::new(&rt, ns.clone(), &lopts)?;
             let page = state
@@ -502,7 +506,7 @@ async fn resource(
                 .map_err(|e| Status::internal(e.to_string()))?;
             let mut deleted = Vec::new();
             for o in &page.items {
-                match state.ops.delete(&rt, Some(&o.namespace), &o.name, &dopts) {
+                match ops.delete(&rt, Some(&o.namespace), &o.name, &dopts) {
                     Ok(r) => deleted.push(r.object),
                     Err(s) if s.code == 404 => {}
                     Err(s) => return Err(s),
@@ -535,17 +539,28 @@ fn write_response(
     Ok(object_response(state, rt, obj, wire, include, code))
 }
 
+/// The verbs for a write: the simulator's, or their dry run (`dryRun=All`).
+fn ops_for(state: &SimState, dry_run: bool) -> super::ops::Ops {
+    if dry_run {
+        state.ops.dry_run()
+    } else {
+        state.ops.clone()
+    }
+}
+
 /// The options of a DELETE, read as kube's `DeleteResource` does: from a body when there is
 /// one (JSON or protobuf `DeleteOptions`, the query then ignored), else from the query (the
-/// first value of each parameter); then checked as kube's `ValidateDeleteOptions` (422).
+/// first value of each parameter, every value of `dryRun`); then checked as kube's
+/// `ValidateDeleteOptions` (422). Also whether the DELETE is a dry run.
 fn delete_options(
     query: Option<&str>,
     content_type: Option<&str>,
     body: &[u8],
-) -> Result<DeleteOptions, Status> {
+) -> Result<(DeleteOptions, bool), Status> {
     let mut o = DeleteOptions::default();
     let mut propagation: Option<String> = None;
     let mut orphan = false;
+    let mut dry: Vec<String> = Vec::new();
     if !body.is_empty() {
         let v = match protobuf::input(content_type)? {
             Input::Json => {
@@ -574,7 +589,9 @@ fn delete_options(
             .map(str::to_string);
         propagation = v["propagationPolicy"].as_str().map(str::to_string);
         orphan = v["orphanDependents"].is_boolean();
+        dry = dry_run::from_delete_options(&v)?;
     } else if let Some(q) = query {
+        dry = dry_run::from_query(Some(q));
         let first = |name: &str| {
             form_urlencoded::parse(q.as_bytes())
                 .find(|(k, _)| k == name)
@@ -611,10 +628,11 @@ fn delete_options(
             ));
         }
     }
+    errs.extend(dry_run::cause(&dry));
     if !errs.is_empty() {
         return Err(Status::invalid("meta.k8s.io", "DeleteOptions", "", &errs));
     }
-    Ok(o)
+    Ok((o, !dry.is_empty()))
 }
 
 /// A JSON member kube decodes into an `int64` field (`*int64`; `null` was already taken as

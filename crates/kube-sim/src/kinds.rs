@@ -375,12 +375,20 @@ impl Builtin {
         self.scale = true;
         self
     }
+    const fn version(mut self, version: &'static str) -> Self {
+        self.version = version;
+        self
+    }
 }
 
-/// In kube-apiserver's group order (`/apis` lists `apps`, `batch`, `apiextensions.k8s.io`,
-/// `coordination.k8s.io`, `discovery.k8s.io` in this order), each group's resources sorted by name
-/// as its discovery document lists them.
+/// In kube-apiserver's group order (`/apis` lists `apps`, `autoscaling`, `batch`, `policy`,
+/// `rbac.authorization.k8s.io`, `apiextensions.k8s.io`, `coordination.k8s.io`,
+/// `discovery.k8s.io` in this order), each group's resources sorted by name as its discovery
+/// document lists them (the core group too).
 const BUILTINS: &[Builtin] = &[
+    builtin("", "configmaps", "configmap", "ConfigMap").short(&["cm"]),
+    builtin("", "endpoints", "endpoints", "Endpoints").short(&["ep"]),
+    builtin("", "events", "event", "Event").short(&["ev"]),
     builtin("", "namespaces", "namespace", "Namespace")
         .cluster()
         .short(&["ns"])
@@ -389,18 +397,24 @@ const BUILTINS: &[Builtin] = &[
         .cluster()
         .short(&["no"])
         .status(),
+    builtin(
+        "",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+    )
+    .short(&["pvc"])
+    .status(),
     builtin("", "pods", "pod", "Pod")
         .short(&["po"])
         .all()
         .status(),
+    builtin("", "secrets", "secret", "Secret"),
+    builtin("", "serviceaccounts", "serviceaccount", "ServiceAccount").short(&["sa"]),
     builtin("", "services", "service", "Service")
         .short(&["svc"])
         .all()
         .status(),
-    builtin("", "configmaps", "configmap", "ConfigMap").short(&["cm"]),
-    builtin("", "secrets", "secret", "Secret"),
-    builtin("", "events", "event", "Event").short(&["ev"]),
-    builtin("", "endpoints", "endpoints", "Endpoints").short(&["ep"]),
     builtin(
         "apps",
         "controllerrevisions",
@@ -426,11 +440,40 @@ const BUILTINS: &[Builtin] = &[
         .all()
         .status()
         .scale(),
+    // kube serves autoscaling/v1 too (the same objects); the simulator serves v2 only.
+    builtin(
+        "autoscaling",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+    )
+    .version("v2")
+    .short(&["hpa"])
+    .all()
+    .status(),
     builtin("batch", "cronjobs", "cronjob", "CronJob")
         .short(&["cj"])
         .all()
         .status(),
     builtin("batch", "jobs", "job", "Job").all().status(),
+    builtin(
+        "policy",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+    )
+    .short(&["pdb"])
+    .status(),
+    builtin(
+        RBAC_GROUP,
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+    )
+    .cluster(),
+    builtin(RBAC_GROUP, "clusterroles", "clusterrole", "ClusterRole").cluster(),
+    builtin(RBAC_GROUP, "rolebindings", "rolebinding", "RoleBinding"),
+    builtin(RBAC_GROUP, "roles", "role", "Role"),
     builtin(
         CRD_GROUP,
         CRD_RESOURCE,
@@ -449,6 +492,8 @@ const BUILTINS: &[Builtin] = &[
     ),
 ];
 
+/// The RBAC group (Roles, ClusterRoles and their bindings).
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// The group of `CustomResourceDefinition`s.
 pub const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// Their resource.

@@ -7,6 +7,9 @@
 //! decision is never made on a stale read. Nothing here knows HTTP. The simulated namespace
 //! controller deletes the namespace's objects directly, without honouring their finalizers.
 //! The `scale` subresource's reads and writes (of the parent object) are in [`scale`].
+//!
+//! A dry-run `Ops` ([`Ops::dry_run`], kube's `dryRun=All`) decides every verb exactly as the real
+//! one and writes nothing ([`Store::dry_write`]): no revision, no event, no controller started.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +23,7 @@ use super::patch::{PatchError, PatchType, apply_patch, check_supported};
 use super::semantics::{
     self, DeleteKind, DeleteOptions, UpdateScope, check_namespace, decide_delete, decide_update,
 };
-use super::store::{Action, Store, StoredObject, WriteOutcome, key_of};
+use super::store::{Action, Store, StoredObject, WriteOutcome, WriteView, key_of};
 use kube_wire::status::Status;
 
 pub mod scale;
@@ -65,6 +68,8 @@ pub struct Ops {
     timings: ControllerTimings,
     tasks: TaskTracker,
     cancel: CancellationToken,
+    /// Decide and answer, write nothing (kube's `dryRun=All`).
+    dry_run: bool,
 }
 
 impl Ops {
@@ -80,6 +85,31 @@ impl Ops {
             timings,
             tasks,
             cancel,
+            dry_run: false,
+        }
+    }
+
+    /// The same verbs as a dry run (kube's `dryRun=All`): each is validated and decided on the
+    /// current state and answers what it would have written, but nothing is written, no
+    /// revision is consumed, no watcher sees an event and no simulated controller starts.
+    pub fn dry_run(&self) -> Ops {
+        Ops {
+            dry_run: true,
+            ..self.clone()
+        }
+    }
+
+    /// Runs `decide` through the store: a write, or its dry run.
+    fn commit(
+        &self,
+        rt: &ResourceType,
+        key: &str,
+        decide: impl FnOnce(&WriteView<'_>, Option<&Arc<StoredObject>>) -> Result<Action, Status>,
+    ) -> Result<WriteOutcome, Status> {
+        if self.dry_run {
+            self.store.dry_write(rt, key, decide)
+        } else {
+            self.store.write(rt, key, decide)
         }
     }
 
@@ -122,15 +152,13 @@ impl Ops {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let out = self
-            .store
-            .write(rt, &key_of(rt, ns, &name), |view, current| {
-                if current.is_some() {
-                    return Err(Status::already_exists(&rt.group, &rt.resource, &name));
-                }
-                check_namespace(view, rt, ns, &name)?;
-                Ok(Action::Put(obj))
-            })?;
+        let out = self.commit(rt, &key_of(rt, ns, &name), |view, current| {
+            if current.is_some() {
+                return Err(Status::already_exists(&rt.group, &rt.resource, &name));
+            }
+            check_namespace(view, rt, ns, &name)?;
+            Ok(Action::Put(obj))
+        })?;
         Ok(out.object)
     }
 
@@ -201,7 +229,7 @@ impl Ops {
         decide: impl FnOnce(&StoredObject) -> Result<Action, Status>,
     ) -> Result<Arc<StoredObject>, Status> {
         let key = key_of(rt, Self::ns_of(rt, ns), name);
-        let out: WriteOutcome = self.store.write(rt, &key, |_, current| {
+        let out: WriteOutcome = self.commit(rt, &key, |_, current| {
             let current =
                 current.ok_or_else(|| Status::not_found(&rt.group, &rt.resource, name))?;
             decide(current)
@@ -226,7 +254,7 @@ impl Ops {
         let ns = Self::ns_of(rt, ns).to_string();
         let key = key_of(rt, &ns, name);
         let mut kind = DeleteKind::Immediate;
-        let out = self.store.write(rt, &key, |_, current| {
+        let out = self.commit(rt, &key, |_, current| {
             let current =
                 current.ok_or_else(|| Status::not_found(&rt.group, &rt.resource, name))?;
             let (action, k) = decide_delete(rt, current, opts)?;
@@ -238,6 +266,7 @@ impl Ops {
             .as_ref()
             .is_some_and(|e| e.ty == super::store::EventType::Deleted);
         match kind {
+            _ if self.dry_run => {}
             DeleteKind::GracefulPod(grace) if !deleted => {
                 let wait = Duration::from_secs(grace as u64).min(self.timings.pod_termination);
                 self.spawn_kubelet_finish(

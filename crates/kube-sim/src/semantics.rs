@@ -48,6 +48,7 @@ pub enum DeleteKind {
 fn has_generation(rt: &ResourceType) -> bool {
     !rt.builtin
         || (rt.group.is_empty() && rt.resource == "pods")
+        || (rt.group == "policy" && rt.resource == "poddisruptionbudgets")
         || workloads::workload(rt).is_some_and(workloads::Workload::has_status_and_generation)
 }
 
@@ -365,6 +366,14 @@ fn default_and_validate(rt: &ResourceType, name: &str, obj: &mut Value) -> Resul
                 }
             }
             o.entry("type").or_insert(json!("Opaque"));
+        }
+        "persistentvolumeclaims" => {
+            // kube's defaulter: a filesystem volume, and a claim is Pending until bound (no
+            // controller binds it here).
+            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.entry("volumeMode").or_insert(json!("Filesystem"));
+            }
+            o.entry("status").or_insert(json!({"phase": "Pending"}));
         }
         _ => {}
     }

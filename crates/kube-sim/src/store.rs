@@ -52,7 +52,18 @@ pub struct StoredObject {
 impl StoredObject {
     /// Builds a stored version from a full object at revision `rv`: drops `kind`/`apiVersion`,
     /// sets `metadata.resourceVersion`, orders `metadata` as Go's ObjectMeta does, encodes once.
-    pub fn from_value(rt: &ResourceType, mut value: Value, rv: u64) -> StoredObject {
+    pub fn from_value(rt: &ResourceType, value: Value, rv: u64) -> StoredObject {
+        Self::build(rt, value, Some(rv))
+    }
+
+    /// An object that was never written (the answer to a dry-run create): as
+    /// [`from_value`](Self::from_value), but without `metadata.resourceVersion` (`rv` 0), as
+    /// kube-apiserver answers it.
+    pub fn unwritten(rt: &ResourceType, value: Value) -> StoredObject {
+        Self::build(rt, value, None)
+    }
+
+    fn build(rt: &ResourceType, mut value: Value, rv: Option<u64>) -> StoredObject {
         let obj = value
             .as_object_mut()
             .expect("stored objects are JSON objects");
@@ -62,7 +73,10 @@ impl StoredObject {
             Some(Value::Object(m)) => m,
             _ => Map::new(),
         };
-        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        match rv {
+            Some(rv) => meta.insert("resourceVersion".into(), Value::String(rv.to_string())),
+            None => meta.shift_remove("resourceVersion"),
+        };
         let meta = order_metadata(meta);
         let mut ordered = Map::with_capacity(obj.len() + 1);
         ordered.insert("metadata".into(), Value::Object(meta));
@@ -71,7 +85,7 @@ impl StoredObject {
         }
         let value = Value::Object(ordered);
         let body = Bytes::from(to_go_json(&value));
-        Self::with_record(rt, body, rv, &value)
+        Self::with_record(rt, body, rv.unwrap_or(0), &value)
     }
 
     fn with_record(rt: &ResourceType, body: Bytes, rv: u64, value: &Value) -> StoredObject {
@@ -535,6 +549,63 @@ impl Store {
         drop(inner);
         self.changed[rt.index].send_replace(next);
         self.revision_tx.send_replace(next);
+        Ok(WriteOutcome {
+            object: obj,
+            event: Some(event),
+        })
+    }
+
+    /// What [`write`](Self::write) would do, decided the same way on the current state, but
+    /// nothing is written: kube-apiserver's `dryRun=All` (its `DryRunnableStorage`). No revision
+    /// is consumed, no event is logged and no watcher is woken. The outcome's object is the one
+    /// kube answers: a create's object without a resourceVersion, an update's with the current
+    /// one (the revision it was decided on), a deletion's last state as it is. Its event, when
+    /// there would be one, says what would have happened (type and previous state) and is
+    /// recorded nowhere.
+    pub fn dry_write(
+        &self,
+        rt: &ResourceType,
+        key: &str,
+        decide: impl FnOnce(&WriteView<'_>, Option<&Arc<StoredObject>>) -> Result<Action, Status>,
+    ) -> Result<WriteOutcome, Status> {
+        let inner = self.inner.read();
+        let view = WriteView {
+            inner: &inner,
+            registry: &self.registry,
+            next_revision: inner.revision + 1,
+        };
+        let prev = inner.res[rt.index].current(key).cloned();
+        let action = decide(&view, prev.as_ref())?;
+        let (ty, obj) = match (action, &prev) {
+            (Action::Keep, Some(p)) => {
+                return Ok(WriteOutcome {
+                    object: p.clone(),
+                    event: None,
+                });
+            }
+            (Action::Keep, None) => {
+                return Err(Status::internal("no-op write of a missing object"));
+            }
+            (Action::Put(value), None) => (
+                EventType::Added,
+                Arc::new(StoredObject::unwritten(rt, value)),
+            ),
+            (Action::Put(value), Some(p)) => (
+                EventType::Modified,
+                Arc::new(StoredObject::from_value(rt, value, p.rv)),
+            ),
+            (Action::Delete, Some(p)) => (EventType::Deleted, p.clone()),
+            (Action::Delete, None) => return Err(Status::internal("delete of a missing object")),
+        };
+        let event = Arc::new(Event {
+            rev: inner.revision,
+            ty,
+            key: key.to_string(),
+            obj: obj.clone(),
+            prev,
+            at: Instant::now(),
+            frames: Default::default(),
+        });
         Ok(WriteOutcome {
             object: obj,
             event: Some(event),

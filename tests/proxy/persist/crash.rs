@@ -406,9 +406,12 @@ async fn sigkill_mid_churn_with_the_upstream_down_then_restart() {
     );
 }
 
+/// Damage done to a resource's directory.
+type Damage = Box<dyn Fn(&Path)>;
+
 /// The ways a crash or a disk damages the files, applied to a copy of a killed process's
 /// directory: `(what, damage)`.
-fn damages() -> Vec<(&'static str, Box<dyn Fn(&Path)>)> {
+fn damages() -> Vec<(&'static str, Damage)> {
     fn segment(dir: &Path) -> PathBuf {
         let mut segs: Vec<PathBuf> = std::fs::read_dir(dir)
             .unwrap()

@@ -12,7 +12,7 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
 
-use super::{Body, json_response, read_body, table_include};
+use super::{Body, dry_run, json_response, ops_for, read_body, table_include};
 use crate::SimState;
 use crate::kinds::ResourceType;
 use crate::ops::patch_status;
@@ -79,11 +79,13 @@ pub(super) async fn serve(
         }
         Method::PUT => {
             let input = protobuf::input(header(CONTENT_TYPE).as_deref())?;
+            let query = req.uri().query().map(str::to_string);
             let body = read_body(req).await?;
+            let ops = ops_for(state, dry_run::check(query.as_deref(), "UpdateOptions")?);
             if input == Input::Protobuf {
                 let msg = proto::message_for(SCALE_API_VERSION, "Scale");
                 let scale = protobuf::decode_typed(SCALE_API_VERSION, "Scale", msg, &body)?;
-                let scale = state.ops.update_scale(rt, ns, name, scale)?;
+                let scale = ops.update_scale(rt, ns, name, scale)?;
                 return answer(&scale, wire);
             }
             let scale = match serde_json::from_slice::<Value>(&body) {
@@ -99,14 +101,16 @@ pub(super) async fn serve(
                     )));
                 }
             };
-            state.ops.update_scale(rt, ns, name, scale)?
+            ops.update_scale(rt, ns, name, scale)?
         }
         Method::PATCH => {
             let ct = header(CONTENT_TYPE).unwrap_or_default();
             let ty = PatchType::from_content_type(&ct)
                 .ok_or_else(|| patch_status(&PatchError::unsupported_media_type(true)))?;
+            let query = req.uri().query().map(str::to_string);
             let body = read_body(req).await?;
-            state.ops.patch_scale(rt, ns, name, ty, &body)?
+            let ops = ops_for(state, dry_run::check(query.as_deref(), "PatchOptions")?);
+            ops.patch_scale(rt, ns, name, ty, &body)?
         }
         _ => return Err(Status::method_not_allowed()),
     };

@@ -75,7 +75,7 @@ impl Ops {
     ) -> Result<Value, Status> {
         let ns = Self::ns_of(rt, ns);
         let key = key_of(rt, ns, name);
-        let out = self.store.write(rt, &key, |_, current| {
+        let out = self.commit(rt, &key, |_, current| {
             let current = current.ok_or_else(|| not_found(rt, name))?;
             let parent = current.to_value(rt);
             let scale = new_scale(&scale_of(&parent)?)?;
