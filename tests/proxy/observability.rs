@@ -1394,7 +1394,10 @@ pub(crate) fn strings_under(v: &Value, key: &str, out: &mut Vec<String>) {
 /// The sample names of a running watchmux after some traffic (every family has samples).
 async fn live_metric_names() -> BTreeSet<String> {
     let sim = crate::common::sim().await;
-    let p = crate::common::proxy_for(&sim, |_| {}).await;
+    // With every optional part on (the durable cache's metrics exist only with it).
+    let dir = tempfile::tempdir().unwrap();
+    let persist = dir.path().to_path_buf();
+    let p = crate::common::proxy_for(&sim, |c| c.cache.persist_dir = Some(persist)).await;
     for q in [
         "/api/v1/pods?resourceVersion=0",
         "/api/v1/pods",
