@@ -9,7 +9,10 @@
 //! Every bridge event gets a resourceVersion in `(old_rv, list_rv]`, all distinct, delivered in
 //! increasing order, so every watcher's RVs keep strictly increasing. The states in between are
 //! a summary, not the upstream's: a watch from inside the range gets 410
-//! (`EventLog::bridged_gap` says why a bridge event's own RV is no exception).
+//! (`EventLog::bridged_gap` says why a bridge event's own RV is no exception). So that a
+//! watcher's client, whose last event is the bridge's (below `list_rv` as a rule: other
+//! resources move the revision), does not resume from inside the range, every watcher that asked
+//! for bookmarks is sent one at `list_rv` right after the bridge (`WatcherShared::want_bookmark`).
 //!
 //! * ADDED and MODIFIED carry the listed object with **its own** resourceVersion (the revision
 //!   of its last write, which lies in `(old_rv, list_rv]` for anything that changed meanwhile).

@@ -808,6 +808,10 @@ impl CacheWriter {
                     self.append(&mut st, ty, obj, prev);
                 }
                 self.mark_bridged(&mut st, old_rv, list_rv);
+                // The last bridge event lies below the list's resourceVersion as a rule (other
+                // resources move the revision), inside the gap: each watcher hears of the list's
+                // resourceVersion at once, so that its client resumes from there.
+                st.hub.want_bookmarks();
                 c.counters.relists_bridged.fetch_add(1, Ordering::Relaxed);
                 bridge::Outcome::Bridged { events: n }
             }
@@ -916,6 +920,28 @@ mod tests {
         assert_eq!(cache.check_watch_start(10), Ok(()));
         assert_eq!(cache.check_watch_start(15), Ok(()));
         assert_eq!(cache.counters.relists_gap_closed.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_bridged_relist_asks_every_watcher_for_a_bookmark() {
+        use futures_util::FutureExt;
+        let (cache, writer) = ResourceCache::new(pods(), CacheSettings::default());
+        writer.replace(vec![pod("a", "p1", "n1", 10)], 10);
+        let all = Arc::new(Filter::parse("", "Pod", true, &[], None, "", "").unwrap());
+        let w = cache.subscribe(all, 10);
+        assert!(cache.try_go_live(&w, 10));
+        let asks = w.shared().bookmark_asks();
+        // An event is news enough: no bookmark is asked for.
+        writer.apply(EventType::Modified, pod("a", "p1", "n2", 11));
+        assert!(asks.notified().now_or_never().is_none());
+        // A relist at 20 whose last change is at 14 (other resources made 15..20): the watcher's
+        // last event would be 14, inside the gap a watch cannot start from, so it is asked to
+        // announce the cache's resourceVersion, the list's, at once.
+        writer.replace(vec![pod("a", "p1", "n3", 14)], 20);
+        assert_eq!(cache.check_watch_start(14), Err(20));
+        assert!(asks.notified().now_or_never().is_some());
+        assert_eq!(cache.rv(), 20);
+        assert_eq!(cache.bookmark_rv(&w, || true), Some(20));
     }
 
     #[test]

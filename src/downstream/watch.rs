@@ -1,6 +1,7 @@
 //! WATCH from the cache, as kube-apiserver 1.34+ serves it (spec §1.6, §2): initial events and
 //! the `k8s.io/initial-events-end` bookmark for watch-lists, replay from a resourceVersion inside
-//! the window, 410 as an ERROR event, periodic bookmarks and one before the deadline,
+//! the window, 410 as an ERROR event, periodic bookmarks, one before the deadline and one right
+//! after a bridged relist (`crate::hub::WatcherShared::want_bookmark`),
 //! `timeoutSeconds` (else a random 30–60 min), move-in/move-out.
 //!
 //! The 200 and its headers go out before any event. Each watcher is one task that is either
@@ -366,6 +367,7 @@ impl Watcher {
         let tx = self.tx.clone();
         let client_gone = async move { tx.closed().await };
         tokio::pin!(client_gone);
+        let bookmark_asks = sub.shared().bookmark_asks();
         loop {
             if !sub.shared().is_live() && sub.queue_is_empty() {
                 // Catch up from the shared log.
@@ -441,6 +443,19 @@ impl Watcher {
                         self.send_cancellable(b, &sub).await?;
                     }
                     next_bookmark = self.next_bookmark();
+                }
+                // A bridged relist moved the cache past this watcher's last event (see
+                // `WatcherShared::want_bookmark`): the bookmark goes now, once what the relist
+                // queued is sent (events come first in this select).
+                _ = bookmark_asks.notified() => {
+                    if self.bookmarks
+                        && let Some(rv) = self.cache.bookmark_rv(&sub, || sub.queue_is_empty())
+                        && rv > start_rv.max(self.last_sent)
+                    {
+                        self.last_sent = rv;
+                        let b = self.bookmark(rv, false);
+                        self.send_cancellable(b, &sub).await?;
+                    }
                 }
                 _ = &mut cancelled => {
                     self.closed(&sub);

@@ -185,6 +185,14 @@ impl Hub {
         closed
     }
 
+    /// Asks every watcher for a BOOKMARK at the cache's resourceVersion as soon as it has sent
+    /// what is queued (after a bridged relist: see `WatcherShared::want_bookmark`).
+    pub fn want_bookmarks(&self) {
+        for w in self.subscribers.values() {
+            w.shared.want_bookmark();
+        }
+    }
+
     /// Closes and removes every watcher.
     pub fn close_all(&mut self, reason: &'static str) {
         for w in self.subscribers.values() {

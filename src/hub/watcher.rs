@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::{
     CancellationToken, WaitForCancellationFuture, WaitForCancellationFutureOwned,
 };
@@ -68,6 +68,8 @@ pub struct WatcherShared {
     cancel: CancellationToken,
     /// Why it was closed.
     reason: Mutex<Option<&'static str>>,
+    /// Asks the watch task for a BOOKMARK now ([`WatcherShared::want_bookmark`]).
+    bookmark: Arc<Notify>,
 }
 
 impl WatcherShared {
@@ -78,6 +80,7 @@ impl WatcherShared {
             cursor: AtomicU64::new(cursor),
             cancel: CancellationToken::new(),
             reason: Mutex::new(None),
+            bookmark: Arc::new(Notify::new()),
         }
     }
 
@@ -132,6 +135,23 @@ impl WatcherShared {
     /// Completes when the watcher is closed; owns what it waits on (to keep across a loop).
     pub fn closed_owned(&self) -> WaitForCancellationFutureOwned {
         self.cancel.clone().cancelled_owned()
+    }
+
+    /// The cache's resourceVersion moved past the last event the watcher was given without an
+    /// event of its own: a bridged relist, whose last event lies below the list's
+    /// resourceVersion, strictly inside the gap a watch cannot start from
+    /// (`ResourceCache::check_watch_start`). The watch task sends a BOOKMARK there as soon as it
+    /// has sent what is queued, rather than at its next periodic one (a minute away by default):
+    /// a client that must re-watch before then resumes from the list's resourceVersion instead
+    /// of meeting a 410 and relisting. An ask made while the task is busy is kept for it.
+    pub(crate) fn want_bookmark(&self) {
+        self.bookmark.notify_one();
+    }
+
+    /// What the watch task waits on for `WatcherShared::want_bookmark` (`notified()`), owned
+    /// so that it can be held across the task's loop.
+    pub fn bookmark_asks(&self) -> Arc<Notify> {
+        self.bookmark.clone()
     }
 }
 

@@ -25,6 +25,7 @@ mod protobuf;
 mod resilience;
 mod selectors;
 mod tables;
+mod tiers;
 mod tls_downstream;
 mod tls_upstream;
 mod upgrade;

@@ -151,6 +151,29 @@ pub async fn watch_with(url: &str, headers: &[(&str, &str)]) -> WatchStream {
     }
 }
 
+/// Opens a watch like [`watch`], but a server that is not there (refusing or dropping the
+/// connection, or silent for 10 s) is `None` rather than a panic: for clients that resume
+/// against a server that restarts.
+pub async fn try_watch(url: &str) -> Option<WatchStream> {
+    let req = Request::builder()
+        .method(Method::GET)
+        .uri(url)
+        .body(Full::new(Bytes::new()))
+        .ok()?;
+    let resp = tokio::time::timeout(Duration::from_secs(10), client().request(req))
+        .await
+        .ok()?
+        .ok()?;
+    let (parts, body) = resp.into_parts();
+    Some(WatchStream {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+        buf: BytesMut::new(),
+        ended: false,
+    })
+}
+
 impl WatchStream {
     /// The next line, waiting up to `t`.
     pub async fn next_line(&mut self, t: Duration) -> Next {

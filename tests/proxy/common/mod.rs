@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use kube_sim::Simulator;
 pub use kube_sim::testkit::*;
+pub use relay::Relay;
+
+mod relay;
 
 /// A watchmux proxy in front of a simulator, on 127.0.0.1; stops when dropped.
 pub struct TestProxy {
@@ -43,10 +46,29 @@ pub async fn proxy_for(
     sim: &Simulator,
     f: impl FnOnce(&mut watchmux::config::Config),
 ) -> TestProxy {
+    proxy_at(&sim.url(), ANY_PORT, f).await
+}
+
+/// Any free loopback port, for [`proxy_at`].
+pub const ANY_PORT: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    0,
+));
+
+/// Starts watchmux in front of the apiserver at `upstream` (a simulator's URL, or another
+/// watchmux's: a tier) listening on `listen`, with [`TEST_CACHE`] adjusted by `f`, and waits
+/// until every cached resource has synced (or was restored from `cache.persist_dir`). A
+/// `listen` port that a watchmux just stopped held is bound as soon as its listener is gone
+/// (within 10 s): a restart on the same address, so that a tier in front keeps its upstream URL.
+pub async fn proxy_at(
+    upstream: &str,
+    listen: std::net::SocketAddr,
+    f: impl FnOnce(&mut watchmux::config::Config),
+) -> TestProxy {
     let mut config = watchmux::config::Config::from_toml_str(TEST_CACHE, "test config")
         .expect("test config parses");
-    config.upstream.url = Some(sim.url().parse().unwrap());
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.upstream.url = Some(upstream.parse().unwrap());
+    config.server.listen = listen;
     // Tests simulate whole fleets of clients, all from 127.0.0.1 (one client for
     // `server.max_watches_per_client`): lift the per-client and LIST limits unless `f` sets them
     // (tests/limits.rs does).
@@ -56,9 +78,19 @@ pub async fn proxy_for(
     config.validate().expect("valid test config");
     let upstream = watchmux::upstream::Upstream::new(&config.upstream).expect("upstream client");
     let proxy = watchmux::app::App::start(&config, upstream);
-    let addr = watchmux::downstream::bind_and_serve(proxy.clone(), config.server.listen)
-        .await
-        .expect("bind");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let addr = loop {
+        match watchmux::downstream::bind_and_serve(proxy.clone(), config.server.listen).await {
+            Ok(a) => break a,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("bind {}: {e}", config.server.listen),
+        }
+    };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !proxy.ready() {
         assert!(
@@ -70,6 +102,22 @@ pub async fn proxy_for(
     TestProxy {
         proxy,
         url: format!("http://{addr}"),
+    }
+}
+
+impl TestProxy {
+    /// The address it listens on (to start its successor on, with [`proxy_at`]).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.url
+            .strip_prefix("http://")
+            .and_then(|a| a.parse().ok())
+            .expect("a plain HTTP proxy URL")
+    }
+
+    /// A clean stop, as `SIGTERM` makes one: watches end, connections close, the reflectors
+    /// stop and the persisted cache writes its last batch; the port is free once it returns.
+    pub async fn stop(self) {
+        self.proxy.shutdown().await;
     }
 }
 
