@@ -18,6 +18,7 @@ pub mod httpfuzz;
 pub mod limit;
 pub mod nginx;
 pub mod pbframe;
+pub mod persist;
 pub mod plot;
 pub mod procs;
 pub mod protobuf;

@@ -37,6 +37,9 @@ enum Command {
     /// HTTP-level fuzzing: generated and mutated requests at watchmux in front of the
     /// simulator, every answer checked; fails (exit 1) on any finding.
     Httpfuzz(HttpfuzzArgs),
+    /// The durable cache (`cache.persist_dir`): restart time with N pods persisted against a
+    /// fresh sync (upstream up and down), and write amplification and CPU under churn.
+    Persist(PersistArgs),
     /// The simulator as a target process (started by `run`).
     #[command(hide = true)]
     Sim(kube_sim::cli::SimArgs),
@@ -108,6 +111,34 @@ struct HttpfuzzArgs {
     #[arg(long, default_value_t = 300)]
     pods: usize,
     /// Write `httpfuzz.md`, the logs and the findings' request bytes to this directory.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct PersistArgs {
+    /// Pods of the simulator's fleet.
+    #[arg(long, default_value_t = 150_000)]
+    pods: usize,
+    /// Nodes of the fleet.
+    #[arg(long, default_value_t = 5000)]
+    nodes: usize,
+    /// Repeats of each start, and measured churn windows (medians are reported).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Simulator writes per second in the churn part.
+    #[arg(long, default_value_t = 2000.0)]
+    churn_rate: f64,
+    /// Seconds of each measured churn window.
+    #[arg(long, default_value_t = 60.0)]
+    churn_secs: f64,
+    /// Seconds of churn before the first window.
+    #[arg(long, default_value_t = 15.0)]
+    warmup_secs: f64,
+    /// Where the persisted directories live (default: a scratch directory).
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
+    /// Write `persist.md`, `persist.csv` and the processes' logs to this directory.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
 }
@@ -213,6 +244,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Httpfuzz(a) => {
             log(&cli.log)?;
             httpfuzz(a).await
+        }
+        Command::Persist(a) => {
+            log(&cli.log)?;
+            persist(a).await
         }
         Command::Sim(a) => {
             log(&cli.log)?;
@@ -331,5 +366,25 @@ async fn httpfuzz(a: HttpfuzzArgs) -> anyhow::Result<()> {
     if !report.passed {
         anyhow::bail!("the HTTP fuzz has findings (see above)");
     }
+    Ok(())
+}
+
+async fn persist(a: PersistArgs) -> anyhow::Result<()> {
+    let mut opts = watchmux_bench::persist::PersistOptions::new(
+        std::env::current_exe().context("locating the watchmux-bench binary")?,
+    );
+    opts.pods = a.pods;
+    opts.nodes = a.nodes;
+    opts.repeats = a.repeats.max(1);
+    opts.churn_rate = a.churn_rate;
+    opts.churn_window = std::time::Duration::from_secs_f64(a.churn_secs.max(0.1));
+    opts.warmup = std::time::Duration::from_secs_f64(a.warmup_secs.max(0.0));
+    opts.data_dir = a.data_dir;
+    opts.out = a.out;
+    opts.command = std::env::args()
+        .skip(1)
+        .fold("watchmux-bench".to_string(), |acc, x| acc + " " + &x);
+    let report = watchmux_bench::persist::run(&opts).await?;
+    println!("{}", report.markdown);
     Ok(())
 }

@@ -109,6 +109,23 @@ impl Proc {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
     }
+
+    /// Stops the process cleanly: SIGTERM (sent with the `kill` command: this crate has no
+    /// `unsafe` for `libc::kill`), then waits up to `grace` for it to exit, and kills it if it
+    /// has not. Returns whether it exited on its own.
+    pub async fn terminate(mut self, grace: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        if tokio::time::timeout(grace, self.child.wait()).await.is_ok() {
+            return true;
+        }
+        self.stop().await;
+        false
+    }
 }
 
 /// CPU time and memory of a set of processes at one moment.
@@ -124,7 +141,7 @@ pub struct Usage {
     clippy::disallowed_methods,
     reason = "getconf runs once per process and returns at once"
 )]
-fn clock_ticks() -> f64 {
+pub(crate) fn clock_ticks() -> f64 {
     static TICKS: OnceLock<f64> = OnceLock::new();
     *TICKS.get_or_init(|| {
         std::process::Command::new("getconf")

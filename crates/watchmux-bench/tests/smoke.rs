@@ -332,3 +332,77 @@ async fn short_http_fuzz_has_no_findings() {
     assert_eq!(r.after.cache.len(), 3);
     assert!(r.after.cache.iter().all(|c| c.matched && c.sim > 0));
 }
+
+/// A short `watchmux-bench persist`: every start (no directory, an empty one, restored with the
+/// upstream up and down) serves every pod; the restarts from disk serve them without a pod LIST
+/// from the upstream before their relist (none at all with the upstream down), the first start
+/// leaves a directory with the state in it, and under churn the persisting watchmux writes
+/// what it receives to disk while the other writes nothing of the kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_persist_bench_restores_and_measures_writes() {
+    use watchmux_bench::persist::{self, PersistOptions, restart::StartKind};
+    let _serial = SERIAL.lock().await;
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = PersistOptions::smoke(env!("CARGO_BIN_EXE_watchmux-bench").into());
+    opts.out = Some(out.path().to_path_buf());
+    opts.command = "watchmux-bench persist (smoke test)".into();
+    let r = persist::run(&opts).await.expect("the persist bench runs");
+    let pods = r.fleet.pods;
+    assert_eq!(pods, opts.pods as u64);
+    assert_eq!(r.starts.len(), 4 * opts.repeats);
+    for s in &r.starts {
+        assert_eq!(s.served_items, pods, "{s:?}");
+        assert!(s.served_s.is_some() && s.served_bytes > 0, "{s:?}");
+        // With the upstream up every start ends following it; with it down none can.
+        assert_eq!(s.fresh_s.is_some(), s.kind.upstream_up(), "{s:?}");
+        match s.kind {
+            StartKind::Fresh => {
+                assert!(s.ready_s.is_some(), "{s:?}");
+                assert_eq!(s.dir_bytes, 0);
+                let u = s.upstream.expect("upstream up");
+                assert!(u.pod_lists >= 1 && u.pod_items >= pods, "{s:?}");
+            }
+            StartKind::FreshPersisted => {
+                assert!(s.checkpoint_s.is_some(), "{s:?}");
+                // The state holds every pod's JSON, which the LIST carried too.
+                assert!(s.dir_bytes > s.served_bytes / 2, "{s:?}");
+            }
+            StartKind::RestoredUp => {
+                // Served from disk, then one relist that the cache bridged.
+                assert_eq!(s.reconciled_as, Some("bridged"), "{s:?}");
+                let u = s.upstream.expect("upstream up");
+                assert!(u.pod_lists >= 1, "{s:?}");
+                assert!(s.dir_bytes > 0);
+            }
+            StartKind::RestoredDown => {
+                assert!(s.upstream.is_none() && s.reconciled_s.is_none());
+                assert!(s.dir_bytes > 0);
+            }
+        }
+    }
+    assert_eq!(r.churn.len(), 2 * opts.repeats);
+    for s in &r.churn {
+        assert!(s.events > 0.0 && s.event_bytes > 0.0, "{s:?}");
+        if s.persisted {
+            // Every event is appended (its JSON plus a record's frame): at least about what
+            // the upstream sent.
+            assert!(s.persist_bytes > 0.5 * s.event_bytes, "{s:?}");
+            assert!(
+                s.disk_bytes > 0.0 && s.dropped == 0.0 && s.write_errors == 0.0,
+                "{s:?}"
+            );
+        } else {
+            assert_eq!(
+                (s.persist_bytes, s.checkpoints, s.disk_bytes),
+                (0.0, 0.0, 0.0)
+            );
+        }
+    }
+    let md = std::fs::read_to_string(out.path().join("persist.md")).unwrap();
+    assert!(
+        md.contains("## Restart time") && md.contains("## Write amplification"),
+        "{md}"
+    );
+    let csv = std::fs::read_to_string(out.path().join("persist.csv")).unwrap();
+    assert!(csv.lines().count() > 40, "{csv}");
+}
