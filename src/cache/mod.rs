@@ -198,6 +198,33 @@ impl Default for CacheSettings {
     }
 }
 
+/// Decodes persisted objects on every core (they are independent), in order.
+fn decode_in_parallel(info: &ResourceInfo, bodies: &[Bytes]) -> Result<Vec<Cached>, DecodeError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = bodies.len().div_ceil(threads).max(1);
+    let parts: Vec<Result<Vec<Cached>, DecodeError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = bodies
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|b| record::decode_stored(info, b))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(bodies.len());
+    for part in parts {
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
 /// Counters the metrics layer reads.
 #[derive(Debug, Default)]
 pub struct CacheCounters {
@@ -715,14 +742,11 @@ impl CacheWriter {
     /// log serves watches from any resourceVersion it held, and refuses those inside a bridged
     /// relist). All or nothing: an object that does not decode (the files are checksummed, so a
     /// resource whose type changed, say) leaves the cache empty and is the error. Call it before
-    /// [`Self::persist_to`], so that nothing is written back.
+    /// [`Self::persist_to`], so that nothing is written back. It blocks for as long as decoding
+    /// takes (seconds for a large cache, spread over the cores): call it off the runtime.
     pub fn restore(&self, loaded: &Loaded) -> Result<u64, DecodeError> {
         let info = &self.cache.info;
-        let objects = loaded
-            .objects
-            .iter()
-            .map(|b| record::decode_object(info, b))
-            .collect::<Result<Vec<_>, _>>()?;
+        let objects = decode_in_parallel(info, &loaded.objects)?;
         enum Step {
             Event(EventType, Box<Cached>),
             Progress(u64),
@@ -732,7 +756,7 @@ impl CacheWriter {
         for r in &loaded.tail {
             steps.push(match r {
                 Record::Event { ty, body, .. } => {
-                    Step::Event(*ty, Box::new(record::decode_object(info, body)?))
+                    Step::Event(*ty, Box::new(record::decode_stored(info, body)?))
                 }
                 Record::Progress { rv } => Step::Progress(*rv),
                 Record::Gap { old_rv, list_rv } => Step::Gap(*old_rv, *list_rv),
@@ -957,7 +981,7 @@ mod tests {
         let (p, thread) = writer::Persister::spawn(
             dir.path().into(),
             None,
-            false,
+            None,
             Box::new(move || read.persisted_state()),
             Box::new(|| None),
             settings,

@@ -333,6 +333,22 @@ pub fn parse_rv(s: &str) -> Result<u64, std::num::ParseIntError> {
 
 /// Ingests one object's JSON (with or without `kind`/`apiVersion`).
 pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeError> {
+    decode_with(info, raw, strip_type_meta)
+}
+
+/// An object as the cache itself stored it (a persisted body: without `kind`/`apiVersion`
+/// already, and checksummed on disk), decoded as [`decode_object`] does but without its scan for
+/// type meta; copied into an exactly sized buffer all the same, so that no object keeps a whole
+/// segment file's buffer alive.
+pub fn decode_stored(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeError> {
+    decode_with(info, raw, |r| Ok(Bytes::copy_from_slice(r)))
+}
+
+fn decode_with(
+    info: &ResourceInfo,
+    raw: &[u8],
+    body: impl FnOnce(&[u8]) -> Result<Bytes, DecodeError>,
+) -> Result<Cached, DecodeError> {
     let sk: Skeleton<'_> =
         serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
     let name = sk.metadata.name.as_deref().unwrap_or_default().to_string();
@@ -389,7 +405,7 @@ pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeEr
         labels,
         fields,
     };
-    Ok(Cached::new(strip_type_meta(raw)?, rec))
+    Ok(Cached::new(body(raw)?, rec))
 }
 
 /// The object's JSON without `kind`/`apiVersion`, copied into an exactly sized buffer (so no

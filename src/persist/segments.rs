@@ -57,6 +57,10 @@ pub struct Loaded {
     /// epoch): the last [`Record::Fresh`], else the newest segment's modification time (`None`
     /// for an empty directory).
     pub fresh_ms: Option<u64>,
+    /// Bytes of the segment up to the end of the state (its size on disk, about), after repair.
+    pub state_bytes: u64,
+    /// Bytes of records after the state (what the next checkpoint would free), after repair.
+    pub tail_bytes: u64,
 }
 
 impl Loaded {
@@ -100,6 +104,9 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, IoError> {
     Ok(out)
 }
 
+/// How much of a checkpoint is encoded before it is written out.
+const CHECKPOINT_BUFFER: usize = 1 << 20;
+
 fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:020}.seg"))
 }
@@ -115,6 +122,8 @@ pub fn load(dir: &Path) -> Result<Loaded, IoError> {
     // state being read. Damage cuts the directory back to there.
     let mut good = (0usize, MAGIC.len() as u64);
     let mut stop: Option<(usize, u64, String)> = None;
+    // Where the last complete state ends (file, offset).
+    let mut state_end: Option<(usize, u64)> = None;
     'files: for (i, (_, path)) in files.iter().enumerate() {
         let data = Bytes::from(fs::read(path).map_err(io(path))?);
         if data.get(..MAGIC.len()) != Some(&MAGIC[..]) {
@@ -165,6 +174,7 @@ pub fn load(dir: &Path) -> Result<Loaded, IoError> {
                         out.objects = objects;
                         out.tail.clear();
                         last_rv = rv;
+                        state_end = Some((i, at as u64));
                         None
                     }
                     _ => Some(format!("the end of a state at {rv} that did not begin")),
@@ -245,6 +255,17 @@ pub fn load(dir: &Path) -> Result<Loaded, IoError> {
             fs::remove_file(later).map_err(io(later))?;
         }
     }
+    if let Some((i, end)) = state_end.filter(|_| out.state_rv != 0) {
+        out.state_bytes = end;
+        for (j, (_, path)) in files.iter().enumerate().skip(i) {
+            let len = match fs::metadata(path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io(path)(e)),
+            };
+            out.tail_bytes += if j == i { len.saturating_sub(end) } else { len };
+        }
+    }
     Ok(out)
 }
 
@@ -266,6 +287,8 @@ pub struct SegmentWriter {
     disk_bytes: u64,
     /// Bytes appended since the last full state.
     since_state: u64,
+    /// Bytes of the last full state written (or found by [`load`]).
+    state_bytes: u64,
 }
 
 impl SegmentWriter {
@@ -299,7 +322,15 @@ impl SegmentWriter {
             file,
             disk_bytes,
             since_state: 0,
+            state_bytes: 0,
         })
+    }
+
+    /// Takes over what [`load`] found of the directory's last state and the records after it,
+    /// so that the checkpoint bound counts from the state, not from this start.
+    pub fn resume_after(&mut self, state_bytes: u64, tail_bytes: u64) {
+        self.state_bytes = state_bytes;
+        self.since_state = tail_bytes;
     }
 
     /// Appends `records` and waits until they are on disk; returns the bytes written.
@@ -326,7 +357,18 @@ impl SegmentWriter {
         let seq = self.seq + 1;
         let path = segment_path(&self.dir, seq);
         let tmp = path.with_extension("seg.tmp");
-        let mut buf = MAGIC.to_vec();
+        // Encoded through a small buffer, written whenever it fills: a state of any size costs
+        // this much memory, not its own size.
+        let mut f = File::create(&tmp).map_err(io(&tmp))?;
+        let mut buf = Vec::with_capacity(CHECKPOINT_BUFFER + (64 << 10));
+        let mut written = 0u64;
+        let mut flush = |buf: &mut Vec<u8>, f: &mut File| -> Result<(), IoError> {
+            f.write_all(buf).map_err(io(&tmp))?;
+            written += buf.len() as u64;
+            buf.clear();
+            Ok(())
+        };
+        buf.extend_from_slice(MAGIC);
         Record::StateBegin {
             rv,
             count: objects.len() as u64,
@@ -334,10 +376,12 @@ impl SegmentWriter {
         .encode(&mut buf);
         for body in objects {
             Record::Object { body: body.clone() }.encode(&mut buf);
+            if buf.len() >= CHECKPOINT_BUFFER {
+                flush(&mut buf, &mut f)?;
+            }
         }
         Record::StateEnd { rv }.encode(&mut buf);
-        let mut f = File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(&buf).map_err(io(&tmp))?;
+        flush(&mut buf, &mut f)?;
         f.sync_all().map_err(io(&tmp))?;
         drop(f);
         fs::rename(&tmp, &path).map_err(io(&path))?;
@@ -352,7 +396,8 @@ impl SegmentWriter {
             .open(&path)
             .map_err(io(&path))?;
         self.seq = seq;
-        self.disk_bytes = buf.len() as u64;
+        self.disk_bytes = written;
+        self.state_bytes = written;
         self.since_state = 0;
         Ok(())
     }
@@ -365,6 +410,11 @@ impl SegmentWriter {
     /// Bytes appended since the last full state (what a checkpoint would free).
     pub fn since_state(&self) -> u64 {
         self.since_state
+    }
+
+    /// Bytes of the last full state.
+    pub fn state_bytes(&self) -> u64 {
+        self.state_bytes
     }
 }
 
@@ -427,6 +477,31 @@ mod tests {
         let mut w = SegmentWriter::open(d.path()).unwrap();
         w.append(&[event(EventType::Added, "d", 21)]).unwrap();
         assert_eq!(load(d.path()).unwrap().tail.len(), 6);
+    }
+
+    /// A load says how large the state is and how much follows it, so that a writer started
+    /// on the directory counts its checkpoint bound from the state, not from its own start.
+    #[test]
+    fn a_load_measures_the_state_and_its_tail() {
+        let d = tempfile::tempdir().unwrap();
+        let (_, tail) = written(d.path());
+        let got = load(d.path()).unwrap();
+        let tail_len: usize = tail.iter().map(Record::encoded_len).sum();
+        assert_eq!(got.tail_bytes, tail_len as u64);
+        let file = fs::metadata(segments(d.path()).unwrap().pop().unwrap().1)
+            .unwrap()
+            .len();
+        assert_eq!(got.state_bytes + got.tail_bytes, file);
+        let mut w = SegmentWriter::open(d.path()).unwrap();
+        w.resume_after(got.state_bytes, got.tail_bytes);
+        assert_eq!(
+            (w.state_bytes(), w.since_state()),
+            (got.state_bytes, got.tail_bytes)
+        );
+        // A checkpoint measures its own state.
+        w.checkpoint(30, [obj("a", 30)].iter()).unwrap();
+        assert_eq!((w.state_bytes(), w.since_state()), (w.disk_bytes(), 0));
+        assert_eq!(load(d.path()).unwrap().state_bytes, w.disk_bytes());
     }
 
     #[test]

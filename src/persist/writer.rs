@@ -5,8 +5,10 @@
 //! The live path never waits for the disk. When the queue is full, records are dropped rather
 //! than queued. The thread then writes a full state taken from the cache at that moment
 //! (a checkpoint), so the disk never holds a history with a hole. It also checkpoints when
-//! the records appended since the last state exceed [`Settings::checkpoint_bytes`]: the
-//! footprint stays about one state plus that many bytes. Dropping the [`Persister`] ends the
+//! the records appended since the last state exceed [`Settings::checkpoint_bytes`] or the size
+//! of the state itself, whichever is more: the footprint stays at most about two states (or one
+//! state plus that many bytes), and writing is amplified at most about twofold whatever the
+//! cache's size (a fixed bound would rewrite a 1 GB state for every 64 MiB of events). Dropping the [`Persister`] ends the
 //! thread once what was queued is written.
 //!
 //! The thread also records how fresh the cache is ([`Record::Fresh`]): every
@@ -32,7 +34,8 @@ pub struct Settings {
     pub queue: usize,
     /// Time between two batches' syncs, at least (what a crash may lose).
     pub flush: Duration,
-    /// Bytes of records after a state that make the next batch a checkpoint.
+    /// Bytes of records after a state that make the next batch a checkpoint, at least (the
+    /// state's own size, when larger, is the bound).
     pub checkpoint_bytes: u64,
 }
 
@@ -90,18 +93,23 @@ pub struct Persister {
 impl Persister {
     /// Starts the writer thread of the resource whose log is in `dir` (which [`super::segments::load`]
     /// has read and repaired), holding `lock` until its last write. `state` is called on that thread whenever a full state must be
-    /// written (first of all when the directory holds none: `has_state` false).
+    /// written (first of all when the directory holds none: `on_disk` `None`). `on_disk` is what
+    /// [`super::segments::load`] found: the bytes of the directory's state and of the records
+    /// after it.
     pub fn spawn(
         dir: PathBuf,
         lock: Option<DirLock>,
-        has_state: bool,
+        on_disk: Option<(u64, u64)>,
         state: StateFn,
         fresh: FreshFn,
         settings: Settings,
     ) -> Result<(Persister, std::thread::JoinHandle<()>), IoError> {
-        let seg = SegmentWriter::open(&dir)?;
+        let mut seg = SegmentWriter::open(&dir)?;
+        if let Some((state_bytes, tail_bytes)) = on_disk {
+            seg.resume_after(state_bytes, tail_bytes);
+        }
         let (tx, rx) = sync_channel(settings.queue.max(1));
-        let overflow = Arc::new(AtomicBool::new(!has_state));
+        let overflow = Arc::new(AtomicBool::new(on_disk.is_none()));
         let stats = Arc::new(Stats::default());
         stats.disk_bytes.store(seg.disk_bytes(), Ordering::Relaxed);
         let t = Thread {
@@ -229,7 +237,8 @@ impl Thread {
                 batch.push(r);
             }
             if self.overflow.swap(false, Ordering::AcqRel)
-                || self.seg.since_state() > self.settings.checkpoint_bytes
+                || self.seg.since_state()
+                    > self.settings.checkpoint_bytes.max(self.seg.state_bytes())
             {
                 match self.checkpoint() {
                     Ok(Some(rv)) => covered = rv,
@@ -331,7 +340,7 @@ mod tests {
         Persister::spawn(
             dir.to_path_buf(),
             None,
-            false,
+            None,
             Box::new(move || Some(s.lock().clone())),
             Box::new(|| None),
             settings,
@@ -378,7 +387,7 @@ mod tests {
         let (p, t) = Persister::spawn(
             d.path().to_path_buf(),
             None,
-            false,
+            None,
             Box::new(move || Some(s.lock().clone())),
             Box::new(move || {
                 let (ms, live) = *f.lock();
@@ -417,7 +426,7 @@ mod tests {
         let (p, t) = Persister::spawn(
             d.path().to_path_buf(),
             None,
-            true,
+            Some((0, 0)),
             Box::new(move || Some(s.lock().clone())),
             Box::new(move || Some(*f.lock())),
             Settings {
@@ -431,6 +440,76 @@ mod tests {
         t.join().unwrap();
         let got = load(d.path()).unwrap();
         assert_eq!((got.fresh_ms, got.rv()), (Some(1_700_000_000_000), 7));
+    }
+
+    /// The checkpoint bound grows with the state: records up to the state's own size follow
+    /// it without a rewrite (a fixed bound would rewrite a large state for every few events),
+    /// and a start on a directory counts what already follows its state.
+    #[test]
+    fn the_checkpoint_bound_is_at_least_the_state() {
+        let d = tempfile::tempdir().unwrap();
+        let big: Vec<Bytes> = (0..40)
+            .map(|i| {
+                Bytes::from(format!(
+                    r#"{{"metadata":{{"name":"o{i}"}},"pad":"{}"}}"#,
+                    "x".repeat(1000)
+                ))
+            })
+            .collect();
+        let shared: Shared = Arc::new(Mutex::new((1, big)));
+        let settings = Settings {
+            flush: Duration::from_millis(1),
+            checkpoint_bytes: 1024,
+            ..Settings::default()
+        };
+        let append = |p: &Persister, from: u64, n: u64| {
+            // (The stand-in's state stays at 1: what the first state covers is then decided
+            // before the events, as when the cache's state is taken before they arrive.)
+            for rv in from..from + n {
+                p.record(Record::Event {
+                    ty: EventType::Modified,
+                    rv,
+                    body: Bytes::from(format!(
+                        r#"{{"metadata":{{"name":"o1"}},"pad":"{}"}}"#,
+                        "y".repeat(500)
+                    )),
+                });
+            }
+        };
+        let (p, t) = spawn(d.path(), &shared, settings.clone());
+        // ~20 KB of events after a ~41 KB state: more than checkpoint_bytes, less than the state.
+        append(&p, 2, 40);
+        let stats = p.stats().clone();
+        drop(p);
+        t.join().unwrap();
+        assert_eq!(
+            stats.checkpoints.load(Ordering::Relaxed),
+            1,
+            "only the first state"
+        );
+        let got = load(d.path()).unwrap();
+        assert!(
+            got.tail_bytes > 15_000 && got.tail_bytes < got.state_bytes,
+            "{got:?}"
+        );
+
+        // Restarted on the directory: the tail already there counts, so another ~25 KB passes
+        // the state's size and the next batch is a checkpoint.
+        let s = shared.clone();
+        let (p, t) = Persister::spawn(
+            d.path().to_path_buf(),
+            None,
+            Some((got.state_bytes, got.tail_bytes)),
+            Box::new(move || Some(s.lock().clone())),
+            Box::new(|| None),
+            settings,
+        )
+        .unwrap();
+        append(&p, 42, 50);
+        let stats = p.stats().clone();
+        drop(p);
+        t.join().unwrap();
+        assert!(stats.checkpoints.load(Ordering::Relaxed) >= 1);
     }
 
     /// A full queue drops records, and a state taken afterwards replaces them: the disk holds

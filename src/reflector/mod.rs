@@ -187,14 +187,17 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             && let Some(lock) = persisted::lock(&dir, &self.spec).await
         {
             match persisted::restore(&dir, &self.spec, &self.settings).await {
-                Some(writer) if self.upstream_type_differs(writer.info()).await => {
+                Some(r) if self.upstream_type_differs(r.writer.info()).await => {
                     tracing::warn!(resource = %self.spec, "the persisted cache was made for another type (kind, scope or selectable fields) than the upstream now serves; syncing afresh");
-                    drop(writer);
+                    drop(r);
                     *self.pending_dir.lock() = Some((dir, lock));
                 }
-                Some(mut writer) => {
+                Some(persisted::Restored {
+                    mut writer,
+                    on_disk,
+                }) => {
                     *self.persist_thread.lock() =
-                        persisted::attach(&mut writer, &dir, lock, true, &self.spec);
+                        persisted::attach(&mut writer, &dir, lock, Some(on_disk), &self.spec);
                     let writer = self.writer.get_or_init(|| writer);
                     self.publish_cache(writer);
                 }
@@ -255,16 +258,20 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                         let dir = persisted::dir_of(&self.settings, &self.spec);
                         persisted::type_changed_while_serving(dir.as_deref(), &self.spec);
                     }
+                    // Watched from where the disk left off: the upstream replays what changed
+                    // since (exactly, not a summary), at the cost of those events rather than a
+                    // full list; a 410 (a restart longer than the upstream's history) relists
+                    // and bridges as after any outage.
                     backoff.reset();
-                    return State::List {
+                    return State::Watch {
                         writer,
-                        cause: Some("restored"),
+                        rv: writer.rv(),
                     };
                 }
                 let (_, mut writer) = ResourceCache::new(info, self.settings.clone());
                 if let Some((dir, lock)) = self.pending_dir.lock().take() {
                     *self.persist_thread.lock() =
-                        persisted::attach(&mut writer, &dir, lock, false, &self.spec);
+                        persisted::attach(&mut writer, &dir, lock, None, &self.spec);
                 }
                 let writer = self.writer.get_or_init(|| writer);
                 self.publish_cache(writer);

@@ -44,14 +44,22 @@ pub(super) async fn lock(dir: &Path, spec: &ResourceSpec) -> Option<DirLock> {
     }
 }
 
-/// Reads `dir` (repairing what a crash damaged, each finding logged). With type information
-/// and a complete state, returns a cache filled from it; otherwise `None` (and [`attach`]
-/// empties the directory for the fresh cache discovery makes).
+/// A cache filled from its directory, and what the directory holds (the bytes of its state
+/// and of the records after it, for the writer's checkpoint bound).
+pub(super) struct Restored {
+    pub writer: CacheWriter,
+    pub on_disk: (u64, u64),
+}
+
+/// Reads `dir` (repairing what a crash damaged, each finding logged) and fills a cache from it,
+/// off the runtime (reading and decoding a large cache takes seconds). With type information
+/// and a complete state, returns the cache; otherwise `None` (and [`attach`] empties the
+/// directory for the fresh cache discovery makes).
 pub(super) async fn restore(
     dir: &Path,
     spec: &ResourceSpec,
     settings: &CacheSettings,
-) -> Option<CacheWriter> {
+) -> Option<Restored> {
     let mut info = match resource::load_info(dir) {
         Ok(Some(info)) => info,
         Ok(None) => return None,
@@ -60,53 +68,65 @@ pub(super) async fn restore(
             return None;
         }
     };
-    let d = dir.to_path_buf();
-    let loaded = tokio::task::spawn_blocking(move || segments::load(&d))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()));
-    let loaded = match loaded {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::warn!(resource = %spec, error = %e, "persisted cache not used");
-            return None;
-        }
-    };
-    for line in &loaded.dropped {
-        tracing::warn!(resource = %spec, "persisted cache damaged: {line}");
-    }
-    if loaded.state_rv == 0 {
-        return None;
-    }
     // Which fields are indexed is the configuration's, not the directory's: the index is
     // rebuilt from the objects either way.
     info.index_fields = spec.effective_index_fields();
-    let (_, writer) = ResourceCache::new(info, settings.clone());
-    match writer.restore(&loaded) {
-        Ok(rv) => {
-            tracing::info!(resource = %spec, resource_version = rv, objects = loaded.objects.len(), events = loaded.tail.len(), "cache restored from disk");
-            Some(writer)
+    let d = dir.to_path_buf();
+    let settings = settings.clone();
+    let s = spec.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let loaded = match segments::load(&d) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(resource = %s, error = %e, "persisted cache not used");
+                return None;
+            }
+        };
+        for line in &loaded.dropped {
+            tracing::warn!(resource = %s, "persisted cache damaged: {line}");
         }
+        if loaded.state_rv == 0 {
+            return None;
+        }
+        let (_, writer) = ResourceCache::new(info, settings);
+        match writer.restore(&loaded) {
+            Ok(rv) => {
+                tracing::info!(resource = %s, resource_version = rv, objects = loaded.objects.len(), events = loaded.tail.len(), "cache restored from disk");
+                Some(Restored {
+                    writer,
+                    on_disk: (loaded.state_bytes, loaded.tail_bytes),
+                })
+            }
+            Err(e) => {
+                tracing::warn!(resource = %s, error = %e, "persisted cache not used: an object does not decode");
+                None
+            }
+        }
+    })
+    .await;
+    match done {
+        Ok(r) => r,
         Err(e) => {
-            tracing::warn!(resource = %spec, error = %e, "persisted cache not used: an object does not decode");
+            tracing::warn!(resource = %spec, error = %e, "persisted cache not used");
             None
         }
     }
 }
 
-/// Starts the directory's writer for `writer`'s cache (which `has_state` already when it was
-/// restored from the directory); a fresh cache's directory is emptied and its type saved first.
+/// Starts the directory's writer for `writer`'s cache (`on_disk`: what the directory holds of
+/// it, when it was restored from there); a fresh cache's directory is emptied and its type
+/// saved first.
 /// Returns the writer's thread, which ends once the cache's writer is dropped and the last
 /// batch is on disk.
 pub(super) fn attach(
     writer: &mut CacheWriter,
     dir: &Path,
     lock: DirLock,
-    has_state: bool,
+    on_disk: Option<(u64, u64)>,
     spec: &ResourceSpec,
 ) -> Option<std::thread::JoinHandle<()>> {
     let started = (|| {
-        if !has_state {
+        if on_disk.is_none() {
             segments::clear(dir)?;
             resource::save_info(dir, writer.info())?;
         }
@@ -115,7 +135,7 @@ pub(super) fn attach(
         writer::Persister::spawn(
             dir.to_path_buf(),
             Some(lock),
-            has_state,
+            on_disk,
             Box::new(move || cache.persisted_state()),
             Box::new(move || fresh.persisted_freshness()),
             writer::Settings::default(),

@@ -1472,7 +1472,8 @@ async fn a_clean_restart_of_the_regional_tier_costs_the_edge_no_relist() {
     .await;
 
     // The edge re-watched from where it was: no LIST, no 410; its clients saw no gap, duplicate
-    // or relist (the regional tier's relist at its restart reached them as a bridged summary).
+    // or relist (the regional tier re-watched the upstream from its disk's resourceVersion, so
+    // they heard the very events of its downtime).
     the_edge_never_relisted(&edge, "the regional tier's clean restart");
     for r in CACHED {
         assert_eq!(
@@ -1486,8 +1487,9 @@ async fn a_clean_restart_of_the_regional_tier_costs_the_edge_no_relist() {
         );
         assert_eq!(
             relists(&regional, r),
-            BTreeMap::from([("restored".to_string(), 1)]),
-            "the restarted regional tier restored {r} from disk, then relisted it once"
+            BTreeMap::new(),
+            "the restarted regional tier restored {r} from disk and re-watched the upstream from \
+             there, without a relist"
         );
     }
     for rec in recorders {
@@ -1583,9 +1585,14 @@ async fn a_regional_tier_killed_with_its_tail_unwritten_still_lets_the_edge_conv
     }
     let edge_relists: BTreeMap<&str, BTreeMap<String, u64>> =
         CACHED.iter().map(|r| (*r, relists(&edge, r))).collect();
-    // The edge was ahead of what the regional tier restored for the written resources: it
-    // cannot resume there (the regional tier answers its re-watch with 410 once its own relist
-    // shows the gap) and relists, bridged for its own clients, who never relist.
+    // The edge was ahead of what the regional tier restored for the written resources. The
+    // regional tier re-watches the upstream from its disk's resourceVersion, so it replays the
+    // very events of the lost tail and of its downtime (the doomed objects' creation and
+    // deletion included): the edge's re-watch from ahead waits for it to get there and goes
+    // on exactly, with no relist anywhere. (Had the upstream answered 410, the regional tier
+    // would relist and bridge, and the edge's position inside that gap would get 410 and a
+    // relist: `cut_connections_between_the_tiers_cost_the_edge_no_relist` and the resilience
+    // tests cover bridged gaps.)
     for r in WRITTEN {
         assert!(
             imaged[r] < edge_at[r],
@@ -1595,8 +1602,13 @@ async fn a_regional_tier_killed_with_its_tail_unwritten_still_lets_the_edge_conv
         );
         assert_eq!(
             edge_relists[r].get("expired"),
-            Some(&1),
-            "{r}: the edge relisted once: {edge_relists:?}"
+            None,
+            "{r}: the edge did not relist: {edge_relists:?}"
+        );
+        assert_eq!(
+            relists(&regional, r),
+            BTreeMap::new(),
+            "{r}: the regional tier re-watched from its disk"
         );
     }
     assert_eq!(

@@ -38,7 +38,7 @@ fn label(kind: StartKind) -> &'static str {
     match kind {
         StartKind::Fresh => "fresh: no `persist_dir` (full sync)",
         StartKind::FreshPersisted => "first start: empty `persist_dir` (full sync + first state)",
-        StartKind::RestoredUp => "restart from disk, upstream up (load + relist)",
+        StartKind::RestoredUp => "restart from disk, upstream up (load + re-watch)",
         StartKind::RestoredDown => "restart from disk, upstream down (load only)",
     }
 }
@@ -112,7 +112,7 @@ fn restart_section(md: &mut String, i: &Inputs<'_>) {
     let _ = writeln!(md, "## Restart time\n");
     let _ = writeln!(
         md,
-        "Each repeat starts watchmux four times in this order, the simulator up throughout: without `persist_dir`; with an emptied `persist_dir` (it syncs from the upstream, then writes its first full state; it is stopped with SIGTERM once that is on disk); from the directory it left, with the upstream up (the cache is loaded from disk and served at once, then relisted from the upstream and the difference bridged); and from the same directory with the upstream down (its URL refuses connections: reads are served from disk only). Times are seconds from the spawn: the process accepts connections; `/readyz` first answers 200 (marked stale when its body said `ok: serving stale`: a cache restored from disk and not reconciled yet, or an outage); `/readyz` first answers 200 without `serving stale`; the first LIST `?resourceVersion=0` answered 200 with all {} pods has been read in full (LISTs tried every 20 ms; before the cache is ready they get 429); the reconciling relist was installed (`watchmux_cache_relists_total{{outcome=bridged|reset}}`); the first full state was on disk (`watchmux_persist_checkpoints_total`). CPU and peak RSS are watchmux's from the spawn to the last of these; upstream figures are what the simulator served for the start (`/sim/stats`, less the bench's reads); the directory is measured after watchmux stopped.\n",
+        "Each repeat starts watchmux four times in this order, the simulator up throughout: without `persist_dir`; with an emptied `persist_dir` (it syncs from the upstream, then writes its first full state; it is stopped with SIGTERM once that is on disk); from the directory it left, with the upstream up (the cache is loaded from disk and served at once, then re-watched from the disk's resourceVersion, so the upstream replays what changed since; a 410 would relist it and bridge the difference); and from the same directory with the upstream down (its URL refuses connections: reads are served from disk only). Times are seconds from the spawn: the process accepts connections; `/readyz` first answers 200 (marked stale when its body said `ok: serving stale`: a cache restored from disk and not reconciled yet, or an outage); `/readyz` first answers 200 without `serving stale`; the first LIST `?resourceVersion=0` answered 200 with all {} pods has been read in full (LISTs tried every 20 ms; before the cache is ready they get 429); the cache follows the upstream again (`watchmux_cache_staleness_seconds` 0, after the re-watch; or a relist installed, `watchmux_cache_relists_total{{outcome=bridged|reset}}`); the first full state was on disk (`watchmux_persist_checkpoints_total`). CPU and peak RSS are watchmux's from the spawn to the last of these; upstream figures are what the simulator served for the start (`/sim/stats`, less the bench's reads); the directory is measured after watchmux stopped.\n",
         i.fleet.pods
     );
     let _ = writeln!(
@@ -122,7 +122,7 @@ fn restart_section(md: &mut String, i: &Inputs<'_>) {
     );
     let _ = writeln!(
         md,
-        "| start | listening s | `/readyz` 200 s | `/readyz` 200 not stale s | full LIST served s | relist installed s | first state on disk s | watchmux CPU s | peak RSS MB | RSS after MB | upstream requests | upstream pod LIST pages | upstream MB | simulator CPU s | persisted dir MB |"
+        "| start | listening s | `/readyz` 200 s | `/readyz` 200 not stale s | full LIST served s | reconciled s | first state on disk s | watchmux CPU s | peak RSS MB | RSS after MB | upstream requests | upstream pod LIST pages | upstream MB | simulator CPU s | persisted dir MB |"
     );
     let _ = writeln!(
         md,

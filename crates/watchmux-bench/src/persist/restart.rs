@@ -89,10 +89,11 @@ pub struct StartSample {
     pub served_items: u64,
     /// Bytes of the served LIST.
     pub served_bytes: u64,
-    /// [`StartKind::RestoredUp`]: the reconciling relist was installed (bridged or reset:
-    /// `watchmux_cache_relists_total`).
+    /// [`StartKind::RestoredUp`]: the cache follows the upstream again: re-watched from the
+    /// disk's resourceVersion (`watchmux_cache_staleness_seconds` 0), or a relist installed
+    /// (bridged or reset: `watchmux_cache_relists_total`).
     pub reconciled_s: Option<f64>,
-    /// How it was installed ("bridged", "reset").
+    /// How ("watched", "bridged", "reset").
     pub reconciled_as: Option<&'static str>,
     /// [`StartKind::FreshPersisted`]: the first full state was on disk
     /// (`watchmux_persist_checkpoints_total`).
@@ -214,6 +215,10 @@ async fn measure(
                 Some("bridged")
             } else if of("reset") > 0.0 {
                 Some("reset")
+            } else if m.sum("watchmux_cache_staleness_seconds", &[("resource", "pods")]) == 0.0 {
+                // Re-watched from the disk's resourceVersion: following the upstream again
+                // without a relist.
+                Some("watched")
             } else {
                 None
             }
