@@ -215,7 +215,11 @@ async fn measure(
                 Some("bridged")
             } else if of("reset") > 0.0 {
                 Some("reset")
-            } else if m.sum("watchmux_cache_staleness_seconds", &[("resource", "pods")]) == 0.0 {
+            } else if m.sum("watchmux_cache_synced", &[("resource", "pods")]) == 1.0
+                && m.sum("watchmux_cache_staleness_seconds", &[("resource", "pods")]) == 0.0
+            {
+                // (Before the restored cache is published its staleness reads 0 too: the synced
+                // gauge tells the two apart.)
                 // Re-watched from the disk's resourceVersion: following the upstream again
                 // without a relist.
                 Some("watched")
