@@ -8,26 +8,22 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ResourceExt};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
-use kube::{Client, Config};
+use kube::runtime::watcher::{self};
 use kube_sim::fleet::{self, FleetSpec};
 use kube_sim::semantics::DeleteOptions;
 use kube_sim::{SimState, Simulator};
-use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::common::Informer;
 
 /// The resources the test proxy caches.
 const CACHED: [&str; 4] = ["pods", "nodes", "namespaces", "configmaps"];
@@ -277,68 +273,8 @@ impl Mode {
     }
 }
 
-/// One kube-rs reflector through the proxy.
-struct KubeClient {
-    store: Store<Pod>,
-    /// Initial lists started (`Event::Init`): 1 means the client never relisted.
-    inits: Arc<AtomicUsize>,
-    errors: Arc<Mutex<Vec<String>>>,
-    task: JoinHandle<()>,
-}
-
-impl KubeClient {
-    fn start(url: &str, mode: Mode) -> KubeClient {
-        let client =
-            Client::try_from(Config::new(url.parse().expect("proxy url"))).expect("client");
-        let api: Api<Pod> = Api::all(client);
-        let (store, writer) = reflector::store();
-        let inits = Arc::new(AtomicUsize::new(0));
-        let errors = Arc::new(Mutex::new(Vec::new()));
-        let (i, e) = (inits.clone(), errors.clone());
-        let stream = watcher::watcher(api, mode.config()).reflect(writer);
-        let task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(Event::Init) => {
-                        i.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Ok(_) => {}
-                    Err(err) => {
-                        e.lock().push(err.to_string());
-                        // kube-rs retries immediately; do not spin on a persistent error.
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-        });
-        KubeClient {
-            store,
-            inits,
-            errors,
-            task,
-        }
-    }
-
-    fn pods(&self) -> BTreeMap<String, String> {
-        self.store
-            .state()
-            .iter()
-            .map(|p| {
-                (
-                    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
-                    p.resource_version().unwrap_or_default(),
-                )
-            })
-            .collect()
-    }
-}
-
-impl Drop for KubeClient {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+/// One kube-rs reflector of pods through the proxy.
+type KubeClient = Informer<Pod>;
 
 async fn wait_ready(clients: &[KubeClient]) {
     let all = futures_util::future::join_all(clients.iter().map(|c| c.store.wait_until_ready()));
@@ -356,13 +292,13 @@ async fn converge(sim: &Simulator, clients: &[KubeClient], what: &str) -> usize 
     let deadline = Instant::now() + Duration::from_secs(45);
     loop {
         let behind: Vec<usize> = (0..clients.len())
-            .filter(|&i| clients[i].pods() != want)
+            .filter(|&i| clients[i].state() != want)
             .collect();
         if behind.is_empty() {
             return want.len();
         }
         if Instant::now() >= deadline {
-            let got = clients[behind[0]].pods();
+            let got = clients[behind[0]].state();
             let missing: Vec<_> = want
                 .iter()
                 .filter(|(k, v)| got.get(*k) != Some(v))
@@ -434,7 +370,7 @@ async fn scenario(mode: Mode, n: usize) {
     let churn = Churn::start(&sim, 50.0, 7);
     churn.wait_writes(10).await;
     let clients: Vec<KubeClient> = (0..n)
-        .map(|_| KubeClient::start(&proxy.url, mode))
+        .map(|_| KubeClient::start(&proxy.url, mode.config()))
         .collect();
     wait_ready(&clients).await;
     // Everyone watches through more churn, then the cluster goes quiet.

@@ -24,16 +24,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ResourceExt};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
-use kube::{Client, Config};
+use kube::runtime::watcher::{self};
 use kube_sim::kinds::ResourceType;
 use kube_sim::semantics::DeleteOptions;
-use kube_sim::store::EventType as SimEventType;
 use kube_sim::{SimState, Simulator};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
@@ -43,7 +37,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::common::Informer;
 use crate::common::kubectl::{kubectl, run};
+use crate::common::watch_log::{self, Seen, State, fold};
 use crate::common::{
     ANY_PORT, Next, Relay, TestProxy, get_json, proxy_at, proxy_for, sim, try_watch,
 };
@@ -57,9 +53,6 @@ const WRITTEN: [&str; 2] = ["pods", "configmaps"];
 /// How long any awaited condition may take.
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// `ns/name` → (resourceVersion, uid).
-type State = BTreeMap<String, (u64, String)>;
-
 // ---------------------------------------------------------------------------------------------
 // The simulator side: its state and history, a writer
 // ---------------------------------------------------------------------------------------------
@@ -70,54 +63,17 @@ fn rt(sim: &Simulator, resource: &str) -> Arc<ResourceType> {
 
 /// The simulator's `resource` objects now.
 fn sim_state(sim: &Simulator, resource: &str) -> State {
-    sim.store()
-        .list(&rt(sim, resource), None, None, None, 0, &|_| true, false)
-        .expect("list now")
-        .items
-        .iter()
-        .map(|o| (format!("{}/{}", o.namespace, o.name), (o.rv, o.uid.clone())))
-        .collect()
+    watch_log::sim_state(sim, &rt(sim, resource), None, &|_| true)
 }
 
 /// The simulator's `resource` objects at revision `at` (inside its history).
 fn sim_state_at(sim: &Simulator, resource: &str, at: u64) -> State {
-    sim.store()
-        .list(
-            &rt(sim, resource),
-            None,
-            Some(at),
-            None,
-            0,
-            &|_| true,
-            false,
-        )
-        .unwrap_or_else(|e| panic!("{resource} at {at}: {e:?}"))
-        .items
-        .iter()
-        .map(|o| (format!("{}/{}", o.namespace, o.name), (o.rv, o.uid.clone())))
-        .collect()
+    watch_log::sim_state(sim, &rt(sim, resource), Some(at), &|_| true)
 }
 
 /// The simulator's events of `resource` in `(after, until]`, as a watcher of everything gets them.
 fn sim_history(sim: &Simulator, resource: &str, after: u64, until: u64) -> Vec<Seen> {
-    sim.store()
-        .events_after(&rt(sim, resource), after, usize::MAX)
-        .unwrap_or_else(|e| panic!("{resource} history after {after} is gone ({e:?})"))
-        .events
-        .iter()
-        .filter(|e| e.rev <= until)
-        .map(|e| Seen {
-            ty: match e.ty {
-                SimEventType::Added => "ADDED",
-                SimEventType::Modified => "MODIFIED",
-                SimEventType::Deleted => "DELETED",
-            }
-            .to_string(),
-            key: e.key.clone(),
-            rv: e.rev,
-            uid: e.obj.uid.clone(),
-        })
-        .collect()
+    watch_log::sim_events(sim, &rt(sim, resource), after, until, &|_| true)
 }
 
 /// A counter of the simulator's, for `resource`.
@@ -323,81 +279,6 @@ impl Churn {
 // Clients at the edge
 // ---------------------------------------------------------------------------------------------
 
-/// One line of a watch stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Seen {
-    ty: String,
-    key: String,
-    rv: u64,
-    uid: String,
-}
-
-impl Seen {
-    fn parse(line: &[u8]) -> Seen {
-        let v: Value = serde_json::from_slice(line)
-            .unwrap_or_else(|e| panic!("bad line ({e}): {}", String::from_utf8_lossy(line)));
-        let ty = v["type"].as_str().unwrap_or_default().to_string();
-        let m = &v["object"]["metadata"];
-        let s = |x: &Value| x.as_str().unwrap_or_default().to_string();
-        Seen {
-            // An ERROR's Status message, for the failure that reports it.
-            key: match ty.as_str() {
-                "BOOKMARK" => String::new(),
-                "ERROR" => s(&v["object"]["message"]),
-                _ => format!("{}/{}", s(&m["namespace"]), s(&m["name"])),
-            },
-            rv: s(&m["resourceVersion"]).parse().unwrap_or(0),
-            uid: s(&m["uid"]),
-            ty,
-        }
-    }
-
-    fn is_event(&self) -> bool {
-        self.ty != "BOOKMARK"
-    }
-}
-
-/// Applies `seen` to `state`, checking what a watch guarantees: event resourceVersions strictly
-/// increase above `after` (a bookmark may repeat the last one), no ERROR, ADDED only for an
-/// absent object, MODIFIED and DELETED only for a present one with the same uid (a duplicate or
-/// a gap breaks one of these).
-fn fold(mut state: State, after: u64, seen: &[Seen]) -> Result<State, String> {
-    let mut last = after;
-    for (i, e) in seen.iter().enumerate() {
-        if e.ty == "ERROR" {
-            return Err(format!("line {i}: an ERROR: {}", e.key));
-        }
-        let bookmark = e.ty == "BOOKMARK";
-        if e.rv < last || (e.rv == last && !bookmark) {
-            let context = &seen[i.saturating_sub(3)..(i + 2).min(seen.len())];
-            return Err(format!(
-                "line {i} {e:?}: resourceVersion not above the previous {last}: {context:?}"
-            ));
-        }
-        last = e.rv;
-        match e.ty.as_str() {
-            "BOOKMARK" => {}
-            "ADDED" => {
-                if let Some(old) = state.insert(e.key.clone(), (e.rv, e.uid.clone())) {
-                    return Err(format!("line {i} {e:?}: ADDED but present as {old:?}"));
-                }
-            }
-            "MODIFIED" | "DELETED" => match state.get(&e.key) {
-                Some((_, uid)) if *uid == e.uid => {
-                    if e.ty == "DELETED" {
-                        state.remove(&e.key);
-                    } else {
-                        state.insert(e.key.clone(), (e.rv, e.uid.clone()));
-                    }
-                }
-                other => return Err(format!("line {i} {e:?}: but the state held {other:?}")),
-            },
-            _ => return Err(format!("line {i}: {e:?}")),
-        }
-    }
-    Ok(state)
-}
-
 /// A raw watch of every `resource` object at a server, read in the background, that resumes
 /// from the last resourceVersion it was sent (event or bookmark) whenever its stream ends or
 /// breaks, as an informer re-watches; it stops at an ERROR (a 410 would make an informer
@@ -484,83 +365,6 @@ impl Recorder {
 }
 
 impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// A kube-rs reflector (watcher + store) of `K` at a server.
-struct Informer<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
-    store: Store<K>,
-    /// Initial lists (`Event::Init`): 1 means it never relisted.
-    inits: Arc<AtomicUsize>,
-    errors: Arc<Mutex<Vec<String>>>,
-    task: JoinHandle<()>,
-}
-
-impl<K> Informer<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    fn start(url: &str, config: watcher::Config) -> Informer<K> {
-        let client = Client::try_from(Config::new(url.parse().expect("url"))).expect("client");
-        let (store, writer) = reflector::store();
-        let inits = Arc::new(AtomicUsize::new(0));
-        let errors = Arc::new(Mutex::new(Vec::new()));
-        let (i, e) = (inits.clone(), errors.clone());
-        let stream = watcher::watcher(Api::<K>::all(client), config).reflect(writer);
-        let task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(Event::Init) => {
-                        i.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Ok(_) => {}
-                    Err(err) => {
-                        e.lock().push(err.to_string());
-                        // kube-rs retries at once; do not spin while a tier is away.
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-        });
-        Informer {
-            store,
-            inits,
-            errors,
-            task,
-        }
-    }
-
-    fn state(&self) -> BTreeMap<String, String> {
-        self.store
-            .state()
-            .iter()
-            .map(|o| {
-                (
-                    format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any()),
-                    o.resource_version().unwrap_or_default(),
-                )
-            })
-            .collect()
-    }
-
-    async fn ready(&self) {
-        tokio::time::timeout(DEADLINE, self.store.wait_until_ready())
-            .await
-            .expect("the informer's initial list within 30 s")
-            .expect("informer alive");
-    }
-}
-
-impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Drop for Informer<K> {
     fn drop(&mut self) {
         self.task.abort();
     }

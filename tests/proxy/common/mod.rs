@@ -8,7 +8,10 @@ use kube_sim::Simulator;
 pub use kube_sim::testkit::*;
 pub use relay::Relay;
 
+mod informer;
 mod relay;
+pub use informer::Informer;
+pub mod watch_log;
 
 /// A watchmux proxy in front of a simulator, on 127.0.0.1; stops when dropped.
 pub struct TestProxy {
