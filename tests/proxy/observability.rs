@@ -1185,7 +1185,6 @@ async fn shutdown_fails_readyz_ends_watches_cleanly_and_stops_accepting() {
 /// event at info; SIGTERM ends a watch cleanly and the process exits 0 within the bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_logs_json_and_exits_cleanly_on_sigterm() {
-    use tokio::io::AsyncBufReadExt;
     let sim = crate::common::sim().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("watchmux.toml");
@@ -1198,24 +1197,7 @@ async fn binary_logs_json_and_exits_cleanly_on_sigterm() {
         ),
     )
     .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_watchmux"))
-        .args(["serve", "--config", path.to_str().unwrap()])
-        .env_remove("WATCHMUX_LOG")
-        .env_remove("WATCHMUX_LOG_FORMAT")
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    let stdout = child.stdout.take().unwrap();
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        while let Ok(Some(l)) = lines.next_line().await {
-            let v: Value = serde_json::from_str(&l)
-                .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {l}"));
-            let _ = tx.send(v);
-        }
-    });
+    let (mut child, mut rx) = crate::common::spawn_watchmux(&path);
     let mut log = Vec::new();
     let serving = log_until(&mut rx, &mut log, |v| v["message"] == "watchmux serving").await;
     let url = format!("http://{}", serving["listen"].as_str().unwrap());

@@ -217,3 +217,34 @@ pub fn without_list_rv(body: &[u8]) -> String {
     let end = start + s[start..].find('"').expect("closing quote");
     format!("{}{}", &s[..start], &s[end..])
 }
+
+/// Starts the `watchmux` binary with `watchmux serve --config <config>` (a config whose
+/// `[log] format = "json"`), killed when the child is dropped; each stdout log line arrives
+/// parsed on the receiver (a line that is not JSON fails the test).
+pub fn spawn_watchmux(
+    config: &std::path::Path,
+) -> (
+    tokio::process::Child,
+    tokio::sync::mpsc::UnboundedReceiver<serde_json::Value>,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_watchmux"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .env_remove("WATCHMUX_LOG")
+        .env_remove("WATCHMUX_LOG_FORMAT")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let stdout = child.stdout.take().unwrap();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            let v: serde_json::Value = serde_json::from_str(&l)
+                .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {l}"));
+            let _ = tx.send(v);
+        }
+    });
+    (child, rx)
+}

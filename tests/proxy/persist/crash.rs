@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 use tokio::time::Instant;
 
-use crate::common::{Next, WatchStream, get_json, sim, watch};
+use crate::common::{Next, WatchStream, get_json, sim, spawn_watchmux, watch};
 use kube_sim::Simulator;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -42,27 +41,16 @@ impl Proc {
             ),
         )
         .unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_watchmux"))
-            .args(["serve", "--config", config.to_str().unwrap()])
-            .env_remove("WATCHMUX_LOG")
-            .env_remove("WATCHMUX_LOG_FORMAT")
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let (child, mut lines) = spawn_watchmux(&config);
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let lines = log.clone();
-        let stdout = child.stdout.take().unwrap();
+        let kept = log.clone();
         tokio::spawn(async move {
-            let mut r = tokio::io::BufReader::new(stdout).lines();
-            while let Ok(Some(l)) = r.next_line().await {
-                let v: Value = serde_json::from_str(&l)
-                    .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {l}"));
+            while let Some(v) = lines.recv().await {
                 if v["message"] == "watchmux serving" {
                     let _ = tx.send(v["listen"].as_str().unwrap().to_string());
                 }
-                lines.lock().push(v);
+                kept.lock().push(v);
             }
         });
         let listen = tokio::time::timeout(DEADLINE, rx.recv())
