@@ -183,43 +183,51 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
     /// then the directory is emptied and the cache syncs afresh.
     async fn drive(&self) {
         let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_MAX);
+        let mut state = State::Discover;
         if let Some(dir) = persisted::dir_of(&self.settings, &self.spec)
             && let Some(lock) = persisted::lock(&dir, &self.spec).await
         {
             match persisted::restore(&dir, &self.spec, &self.settings).await {
-                Some(r) if self.upstream_type_differs(r.writer.info()).await => {
-                    tracing::warn!(resource = %self.spec, "the persisted cache was made for another type (kind, scope or selectable fields) than the upstream now serves; syncing afresh");
-                    drop(r);
-                    *self.pending_dir.lock() = Some((dir, lock));
-                }
                 Some(persisted::Restored {
                     mut writer,
                     on_disk,
                 }) => {
-                    *self.persist_thread.lock() =
-                        persisted::attach(&mut writer, &dir, lock, Some(on_disk), &self.spec);
-                    let writer = self.writer.get_or_init(|| writer);
-                    self.publish_cache(writer);
+                    let discovered = self.discover_briefly().await;
+                    if discovered
+                        .as_ref()
+                        .is_some_and(|info| !persisted::same_type(writer.info(), info))
+                    {
+                        tracing::warn!(resource = %self.spec, "the persisted cache was made for another type (kind, scope or selectable fields) than the upstream now serves; syncing afresh");
+                        drop(writer);
+                        *self.pending_dir.lock() = Some((dir, lock));
+                    } else {
+                        *self.persist_thread.lock() =
+                            persisted::attach(&mut writer, &dir, lock, Some(on_disk), &self.spec);
+                        let writer = self.writer.get_or_init(|| writer);
+                        self.publish_cache(writer);
+                    }
+                    // What discovery answered already decides the next step.
+                    if let Some(info) = discovered {
+                        state = self.discovered(info, &mut backoff);
+                    }
                 }
                 None => *self.pending_dir.lock() = Some((dir, lock)),
             }
         }
-        let mut state = State::Discover;
         loop {
             state = self.step(state, &mut backoff).await;
         }
     }
 
-    /// Whether the upstream, if it answers discovery within [`RESTORE_DISCOVERY_WAIT`],
-    /// describes another type than `restored` (an unreachable upstream: no, the restored cache
-    /// serves).
-    async fn upstream_type_differs(&self, restored: &ResourceInfo) -> bool {
+    /// Discovery, if the upstream answers it within [`RESTORE_DISCOVERY_WAIT`] (else `None`:
+    /// a restored cache then serves at once, and discovery is retried as usual).
+    async fn discover_briefly(&self) -> Option<ResourceInfo> {
         match tokio::time::timeout(RESTORE_DISCOVERY_WAIT, discover(&self.up, &self.spec)).await {
             Ok(Ok(mut info)) => {
                 info.index_fields = self.spec.effective_index_fields();
-                !persisted::same_type(restored, &info)
+                Some(info)
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -252,34 +260,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         match discover(&self.up, &self.spec).await {
             Ok(mut info) => {
                 info.index_fields = self.spec.effective_index_fields();
-                if let Some(writer) = self.writer.get() {
-                    // Restored from disk and published already: the relist bridges from there.
-                    if !persisted::same_type(writer.info(), &info) {
-                        let dir = persisted::dir_of(&self.settings, &self.spec);
-                        persisted::type_changed_while_serving(dir.as_deref(), &self.spec);
-                    }
-                    // Watched from where the disk left off: the upstream replays what changed
-                    // since (exactly, not a summary), at the cost of those events rather than a
-                    // full list; a 410 (a restart longer than the upstream's history) relists
-                    // and bridges as after any outage.
-                    backoff.reset();
-                    return State::Watch {
-                        writer,
-                        rv: writer.rv(),
-                    };
-                }
-                let (_, mut writer) = ResourceCache::new(info, self.settings.clone());
-                if let Some((dir, lock)) = self.pending_dir.lock().take() {
-                    *self.persist_thread.lock() =
-                        persisted::attach(&mut writer, &dir, lock, None, &self.spec);
-                }
-                let writer = self.writer.get_or_init(|| writer);
-                self.publish_cache(writer);
-                backoff.reset();
-                State::List {
-                    writer,
-                    cause: Some("initial"),
-                }
+                self.discovered(info, backoff)
             }
             Err(e) => {
                 self.failed(&e);
@@ -290,6 +271,39 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                     then: Box::new(State::Discover),
                 }
             }
+        }
+    }
+
+    /// The step after discovery described the resource as `info`: watch a restored cache from
+    /// its resourceVersion, or make and list a fresh one.
+    fn discovered<'w>(&'w self, info: ResourceInfo, backoff: &mut Backoff) -> State<'w> {
+        if let Some(writer) = self.writer.get() {
+            // Restored from disk and published already.
+            if !persisted::same_type(writer.info(), &info) {
+                let dir = persisted::dir_of(&self.settings, &self.spec);
+                persisted::type_changed_while_serving(dir.as_deref(), &self.spec);
+            }
+            // Watched from where the disk left off: the upstream replays what changed
+            // since (exactly, not a summary), at the cost of those events rather than a
+            // full list; a 410 (a restart longer than the upstream's history) relists
+            // and bridges as after any outage.
+            backoff.reset();
+            return State::Watch {
+                writer,
+                rv: writer.rv(),
+            };
+        }
+        let (_, mut writer) = ResourceCache::new(info, self.settings.clone());
+        if let Some((dir, lock)) = self.pending_dir.lock().take() {
+            *self.persist_thread.lock() =
+                persisted::attach(&mut writer, &dir, lock, None, &self.spec);
+        }
+        let writer = self.writer.get_or_init(|| writer);
+        self.publish_cache(writer);
+        backoff.reset();
+        State::List {
+            writer,
+            cause: Some("initial"),
         }
     }
 
