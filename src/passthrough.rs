@@ -26,10 +26,10 @@
 
 use std::io;
 
+use crate::downstream::request_body::ReqBody;
 use http::header::{CONNECTION, HeaderName, UPGRADE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
@@ -69,7 +69,7 @@ const HOP_BY_HOP: &[&str] = &[
 
 /// Forwards `req` to the upstream and returns the upstream's answer, or a kube `Status` 503 when
 /// the upstream cannot be reached. Never fails and never panics.
-pub async fn pass_through(up: &Upstream, mut req: Request<Incoming>) -> Response<Body> {
+pub async fn pass_through(up: &Upstream, mut req: Request<ReqBody>) -> Response<Body> {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req
@@ -217,7 +217,7 @@ const MAX_UNSENT_BODY: usize = 3 << 20;
 /// a body, a token cancelled when the body breaks off (the client left, or broke its framing)
 /// or, untaken, goes past [`MAX_UNSENT_BODY`] (then left unread): hyper then reads no more of
 /// the connection. An empty body is passed as it is; the length announced is kept.
-fn relay(body: Incoming) -> (Body, Option<CancellationToken>) {
+fn relay(body: ReqBody) -> (Body, Option<CancellationToken>) {
     use hyper::body::Body as _;
     if body.is_end_stream() {
         return (body.map_err(io::Error::other).boxed(), None);

@@ -645,7 +645,7 @@ impl CacheWriter {
             .shed
             .log_events
             .fetch_add(cut as u64, Ordering::Relaxed);
-        let State { log, hub, .. } = &*st;
+        let State { log, hub, .. } = &mut *st;
         let closed =
             hub.close_lagging(|cursor| log.lag_bytes(cursor).is_err().then_some(CUT_FOR_MEMORY));
         budget
@@ -712,7 +712,7 @@ impl CacheWriter {
         let c = &*self.cache;
         let mut st = c.state.write();
         st.log.evict(&c.settings);
-        let State { log, hub, .. } = &*st;
+        let State { log, hub, .. } = &mut *st;
         let closed = hub.close_lagging(|cursor| match log.lag_bytes(cursor) {
             Err(FellBehind) => Some(FELL_OUT_OF_WINDOW),
             Ok(lag) => (lag > c.settings.max_lag_bytes).then_some(LAGGING_BEYOND_BYTE_BOUND),

@@ -19,12 +19,15 @@
 pub mod accept;
 pub mod authz;
 pub mod form;
+pub mod frames;
 pub mod get;
+pub mod h1;
 pub mod health;
 pub mod limits;
 pub mod list;
 pub mod protobuf;
 pub mod read_point;
+pub mod request_body;
 pub mod router;
 pub mod table;
 pub mod watch;
@@ -94,41 +97,78 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
                     return;
                 }
             };
-            let client_addr = peer_addr.map(|a| limits::ClientAddr(a.ip()));
-            let svc = service_fn(move |mut req: Request<Incoming>| {
-                let app = conn_app.clone();
-                req.extensions_mut().insert(peer.clone());
-                if let Some(a) = client_addr {
-                    req.extensions_mut().insert(a);
-                }
-                async move { Ok::<_, std::convert::Infallible>(handle(app, req).await) }
-            });
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            // Header limits and the slow-header guard (hyper answers 431 past max_buf_size and
-            // closes a connection whose headers are late, without a response).
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_read_timeout)
-                .max_buf_size(max_header_bytes);
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX));
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = draining.cancelled() => {}
-            }
-            // Graceful: HTTP/2 GOAWAY, HTTP/1 closes once the response in flight is done (a
-            // watch's stream has just been ended); `cancel` drops whatever is left.
-            conn.as_mut().graceful_shutdown();
-            tokio::select! {
-                _ = conn => {}
-                _ = cancel.cancelled() => {}
+            let settings = h1::ConnSettings {
+                peer,
+                client_addr: peer_addr.map(|a| limits::ClientAddr(a.ip())),
+                header_read_timeout,
+                max_header_bytes,
+            };
+            // Cached watches over HTTP/1.1 are written by `h1`; hyper serves the rest.
+            let served = tokio::select! {
+                s = h1::serve(&conn_app, io, &settings, &draining) => s,
+                _ = cancel.cancelled() => return,
+            };
+            if let h1::Served::ToHyper(io, read) = served {
+                serve_hyper(
+                    conn_app,
+                    h1::Rewind::new(io, read),
+                    settings,
+                    draining,
+                    cancel,
+                )
+                .await;
             }
         });
+    }
+}
+
+/// hyper serving a connection (HTTP/1.1 or HTTP/2) until it ends, gracefully at draining.
+async fn serve_hyper(
+    app: Arc<App>,
+    io: h1::Rewind,
+    settings: h1::ConnSettings,
+    draining: tokio_util::sync::CancellationToken,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let h1::ConnSettings {
+        peer,
+        client_addr,
+        header_read_timeout,
+        max_header_bytes,
+    } = settings;
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let app = app.clone();
+        let mut req = req.map(request_body::ReqBody::Hyper);
+        req.extensions_mut().insert(peer.clone());
+        if let Some(a) = client_addr {
+            req.extensions_mut().insert(a);
+        }
+        async move { Ok::<_, std::convert::Infallible>(handle(app, req).await) }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Header limits and the slow-header guard (hyper answers 431 past max_buf_size and
+    // closes a connection whose headers are late, without a response).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .max_buf_size(max_header_bytes);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX));
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = draining.cancelled() => {}
+    }
+    // Graceful: HTTP/2 GOAWAY, HTTP/1 closes once the response in flight is done (a
+    // watch's stream has just been ended); `cancel` drops whatever is left.
+    conn.as_mut().graceful_shutdown();
+    tokio::select! {
+        _ = conn => {}
+        _ = cancel.cancelled() => {}
     }
 }
 

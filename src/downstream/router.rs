@@ -15,8 +15,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::downstream::request_body::ReqBody;
 use http::{Method, Request, Response};
-use hyper::body::Incoming;
 use tokio_util::sync::CancellationToken;
 
 use super::authz::AuthzError;
@@ -81,14 +81,14 @@ pub enum RouteError {
 /// the cache or the upstream. Every request is counted and timed, and logged at debug. The
 /// answer to a HEAD request has its headers and no body: hyper leaves the body out over
 /// HTTP/1, but over HTTP/2 it would send it and h2 reset the stream.
-pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
+pub async fn handle(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
     if req.method() == Method::HEAD {
         return answer(app, req).await.map(|_| kube_wire::response::empty());
     }
     answer(app, req).await
 }
 
-async fn answer(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
+async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
     if let Some(r) = health::answer(&app, &req) {
         return match discard_body(&app, req.into_body()) {
             Some(broken) => crate::passthrough::fail_when(r, broken),
@@ -135,7 +135,7 @@ async fn answer(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
 
 async fn route_and_serve(
     app: &Arc<App>,
-    mut req: Request<Incoming>,
+    mut req: Request<ReqBody>,
     pretty: bool,
 ) -> Result<Response<Body>, RouteError> {
     let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
@@ -178,7 +178,7 @@ const MAX_DISCARDED_BODY: usize = 3 << 20;
 /// (the client left or broke its framing) or goes past [`MAX_DISCARDED_BODY`] (then left
 /// unread): hyper reads no more of that connection, so the answer must end by itself
 /// ([`crate::passthrough::fail_when`]).
-fn discard_body(app: &App, mut body: Incoming) -> Option<CancellationToken> {
+fn discard_body(app: &App, mut body: ReqBody) -> Option<CancellationToken> {
     use http_body_util::BodyExt;
     if hyper::body::Body::is_end_stream(&body) {
         return None;
@@ -207,7 +207,7 @@ fn discard_body(app: &App, mut body: Incoming) -> Option<CancellationToken> {
 /// The cache's answer to a request [`route`] sent to it.
 fn serve(
     app: &Arc<App>,
-    req: &mut Request<Incoming>,
+    req: &mut Request<ReqBody>,
     route: Route,
     pretty: bool,
 ) -> Result<Response<Body>, RouteError> {
@@ -234,13 +234,19 @@ fn serve(
                 crate::metrics::TRANSPORT_CHUNKED
             };
             let binary = form.encoding() == Encoding::Protobuf;
-            let rx = watch::start(app, cache, opts, filter, transport, form, printer)?;
+            let stream = watch::start(app, cache, opts, filter, transport, form, printer)?;
             match ws {
-                None => Ok(limits::hold(watch::chunked_response(rx, binary), permit)),
+                None if req.extensions().get::<super::h1::Direct>().is_some() => {
+                    Ok(super::h1::direct_response(stream, binary, permit))
+                }
+                None => Ok(limits::hold(
+                    watch::chunked_response(stream, binary),
+                    permit,
+                )),
                 Some(protocol) => {
                     let (resp, upgraded) = websocket::upgrade(req, protocol.as_deref())?;
                     app.tasks.spawn(async move {
-                        websocket::pump(upgraded, rx, binary).await;
+                        websocket::pump(upgraded, stream, binary).await;
                         drop(permit);
                     });
                     Ok(resp)
@@ -386,7 +392,7 @@ enum Read {
     Watch,
 }
 
-async fn route(app: &App, req: &Request<Incoming>) -> Result<Route, RouteError> {
+async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     let ApiPath::Resource(rp) = path::parse(req.uri().path()) else {
         return Ok(Route::PassThrough(PassReason::NotCached));
     };

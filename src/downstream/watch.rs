@@ -4,28 +4,31 @@
 //! after a bridged relist (`crate::hub::WatcherShared::want_bookmark`),
 //! `timeoutSeconds` (else a random 30–60 min), move-in/move-out.
 //!
-//! The 200 and its headers go out before any event. Each watcher is one task that is either
-//! *live* (the hub's dispatcher pushes matching events into its bounded queue) or *catching up*
-//! (it reads the shared log from its cursor after falling behind), through its
-//! [`Subscription`]. Frames are shared `Bytes`.
+//! The 200 and its headers go out before any event. Each watcher is either *live* (the hub's
+//! dispatcher pushes matching events into its bounded queue) or *catching up* (it reads the
+//! shared log from its cursor after falling behind), through its [`Subscription`]. Frames are
+//! shared `Bytes`.
 //!
-//! Owns one watch's task: its start, its frames, bookmarks and deadline, and handing frames to
+//! A watch has no task of its own: [`start`] returns a [`WatchStream`] and the watch's logic
+//! runs inside the transport's task whenever that polls it for the next frame (see
+//! [`super::frames`]). A delivery thus wakes one task, the connection's, and an idle watch costs
+//! no task and no channel beside the hub's queue.
+//!
+//! Owns one watch's logic: its start, its frames, bookmarks and deadline, and handing frames to
 //! the transport. It must not write to the cache nor move the watcher between live and catching
 //! up itself (the cache and the hub do, under the cache's lock; it only asks, through
 //! [`ResourceCache::try_go_live`]).
 
-use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::Response;
-use hyper::body::Frame;
 use rand::Rng;
-use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use super::form::Form;
+use super::frames::{Yielder, generate};
 use super::list::BLOCK_TIMEOUT;
 use super::{protobuf, table};
 use crate::app::App;
@@ -36,7 +39,7 @@ use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
 use kube_wire::event::{EventType, FRAME_TAIL, error_frame};
 use kube_wire::negotiate::Encoding;
 use kube_wire::options::ListOptions;
-use kube_wire::response::{Body, stream_response};
+use kube_wire::response::Body;
 use kube_wire::selector::Filter;
 use kube_wire::status::Status;
 use kube_wire::table::TablePrinter;
@@ -44,26 +47,39 @@ use kube_wire::table::TablePrinter;
 /// Log events read per catch-up step.
 const BATCH: usize = 256;
 
-/// Most frames, and bytes, handed to the transport as one [`Out::Batch`].
-const MAX_BATCH_FRAMES: usize = 64;
-const MAX_BATCH_BYTES: usize = 256 * 1024;
-
 /// One watch event on its way to the transport: a whole frame, or (for initial events, sent
 /// without copying) the constant head, the stored body and the constant tail.
 #[derive(Debug, Clone)]
 pub enum Out {
     /// A complete frame.
     Frame(Bytes),
-    /// Several complete frames, in order: what a watcher found queued at once. The chunked
-    /// transport writes them as one chunk (one write instead of many when a client or the
-    /// machine is behind); the websocket transport still sends one message per event.
-    Batch(Vec<Bytes>),
-    /// The three parts of one frame (boxed: every watcher's channel preallocates slots of
-    /// this enum's size, and idle watchers should cost little memory).
-    Parts(Box<[Bytes; 3]>),
+    /// The three parts of one frame.
+    Parts([Bytes; 3]),
 }
 
-type Tx = mpsc::Sender<Out>;
+impl Out {
+    /// The frame's bytes, in order.
+    pub fn parts(&self) -> &[Bytes] {
+        match self {
+            Out::Frame(b) => std::slice::from_ref(b),
+            Out::Parts(p) => p,
+        }
+    }
+
+    /// The frame's length in bytes.
+    pub fn len(&self) -> usize {
+        self.parts().iter().map(Bytes::len).sum()
+    }
+
+    /// Whether the frame has no bytes (never, for a watch event).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The frames of one watch, produced on demand by the watch's logic running in the polling
+/// task (see [`super::frames`]).
+pub type WatchStream = super::frames::Generated<Out>;
 
 /// Starts a watch on `cache` and returns the stream of its events, in `form` (plain JSON, a
 /// Table per event, or PartialObjectMetadata). Validation already happened in the router.
@@ -75,7 +91,7 @@ pub fn start(
     transport: &'static str,
     form: Form,
     printer: TablePrinter,
-) -> Result<mpsc::Receiver<Out>, Status> {
+) -> Result<WatchStream, Status> {
     // A failed start answered with a Status is counted by the server (`Metrics::finish`).
     let rv = opts.cacher_rv()?;
     let metrics = proxy.metrics.for_info(&cache.info);
@@ -86,67 +102,57 @@ pub fn start(
         let min = proxy.min_request_timeout;
         min + min.mul_f64(rand::rng().random::<f64>())
     });
-    let (tx, rx) = mpsc::channel(64);
-    let w = Watcher {
-        cache,
-        filter: Arc::new(filter),
-        bookmarks: opts.allow_watch_bookmarks,
-        deadline: far_deadline(timeout),
-        bookmark_interval: proxy.cache_config.bookmark_interval,
-        tx,
-        last_sent: 0,
-        metrics,
-        tap,
-        start_failed: false,
-        form,
-        printer,
-        headers_sent: !matches!(form, Form::Table { .. }),
-    };
-    // Draining (shutdown; a child of `cancel`) ends the watch: the stream ends cleanly.
-    // A child token: every poll of a token takes its node's lock, and one token shared by
-    // thousands of watchers would make that lock contended on every delivery.
     let cancel = proxy.draining.child_token();
     let sie = opts.send_initial_events;
-    proxy.tasks.spawn(async move {
+    let bookmarks = opts.allow_watch_bookmarks;
+    let deadline = far_deadline(timeout);
+    let bookmark_interval = proxy.cache_config.bookmark_interval;
+    Ok(generate(move |out| async move {
+        let w = Watcher {
+            cache,
+            filter: Arc::new(filter),
+            bookmarks,
+            deadline,
+            bookmark_interval,
+            out,
+            last_sent: 0,
+            metrics,
+            tap,
+            start_failed: false,
+            form,
+            printer,
+            headers_sent: !matches!(form, Form::Table { .. }),
+        };
+        // Draining (shutdown; a child of `cancel`) ends the watch: the stream ends cleanly.
+        // A child token: every poll of a token takes its node's lock, and one token shared by
+        // thousands of watchers would make that lock contended on every delivery.
         tokio::select! {
             biased;
             _ = w.run(rv, sie) => {}
             _ = cancel.cancelled() => {}
         }
-    });
-    Ok(rx)
+    }))
 }
 
 /// The chunked HTTP answer carrying a watch's events (200 and headers go out at once), with
 /// kube's `Content-Type`: `application/json`, or for `protobuf`
-/// `application/vnd.kubernetes.protobuf;stream=watch`.
-pub fn chunked_response(mut rx: mpsc::Receiver<Out>, protobuf: bool) -> Response<Body> {
-    let mut pending: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
-    let mut r = stream_response(futures_util::stream::poll_fn(move |cx| {
-        if let Some(b) = pending.pop_front() {
-            return std::task::Poll::Ready(Some(Ok::<_, io::Error>(Frame::data(b))));
-        }
-        match rx.poll_recv(cx) {
-            std::task::Poll::Ready(Some(Out::Frame(b))) => {
-                std::task::Poll::Ready(Some(Ok(Frame::data(b))))
-            }
-            std::task::Poll::Ready(Some(Out::Batch(frames))) => {
-                let mut m = bytes::BytesMut::with_capacity(frames.iter().map(Bytes::len).sum());
-                for f in &frames {
-                    m.extend_from_slice(f);
-                }
-                std::task::Poll::Ready(Some(Ok(Frame::data(m.freeze()))))
-            }
-            std::task::Poll::Ready(Some(Out::Parts(parts))) => {
-                let [a, b, c] = *parts;
-                pending.push_back(b);
-                pending.push_back(c);
-                std::task::Poll::Ready(Some(Ok(Frame::data(a))))
-            }
-            std::task::Poll::Ready(None) => std::task::Poll::Ready(None),
-            std::task::Poll::Pending => std::task::Poll::Pending,
-        }
-    }));
+/// `application/vnd.kubernetes.protobuf;stream=watch`. The hyper transports (HTTP/2, and
+/// HTTP/1.1 connections that began with another request) poll `stream` from the connection's
+/// task; the HTTP/1.1 watch path writes it itself (`super::h1`).
+pub fn chunked_response(stream: WatchStream, protobuf: bool) -> Response<Body> {
+    let mut r = watch_head(protobuf);
+    *r.body_mut() = http_body_util::BodyExt::boxed(WatchBody {
+        stream,
+        rest: [None, None],
+    });
+    r
+}
+
+/// The head of a watch's chunked answer (its body empty).
+pub fn watch_head(protobuf: bool) -> Response<Body> {
+    let mut r = kube_wire::response::stream_response(futures_util::stream::empty::<
+        Result<hyper::body::Frame<Bytes>, std::io::Error>,
+    >());
     if protobuf {
         r.headers_mut().insert(
             http::header::CONTENT_TYPE,
@@ -154,6 +160,40 @@ pub fn chunked_response(mut rx: mpsc::Receiver<Out>, protobuf: bool) -> Response
         );
     }
     r
+}
+
+/// A watch's frames as an HTTP body: one data frame per part.
+struct WatchBody {
+    stream: WatchStream,
+    /// The parts of an [`Out::Parts`] not yet handed on.
+    rest: [Option<Bytes>; 2],
+}
+
+impl http_body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        for r in &mut this.rest {
+            if let Some(b) = r.take() {
+                return Poll::Ready(Some(Ok(http_body::Frame::data(b))));
+            }
+        }
+        match futures_util::Stream::poll_next(std::pin::Pin::new(&mut this.stream), cx) {
+            Poll::Ready(Some(Out::Frame(b))) => Poll::Ready(Some(Ok(http_body::Frame::data(b)))),
+            Poll::Ready(Some(Out::Parts([a, b, c]))) => {
+                this.rest = [Some(b), Some(c)];
+                Poll::Ready(Some(Ok(http_body::Frame::data(a))))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 /// The `Content-Type` of a protobuf watch.
@@ -165,7 +205,8 @@ struct Watcher {
     bookmarks: bool,
     deadline: Instant,
     bookmark_interval: Duration,
-    tx: Tx,
+    /// Where frames go: the transport polling the watch takes them.
+    out: Yielder<Out>,
     /// Highest resourceVersion the client has been told about (events or bookmarks).
     last_sent: u64,
     metrics: Arc<ResourceMetrics>,
@@ -196,7 +237,10 @@ impl Watcher {
             Ok(c) => c,
             Err(Stop) => return,
         };
-        let sub = sub.unwrap_or_else(|| self.cache.subscribe(self.filter.clone(), cursor));
+        let sub = match sub {
+            Some(s) => s,
+            None => self.subscribe(cursor),
+        };
         let _ = self.stream(sub, cursor).await;
     }
 
@@ -218,14 +262,14 @@ impl Watcher {
                     let s = Status::too_large_resource_version(target, cache.rv());
                     self.start_failed = true;
                     self.metrics.watch_start(WatchOutcome::Error);
-                    self.send(self.error_frame(&s)).await?;
+                    self.send(self.error_frame(&s)).await;
                     return Err(Stop);
                 }
                 let snap = cache.snapshot();
                 // Registered (catching up from the snapshot's RV) before the initial events, so
                 // a client that stops reading during them is closed like any slow watcher and
                 // the snapshot it pins is released.
-                let sub = cache.subscribe(self.filter.clone(), snap.rv);
+                let sub = self.subscribe(snap.rv);
                 let info = &cache.info;
                 let head = info.frame_head(EventType::Added).clone();
                 let ns = if info.namespaced {
@@ -243,9 +287,7 @@ impl Watcher {
                     if self.form.encoding() == Encoding::Protobuf {
                         let f = protobuf::initial_frame(info, obj, &self.form)
                             .unwrap_or_else(|s| protobuf::error_frame(&s));
-                        let (head, len) = frame_head_of(&f);
-                        self.send_out(Out::Frame(f), &sub).await?;
-                        self.tap.event(&head.0[..head.1], len);
+                        self.send(f).await;
                         continue;
                     }
                     if self.form != Form::Json {
@@ -259,25 +301,23 @@ impl Watcher {
                             now,
                         );
                         self.headers_sent = true;
-                        let (head, len) = frame_head_of(&f);
-                        self.send_out(Out::Frame(f), &sub).await?;
-                        self.tap.event(&head.0[..head.1], len);
+                        self.send(f).await;
                         continue;
                     }
                     // No copy: the constant head, the stored body, the tail.
-                    let parts = Out::Parts(Box::new([
+                    let parts = Out::Parts([
                         head.clone(),
                         obj.body.slice(1..),
                         Bytes::from_static(FRAME_TAIL),
-                    ]));
-                    let len = head.len() + obj.body.len() - 1 + FRAME_TAIL.len();
-                    self.send_out(parts, &sub).await?;
+                    ]);
+                    let len = parts.len();
+                    self.out.send(parts).await;
                     self.tap.event(&head, len);
                 }
                 self.last_sent = snap.rv;
                 if self.bookmarks && sie == Some(true) {
                     let b = self.bookmark(snap.rv, true);
-                    self.send_cancellable(b, &sub).await?;
+                    self.send(b).await;
                 }
                 Ok((snap.rv, Some(sub)))
             }
@@ -290,13 +330,23 @@ impl Watcher {
                     let s = Status::expired(format!("too old resource version: {n} ({oldest})"));
                     self.start_failed = true;
                     self.metrics.watch_start(WatchOutcome::Gone);
-                    self.send(self.error_frame(&s)).await?;
+                    self.send(self.error_frame(&s)).await;
                     return Err(Stop);
                 }
                 self.last_sent = n;
                 Ok((n, None))
             }
         }
+    }
+
+    /// Registers the watcher in the hub, catching up from `cursor`. Should the transport stop
+    /// polling this watch (its client stopped reading), closing the watcher drops it after a
+    /// grace (`WatcherShared::on_abandoned`), with its queue and any snapshot it holds.
+    fn subscribe(&self, cursor: u64) -> Subscription {
+        let sub = self.cache.subscribe(self.filter.clone(), cursor);
+        let d = self.out.dropper();
+        sub.shared().on_abandoned(move || d.drop_producer());
+        sub
     }
 
     /// An ERROR event in this watch's encoding.
@@ -364,12 +414,13 @@ impl Watcher {
         tokio::pin!(sleep);
         let cancelled = sub.shared().closed_owned();
         tokio::pin!(cancelled);
-        let tx = self.tx.clone();
-        let client_gone = async move { tx.closed().await };
-        tokio::pin!(client_gone);
         let bookmark_asks = sub.shared().bookmark_asks();
         loop {
             if !sub.shared().is_live() && sub.queue_is_empty() {
+                if sub.shared().is_closed() {
+                    self.closed(&sub);
+                    return Err(Stop);
+                }
                 // Catch up from the shared log.
                 let batch = match self.cache.events_after(cursor, BATCH) {
                     Ok(b) => b,
@@ -380,18 +431,14 @@ impl Watcher {
                         return Err(Stop);
                     }
                 };
-                let mut frames = Batch::default();
                 for ev in &batch.events {
                     cursor = cursor.max(ev.rv);
                     if let Some(emitted) = ev.emitted_for(&self.filter) {
-                        frames.push(self.frame_of(ev, emitted), ev.rv);
-                        if frames.full() {
-                            self.send_batch(&mut frames, &sub).await?;
-                            sub.shared().set_cursor(cursor);
-                        }
+                        let f = self.frame_of(ev, emitted);
+                        self.send(f).await;
+                        self.last_sent = self.last_sent.max(ev.rv);
                     }
                 }
-                self.send_batch(&mut frames, &sub).await?;
                 sub.shared().set_cursor(cursor);
                 if batch.at_head {
                     self.cache.try_go_live(&sub, cursor);
@@ -411,23 +458,16 @@ impl Watcher {
             tokio::select! {
                 // Events first: when one is waiting, the other branches need not be polled.
                 biased;
+                // Whatever else is queued comes next without waiting: the transport takes
+                // frames as long as they come and writes them together.
                 d = sub.recv() => {
                     let Some((ev, emitted)) = d else { return Err(Stop) };
-                    let mut frames = Batch::default();
                     if ev.rv > cursor {
                         cursor = ev.rv;
-                        frames.push(self.frame_of(&ev, emitted), ev.rv);
+                        let f = self.frame_of(&ev, emitted);
+                        self.send(f).await;
+                        self.last_sent = self.last_sent.max(ev.rv);
                     }
-                    // Whatever else is already queued goes out with it: when the client or
-                    // the machine is behind, one write carries many events.
-                    while !frames.full() {
-                        let Some((ev, emitted)) = sub.try_recv() else { break };
-                        if ev.rv > cursor {
-                            cursor = ev.rv;
-                            frames.push(self.frame_of(&ev, emitted), ev.rv);
-                        }
-                    }
-                    self.send_batch(&mut frames, &sub).await?;
                     sub.shared().set_cursor(cursor);
                 }
                 _ = &mut sleep => {
@@ -440,7 +480,7 @@ impl Watcher {
                     {
                         self.last_sent = rv;
                         let b = self.bookmark(rv, false);
-                        self.send_cancellable(b, &sub).await?;
+                        self.send(b).await;
                     }
                     next_bookmark = self.next_bookmark();
                 }
@@ -454,14 +494,13 @@ impl Watcher {
                     {
                         self.last_sent = rv;
                         let b = self.bookmark(rv, false);
-                        self.send_cancellable(b, &sub).await?;
+                        self.send(b).await;
                     }
                 }
                 _ = &mut cancelled => {
                     self.closed(&sub);
                     return Err(Stop);
                 }
-                _ = &mut client_gone => return Err(Stop),
             }
         }
     }
@@ -481,83 +520,18 @@ impl Watcher {
                 "too old resource version: {} ({oldest})",
                 self.last_sent
             ));
-            let _ = self.tx.try_send(Out::Frame(self.error_frame(&s)));
+            self.out.offer(Out::Frame(self.error_frame(&s)));
         }
     }
 
-    async fn send(&self, b: Bytes) -> Result<(), Stop> {
+    /// Hands one frame to the transport, once it has taken the previous one, and counts it.
+    /// A client that stops reading stops its transport polling this watch: the hub then finds
+    /// its queue full and lets it fall behind, and closes it when the log moves past it (the
+    /// transport's own write bounds see to the connection).
+    async fn send(&self, b: Bytes) {
         let (head, len) = frame_head_of(&b);
-        self.tx.send(Out::Frame(b)).await.map_err(|_| Stop)?;
+        self.out.send(Out::Frame(b)).await;
         self.tap.event(&head.0[..head.1], len);
-        Ok(())
-    }
-
-    /// Sends the frames collected in `b` (if any) as one [`Out`], unless the hub closes the
-    /// watcher meanwhile; `b` is empty afterwards.
-    async fn send_batch(&mut self, b: &mut Batch, sub: &Subscription) -> Result<(), Stop> {
-        if b.frames.is_empty() {
-            return Ok(());
-        }
-        let heads: Vec<_> = b.frames.iter().map(frame_head_of).collect();
-        let out = if b.frames.len() == 1 {
-            Out::Frame(b.frames.pop().expect("one frame"))
-        } else {
-            Out::Batch(std::mem::take(&mut b.frames))
-        };
-        b.bytes = 0;
-        self.send_out(out, sub).await?;
-        for (head, len) in heads {
-            self.tap.event(&head.0[..head.1], len);
-        }
-        self.last_sent = self.last_sent.max(b.last_rv);
-        Ok(())
-    }
-
-    /// Sends one frame unless the hub closes the watcher meanwhile.
-    async fn send_cancellable(&self, b: Bytes, sub: &Subscription) -> Result<(), Stop> {
-        let (head, len) = frame_head_of(&b);
-        self.send_out(Out::Frame(b), sub).await?;
-        self.tap.event(&head.0[..head.1], len);
-        Ok(())
-    }
-
-    /// Hands `out` to the transport unless the hub closes the watcher meanwhile (a client that
-    /// stopped reading).
-    async fn send_out(&self, out: Out, sub: &Subscription) -> Result<(), Stop> {
-        // Room in the queue (the usual case): no cancellation future to build.
-        let out = match self.tx.try_send(out) {
-            Ok(()) => return Ok(()),
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Stop),
-            Err(mpsc::error::TrySendError::Full(out)) => out,
-        };
-        tokio::select! {
-            r = self.tx.send(out) => r.map_err(|_| Stop),
-            _ = sub.shared().closed() => {
-                self.closed(sub);
-                Err(Stop)
-            }
-        }
-    }
-}
-
-/// Frames collected for one [`Out`].
-#[derive(Default)]
-struct Batch {
-    frames: Vec<Bytes>,
-    bytes: usize,
-    /// resourceVersion of the last event collected.
-    last_rv: u64,
-}
-
-impl Batch {
-    fn push(&mut self, frame: Bytes, rv: u64) {
-        self.bytes += frame.len();
-        self.frames.push(frame);
-        self.last_rv = rv;
-    }
-
-    fn full(&self) -> bool {
-        self.frames.len() >= MAX_BATCH_FRAMES || self.bytes >= MAX_BATCH_BYTES
     }
 }
 
@@ -583,26 +557,22 @@ mod tests {
     use http_body_util::BodyExt;
 
     #[tokio::test]
-    async fn chunked_body_carries_frames_batches_and_parts_in_order() {
-        let (tx, rx) = mpsc::channel(8);
+    async fn chunked_body_carries_frames_and_parts_in_order() {
         let f = |s: &'static str| Bytes::from_static(s.as_bytes());
-        tx.send(Out::Frame(f("{\"a\":1}\n"))).await.unwrap();
-        tx.send(Out::Batch(vec![f("{\"b\":2}\n"), f("{\"c\":3}\n")]))
-            .await
-            .unwrap();
-        tx.send(Out::Parts(Box::new([f("{\"d\""), f(":4"), f("}\n")])))
-            .await
-            .unwrap();
-        drop(tx);
-        let mut body = chunked_response(rx, false).into_body();
+        let stream = generate(move |y| async move {
+            y.send(Out::Frame(f("{\"a\":1}\n"))).await;
+            y.send(Out::Parts([f("{\"d\""), f(":4"), f("}\n")])).await;
+            y.send(Out::Frame(f("{\"b\":2}\n"))).await;
+        });
+        let mut body = chunked_response(stream, false).into_body();
         let mut frames = Vec::new();
         while let Some(fr) = body.frame().await {
             frames.push(fr.unwrap().into_data().unwrap());
         }
-        // A batch is one chunk (one write); parts are three.
+        // Parts are three data frames.
         let sizes: Vec<usize> = frames.iter().map(Bytes::len).collect();
-        assert_eq!(sizes, [8, 16, 4, 2, 2]);
+        assert_eq!(sizes, [8, 4, 2, 2, 8]);
         let all: Vec<u8> = frames.concat();
-        assert_eq!(all, b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n");
+        assert_eq!(all, b"{\"a\":1}\n{\"d\":4}\n{\"b\":2}\n");
     }
 }

@@ -11,11 +11,12 @@
 //! it kube's 400). It must not decide what the watch sends: the frames come ready-made from
 //! [`super::watch`].
 
+use crate::downstream::request_body::ReqBody;
 use bytes::{BufMut, BytesMut};
 use fastwebsockets::{Frame, OpCode, Payload, Role};
+use futures_util::{Stream, StreamExt};
 use http::header::{HeaderMap, HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use http::{Request, Response};
-use hyper::body::Incoming;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
@@ -42,7 +43,7 @@ pub enum WebsocketError {
 }
 
 /// Whether the request asks for a websocket.
-pub fn is_websocket(req: &Request<Incoming>) -> bool {
+pub fn is_websocket(req: &Request<ReqBody>) -> bool {
     fastwebsockets::upgrade::is_upgrade_request(req)
 }
 
@@ -75,7 +76,7 @@ pub fn choose_protocol(headers: &HeaderMap) -> Result<Option<String>, WebsocketE
 
 /// Completes the handshake: the 101 answer and the future of the upgraded connection.
 pub fn upgrade(
-    req: &mut Request<Incoming>,
+    req: &mut Request<ReqBody>,
     protocol: Option<&str>,
 ) -> Result<(Response<Body>, fastwebsockets::upgrade::UpgradeFut), WebsocketError> {
     let (resp, fut) = fastwebsockets::upgrade::upgrade(req).map_err(WebsocketError::Handshake)?;
@@ -118,7 +119,11 @@ async fn read_client<R: AsyncRead + Unpin>(mut read: R, ctl: mpsc::Sender<Frame<
 /// (the chunked frame); protobuf events (`binary`) are binary messages carrying the
 /// `WatchEvent` without the 4-byte length of the chunked framing, as kube's websocket framer
 /// writes them.
-pub async fn pump(fut: fastwebsockets::upgrade::UpgradeFut, rx: mpsc::Receiver<Out>, binary: bool) {
+pub async fn pump(
+    fut: fastwebsockets::upgrade::UpgradeFut,
+    rx: impl Stream<Item = Out> + Unpin + Send,
+    binary: bool,
+) {
     let Ok(ws) = fut.await else { return };
     // Nothing was read from the socket yet: its stream is all there is to it.
     pump_io(ws.into_inner(), rx, binary).await;
@@ -127,7 +132,7 @@ pub async fn pump(fut: fastwebsockets::upgrade::UpgradeFut, rx: mpsc::Receiver<O
 /// [`pump`] on the byte stream of an upgraded connection: the server's side of the websocket
 /// is set up here, so the connections the server upgrades and the in-memory ones the fuzz
 /// harness drives are read with the same settings.
-pub async fn pump_io<S>(io: S, mut rx: mpsc::Receiver<Out>, binary: bool)
+pub async fn pump_io<S>(io: S, mut rx: impl Stream<Item = Out> + Unpin + Send, binary: bool)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -139,24 +144,17 @@ where
     let reader = tokio::spawn(read_client(read, ctl_tx));
     loop {
         tokio::select! {
-            out = rx.recv() => {
+            out = rx.next() => {
                 let Some(out) = out else {
                     let _ = write.write_frame(Frame::close(1000, b"")).await;
                     break;
                 };
                 // One websocket message per event, whatever the batching upstream of here.
-                let payloads: Vec<BytesMut> = match out {
-                    Out::Frame(b) => vec![BytesMut::from(&b[..])],
-                    Out::Batch(frames) => frames.iter().map(|b| BytesMut::from(&b[..])).collect(),
-                    Out::Parts(parts) => {
-                        let [a, b, c] = *parts;
-                        let mut m = BytesMut::with_capacity(a.len() + b.len() + c.len());
-                        m.put_slice(&a);
-                        m.put_slice(&b);
-                        m.put_slice(&c);
-                        vec![m]
-                    }
-                };
+                let mut m = BytesMut::with_capacity(out.len());
+                for part in out.parts() {
+                    m.put_slice(part);
+                }
+                let payloads = [m];
                 let mut failed = false;
                 for mut payload in payloads {
                     let frame = if binary {

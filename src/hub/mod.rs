@@ -157,32 +157,43 @@ impl Hub {
         done
     }
 
-    /// Closes every watcher, live or catching up, whose cursor `pick` selects; returns how many.
-    pub fn close_where(&self, pick: impl Fn(u64) -> bool, reason: &'static str) -> usize {
-        let mut closed = 0;
-        for w in self.subscribers.values() {
+    /// Closes and removes every watcher, live or catching up, whose cursor `pick` selects;
+    /// returns how many.
+    pub fn close_where(&mut self, pick: impl Fn(u64) -> bool, reason: &'static str) -> usize {
+        let mut closed = Vec::new();
+        for (id, w) in &self.subscribers {
             if !w.shared.is_closed() && pick(w.shared.cursor()) {
                 w.shared.close(reason);
-                closed += 1;
+                closed.push(*id);
             }
         }
-        closed
+        self.remove_all(&closed)
     }
 
-    /// Closes every watcher that is catching up (and not closed yet) for which `verdict`, given
-    /// its cursor, names a reason; returns how many were closed.
-    pub fn close_lagging(&self, verdict: impl Fn(u64) -> Option<&'static str>) -> usize {
-        let mut closed = 0;
-        for w in self.subscribers.values() {
+    /// Closes and removes every watcher that is catching up (and not closed yet) for which
+    /// `verdict`, given its cursor, names a reason; returns how many were closed.
+    pub fn close_lagging(&mut self, verdict: impl Fn(u64) -> Option<&'static str>) -> usize {
+        let mut closed = Vec::new();
+        for (id, w) in &self.subscribers {
             if w.shared.is_live() || w.shared.is_closed() {
                 continue;
             }
             if let Some(reason) = verdict(w.shared.cursor()) {
                 w.shared.close(reason);
-                closed += 1;
+                closed.push(*id);
             }
         }
-        closed
+        self.remove_all(&closed)
+    }
+
+    /// Removes closed watchers at once, rather than when their watch ends: a watch runs only
+    /// when its transport polls it, and that of a client that stopped reading may not end
+    /// before [`watcher::ABANDON_GRACE`] has passed. Returns how many.
+    fn remove_all(&mut self, ids: &[u64]) -> usize {
+        for id in ids {
+            self.remove(*id);
+        }
+        ids.len()
     }
 
     /// Asks every watcher for a BOOKMARK at the cache's resourceVersion as soon as it has sent

@@ -23,6 +23,14 @@
 //! * The cancellation token and the reason's lock synchronise themselves; the first reason given
 //!   to [`WatcherShared::close`] wins.
 //!
+//! # Abandoned watchers
+//!
+//! A watch runs in its transport's task, only when the transport polls it: a client that stops
+//! reading stops it where it is, holding its queue (and, during its initial events, a snapshot
+//! of the cache). Closing it cannot run its code, so [`WatcherShared::close`] also arms what the
+//! watch left in [`WatcherShared::on_abandoned`]: if the watch has not ended itself within
+//! [`ABANDON_GRACE`] (it would have, had its client been reading), that drops it.
+//!
 //! [`ResourceCache::try_go_live`]: crate::cache::ResourceCache::try_go_live
 //! [`ResourceCache::bookmark_rv`]: crate::cache::ResourceCache::bookmark_rv
 
@@ -56,9 +64,15 @@ pub const IN_BRIDGED_GAP: &str = "started inside a bridged relist";
 /// Close reason: a relist could not be bridged, so the history restarted (kube's behaviour).
 pub const RELIST_NOT_BRIDGED: &str = "upstream relist could not be bridged";
 
+/// How long a closed watcher may take to end itself before what it left in
+/// [`WatcherShared::on_abandoned`] runs.
+pub const ABANDON_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What ends an abandoned watch (see the module doc).
+type Abandon = Box<dyn FnOnce() + Send>;
+
 /// State shared between a watcher's task and the hub (see the module doc for the protocol and
 /// its memory orderings).
-#[derive(Debug)]
 pub struct WatcherShared {
     /// The dispatcher stopped pushing: the watcher must read the log from its cursor.
     lagging: AtomicBool,
@@ -70,6 +84,18 @@ pub struct WatcherShared {
     reason: Mutex<Option<&'static str>>,
     /// Asks the watch task for a BOOKMARK now ([`WatcherShared::want_bookmark`]).
     bookmark: Arc<Notify>,
+    /// Ends the watch if it does not end itself after a close.
+    abandon: Mutex<Option<Abandon>>,
+}
+
+impl std::fmt::Debug for WatcherShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatcherShared")
+            .field("lagging", &self.lagging)
+            .field("cursor", &self.cursor)
+            .field("reason", &self.reason)
+            .finish_non_exhaustive()
+    }
 }
 
 impl WatcherShared {
@@ -81,6 +107,7 @@ impl WatcherShared {
             cancel: CancellationToken::new(),
             reason: Mutex::new(None),
             bookmark: Arc::new(Notify::new()),
+            abandon: Mutex::new(None),
         }
     }
 
@@ -111,10 +138,27 @@ impl WatcherShared {
         self.cursor.store(cursor, Ordering::Relaxed);
     }
 
-    /// Closes the watcher with a reason (first reason wins).
+    /// Closes the watcher with a reason (first reason wins), and arms
+    /// [`WatcherShared::on_abandoned`].
     pub fn close(&self, reason: &'static str) {
         self.reason.lock().get_or_insert(reason);
         self.cancel.cancel();
+        let abandon = self.abandon.lock().take();
+        if let (Some(f), Ok(rt)) = (abandon, tokio::runtime::Handle::try_current()) {
+            // A task of its own: the hub closes watchers under the cache's lock, and ending a
+            // watch takes that lock.
+            rt.spawn(async move {
+                tokio::time::sleep(ABANDON_GRACE).await;
+                f();
+            });
+        }
+    }
+
+    /// What ends the watch should it not end itself within [`ABANDON_GRACE`] of a close (see
+    /// the module doc): called by the watch once it is registered. Must not block, and must not
+    /// be called with the cache's lock held.
+    pub fn on_abandoned(&self, f: impl FnOnce() + Send + 'static) {
+        *self.abandon.lock() = Some(Box::new(f));
     }
 
     /// Whether the watcher was closed.

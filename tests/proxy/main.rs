@@ -5,6 +5,7 @@
 mod common;
 mod pki;
 
+mod alloc;
 mod authz;
 mod cache_props;
 mod clients;

@@ -86,7 +86,13 @@ async fn proxy_to(upstream_url: &str) -> Server {
     .expect("upstream");
     serve(move |req| {
         let up = up.clone();
-        async move { pass_through(&up, req).await }
+        async move {
+            pass_through(
+                &up,
+                req.map(watchmux::downstream::request_body::ReqBody::Hyper),
+            )
+            .await
+        }
     })
     .await
 }

@@ -46,12 +46,13 @@ fn events(binary: bool) -> (Vec<Out>, Vec<Vec<u8>>) {
     let (d2, d3) = rest.split_at(rest.len() / 2);
     let outs = vec![
         Out::Frame(Bytes::from(a.clone())),
-        Out::Batch(vec![Bytes::from(b.clone()), Bytes::from(c.clone())]),
-        Out::Parts(Box::new([
+        Out::Frame(Bytes::from(b.clone())),
+        Out::Frame(Bytes::from(c.clone())),
+        Out::Parts([
             Bytes::copy_from_slice(d1),
             Bytes::copy_from_slice(d2),
             Bytes::copy_from_slice(d3),
-        ])),
+        ]),
     ];
     let strip = |v: Vec<u8>| if binary { v[4..].to_vec() } else { v };
     (outs, [a, b, c, d].map(strip).to_vec())
@@ -72,12 +73,13 @@ pub fn check(data: &[u8]) {
 
 async fn session(data: &[u8], binary: bool) -> Vec<u8> {
     let (client, server) = tokio::io::duplex(64 << 10);
-    let (tx, rx) = mpsc::channel(8);
+    let (tx, mut rx) = mpsc::channel(8);
     let (outs, _) = events(binary);
     for o in outs {
         tx.send(o).await.expect("the writer's channel is open");
     }
-    let pump = tokio::spawn(pump_io(server, rx, binary));
+    let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let pump = tokio::spawn(pump_io(server, stream, binary));
     let (mut from_server, mut to_server) = tokio::io::split(client);
     let reader = tokio::spawn(async move {
         let mut out = Vec::new();
