@@ -126,7 +126,9 @@ pub async fn serve(
             req.extensions_mut().insert(a);
         }
         req.extensions_mut().insert(Direct);
-        let resp = super::router::handle(app.clone(), req).await;
+        // Boxed: the router's future is large (every kind of answer), and the connection's
+        // task would otherwise keep room for it for as long as the watch lasts.
+        let resp = Box::pin(super::router::handle(app.clone(), req)).await;
         let direct = resp
             .extensions()
             .get::<DirectWatch>()
@@ -141,7 +143,7 @@ pub async fn serve(
                 }
                 None => Err(io::Error::other("watch taken twice")),
             },
-            None => write_response(&mut io, resp).await,
+            None => Box::pin(write_response(&mut io, resp)).await,
         };
         if finished.is_err() || !keep_alive || draining.is_cancelled() {
             let _ = io.shutdown().await;

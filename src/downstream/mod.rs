@@ -87,7 +87,9 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
                 return;
             }
             let accepted = tokio::select! {
-                a = acceptor.accept(stream) => a,
+                // Boxed, as the hyper path below: a connection's task is as large as the
+                // largest state it may be in, and an idle watch should not pay for these.
+                a = Box::pin(acceptor.accept(stream)) => a,
                 _ = draining.cancelled() => return,
             };
             let (io, peer) = match accepted {
@@ -109,13 +111,13 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
                 _ = cancel.cancelled() => return,
             };
             if let h1::Served::ToHyper(io, read) = served {
-                serve_hyper(
+                Box::pin(serve_hyper(
                     conn_app,
                     h1::Rewind::new(io, read),
                     settings,
                     draining,
                     cancel,
-                )
+                ))
                 .await;
             }
         });
@@ -143,7 +145,9 @@ async fn serve_hyper(
         if let Some(a) = client_addr {
             req.extensions_mut().insert(a);
         }
-        async move { Ok::<_, std::convert::Infallible>(handle(app, req).await) }
+        // Boxed: hyper keeps an HTTP/2 stream's service future in the stream's task for as
+        // long as the stream lives, and the router's future is large.
+        Box::pin(async move { Ok::<_, std::convert::Infallible>(handle(app, req).await) })
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Header limits and the slow-header guard (hyper answers 431 past max_buf_size and
