@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::RwLock;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::hub::watcher::{
     CUT_FOR_MEMORY, FELL_OUT_OF_WINDOW, IN_BRIDGED_GAP, LAGGING_BEYOND_BYTE_BOUND,
@@ -503,15 +503,17 @@ impl ResourceCache {
     /// Registers a watcher that starts reading the log after `cursor` ("catching up"); it
     /// stays registered until the returned [`Subscription`] is dropped.
     pub fn subscribe(self: &Arc<Self>, filter: Arc<Filter>, cursor: u64) -> Subscription {
-        let (tx, rx) = mpsc::channel(self.settings.watcher_queue.max(1));
-        let shared = Arc::new(WatcherShared::catching_up(cursor));
+        let shared = Arc::new(WatcherShared::catching_up(
+            cursor,
+            self.settings.watcher_queue,
+        ));
         let id = self
             .state
             .write()
             .hub
-            .insert(&self.info, filter, tx, shared.clone());
+            .insert(&self.info, filter, shared.clone());
         let charge = self.account.charge(budget::WATCHER_BYTES);
-        Subscription::new(self.clone(), id, shared, rx, charge)
+        Subscription::new(self.clone(), id, shared, charge)
     }
 
     /// Removes watcher `id` from the hub (its [`Subscription`] was dropped).

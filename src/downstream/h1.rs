@@ -116,11 +116,13 @@ pub async fn serve(
             return Served::ToHyper(io, buf.freeze());
         }
         buf.advance(head.len);
+        let keep_alive = head.keep_alive;
+        // Its headers are the request's now: not kept for the watch's life.
+        drop(head);
         if buf.is_empty() {
             // What a request head needed is given back: an idle watch keeps no read buffer.
             buf = BytesMut::new();
         }
-        let keep_alive = head.keep_alive;
         req.extensions_mut().insert(s.peer.clone());
         if let Some(a) = s.client_addr {
             req.extensions_mut().insert(a);

@@ -229,7 +229,8 @@ struct Stop;
 
 impl Watcher {
     async fn run(mut self, rv: Option<u64>, sie: Option<bool>) {
-        let started = self.start(rv, sie).await;
+        // Boxed: the initial events' state is not kept, in the watch's own, for its whole life.
+        let started = Box::pin(self.start(rv, sie)).await;
         if !self.start_failed {
             self.metrics.watch_start(WatchOutcome::Ok);
         }
@@ -461,7 +462,11 @@ impl Watcher {
                 // Whatever else is queued comes next without waiting: the transport takes
                 // frames as long as they come and writes them together.
                 d = sub.recv() => {
-                    let Some((ev, emitted)) = d else { return Err(Stop) };
+                    let Some((ev, emitted)) = d else {
+                        // Closed (by the hub), with nothing left queued.
+                        self.closed(&sub);
+                        return Err(Stop);
+                    };
                     if ev.rv > cursor {
                         cursor = ev.rv;
                         let f = self.frame_of(&ev, emitted);

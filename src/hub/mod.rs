@@ -18,8 +18,6 @@ pub mod watcher;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
 use crate::cache::{CacheEvent, Cached, ResourceInfo};
 use kube_wire::selector::Filter;
 
@@ -32,9 +30,7 @@ pub use watcher::{Delivery, Subscription, WatcherShared};
 pub struct Subscriber {
     /// Which events it receives, and as what.
     filter: Arc<Filter>,
-    /// Its queue (the task holds the receiver).
-    tx: mpsc::Sender<Delivery>,
-    /// State shared with its task.
+    /// State shared with its task, its queue included.
     shared: Arc<WatcherShared>,
     /// Where the index files it.
     bucket: Bucket,
@@ -66,7 +62,6 @@ impl Hub {
         &mut self,
         info: &ResourceInfo,
         filter: Arc<Filter>,
-        tx: mpsc::Sender<Delivery>,
         shared: Arc<WatcherShared>,
     ) -> u64 {
         let id = self.next_id;
@@ -77,7 +72,6 @@ impl Hub {
             id,
             Subscriber {
                 filter,
-                tx,
                 shared,
                 bucket,
             },
@@ -141,14 +135,14 @@ impl Hub {
             let Some(emitted) = ev.emitted_for(&w.filter) else {
                 continue;
             };
-            if shallow && w.tx.max_capacity() - w.tx.capacity() >= SHALLOW_QUEUE {
+            if shallow && w.shared.queued() >= SHALLOW_QUEUE {
                 w.shared.fall_behind();
                 continue;
             }
-            match w.tx.try_send((ev.clone(), emitted)) {
-                Ok(()) => done.delivered += 1,
-                Err(mpsc::error::TrySendError::Full(_)) => w.shared.fall_behind(),
-                Err(mpsc::error::TrySendError::Closed(_)) => gone.push(id),
+            match w.shared.push((ev.clone(), emitted)) {
+                watcher::Pushed::Queued => done.delivered += 1,
+                watcher::Pushed::Full => w.shared.fall_behind(),
+                watcher::Pushed::Gone => gone.push(id),
             }
         }
         for id in gone {
@@ -237,7 +231,7 @@ mod tests {
     }
 
     fn shared() -> Arc<WatcherShared> {
-        Arc::new(WatcherShared::catching_up(0))
+        Arc::new(WatcherShared::catching_up(0, 1))
     }
 
     #[test]
@@ -246,21 +240,17 @@ mod tests {
         let mut hub = Hub::default();
         let mut ids = HashMap::new();
         for n in 0..100 {
-            let (tx, _rx) = mpsc::channel(1);
             ids.insert(
                 n,
                 hub.insert(
                     &info,
                     filter(None, &format!("spec.nodeName=n{n}")),
-                    tx,
                     shared(),
                 ),
             );
         }
-        let (tx, _rx) = mpsc::channel(1);
-        let all = hub.insert(&info, filter(None, ""), tx, shared());
-        let (tx, _rx) = mpsc::channel(1);
-        let ns_b = hub.insert(&info, filter(Some("b"), ""), tx, shared());
+        let all = hub.insert(&info, filter(None, ""), shared());
+        let ns_b = hub.insert(&info, filter(Some("b"), ""), shared());
         assert_eq!(hub.unindexed(), 1);
         // A pod moving from n3 to n7 in namespace a: n3's and n7's kubelets and the unindexed one.
         let mut got: Vec<u64> = hub

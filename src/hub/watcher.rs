@@ -38,7 +38,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use tokio::sync::{Notify, mpsc};
+use std::collections::VecDeque;
+
+use tokio::sync::Notify;
 use tokio_util::sync::{
     CancellationToken, WaitForCancellationFuture, WaitForCancellationFutureOwned,
 };
@@ -86,7 +88,32 @@ pub struct WatcherShared {
     bookmark: Arc<Notify>,
     /// Ends the watch if it does not end itself after a close.
     abandon: Mutex<Option<Abandon>>,
+    /// The watcher's queue while live: pushed by the dispatcher, taken by the watch. A
+    /// `VecDeque` rather than a channel: it holds no memory while empty (an idle watcher's
+    /// usual state) and keeps what it grew to while events flow, so a steady delivery
+    /// allocates nothing.
+    queue: Mutex<VecDeque<Delivery>>,
+    /// The most deliveries the queue holds.
+    capacity: usize,
+    /// Wakes the watch when a delivery is queued or the watcher is closed.
+    ready: Notify,
+    /// The watch dropped its [`Subscription`]: nothing may be queued any more.
+    gone: AtomicBool,
 }
+
+/// What [`WatcherShared::push`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// Queued.
+    Queued,
+    /// The queue is full.
+    Full,
+    /// The watch is gone.
+    Gone,
+}
+
+/// The capacity an empty queue keeps: what a burst grew it to beyond this is given back.
+const KEPT_QUEUE: usize = 8;
 
 impl std::fmt::Debug for WatcherShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,7 +127,7 @@ impl std::fmt::Debug for WatcherShared {
 
 impl WatcherShared {
     /// A new watcher, catching up from `cursor` (it reads the log until it may go live).
-    pub(crate) fn catching_up(cursor: u64) -> Self {
+    pub(crate) fn catching_up(cursor: u64, capacity: usize) -> Self {
         WatcherShared {
             lagging: AtomicBool::new(true),
             cursor: AtomicU64::new(cursor),
@@ -108,6 +135,10 @@ impl WatcherShared {
             reason: Mutex::new(None),
             bookmark: Arc::new(Notify::new()),
             abandon: Mutex::new(None),
+            queue: Mutex::new(VecDeque::new()),
+            capacity: capacity.max(1),
+            ready: Notify::new(),
+            gone: AtomicBool::new(false),
         }
     }
 
@@ -138,11 +169,32 @@ impl WatcherShared {
         self.cursor.store(cursor, Ordering::Relaxed);
     }
 
+    /// Queues a delivery (the dispatcher, under the cache's lock).
+    pub(crate) fn push(&self, d: Delivery) -> Pushed {
+        if self.gone.load(Ordering::Acquire) {
+            return Pushed::Gone;
+        }
+        let mut q = self.queue.lock();
+        if q.len() >= self.capacity {
+            return Pushed::Full;
+        }
+        q.push_back(d);
+        drop(q);
+        self.ready.notify_one();
+        Pushed::Queued
+    }
+
+    /// Deliveries queued.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.lock().len()
+    }
+
     /// Closes the watcher with a reason (first reason wins), and arms
     /// [`WatcherShared::on_abandoned`].
     pub fn close(&self, reason: &'static str) {
         self.reason.lock().get_or_insert(reason);
         self.cancel.cancel();
+        self.ready.notify_one();
         let abandon = self.abandon.lock().take();
         if let (Some(f), Ok(rt)) = (abandon, tokio::runtime::Handle::try_current()) {
             // A task of its own: the hub closes watchers under the cache's lock, and ending a
@@ -206,7 +258,6 @@ pub struct Subscription {
     cache: Arc<ResourceCache>,
     id: u64,
     shared: Arc<WatcherShared>,
-    rx: mpsc::Receiver<Delivery>,
     /// What the watcher counts for in the memory budget while it lives.
     _charge: Charge,
 }
@@ -217,14 +268,12 @@ impl Subscription {
         cache: Arc<ResourceCache>,
         id: u64,
         shared: Arc<WatcherShared>,
-        rx: mpsc::Receiver<Delivery>,
         charge: Charge,
     ) -> Self {
         Subscription {
             cache,
             id,
             shared,
-            rx,
             _charge: charge,
         }
     }
@@ -234,24 +283,42 @@ impl Subscription {
         &self.shared
     }
 
-    /// The next delivery while live; `None` once the hub dropped the watcher.
+    /// The next delivery while live; `None` once the watcher is closed and nothing is left
+    /// queued.
     pub async fn recv(&mut self) -> Option<Delivery> {
-        self.rx.recv().await
+        loop {
+            if let Some(d) = self.try_recv() {
+                return Some(d);
+            }
+            if self.shared.is_closed() {
+                return None;
+            }
+            // `notify_one` keeps a permit when nobody waits: a push between the check and
+            // this wait is not missed.
+            self.shared.ready.notified().await;
+        }
     }
 
     /// A delivery already queued, if any.
     pub fn try_recv(&mut self) -> Option<Delivery> {
-        self.rx.try_recv().ok()
+        let mut q = self.shared.queue.lock();
+        let d = q.pop_front();
+        if q.is_empty() && q.capacity() > KEPT_QUEUE {
+            q.shrink_to(KEPT_QUEUE);
+        }
+        d
     }
 
     /// Whether nothing is queued.
     pub fn queue_is_empty(&self) -> bool {
-        self.rx.is_empty()
+        self.shared.queue.lock().is_empty()
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        self.shared.gone.store(true, Ordering::Release);
+        self.shared.queue.lock().clear();
         self.cache.unsubscribe(self.id);
     }
 }
