@@ -1,9 +1,17 @@
 //! The simulator's command line (`kube-sim`), also used by the bench to start it as a process:
 //! the flags and the run-until-Ctrl-C loop. Owns no simulation: it builds a [`SimConfig`] and
-//! hands it to [`Simulator::start`].
+//! hands it to [`Simulator::start`]; with `--tls-listen` it also serves the same simulator over
+//! HTTPS on a second address (the bench's clients over TLS, beside the plain listener its
+//! control requests and the proxies under test use).
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
 
 use crate::churn::ChurnSpec;
 use crate::fleet::FleetSpec;
@@ -44,6 +52,16 @@ pub struct SimArgs {
     /// Seconds between periodic BOOKMARK events.
     #[arg(long, default_value_t = 60)]
     pub bookmark_interval_secs: u64,
+    /// Also serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) on this address, with --tls-cert-file
+    /// and --tls-key-file; --listen stays plain HTTP.
+    #[arg(long, requires_all = ["tls_cert_file", "tls_key_file"])]
+    pub tls_listen: Option<SocketAddr>,
+    /// PEM certificate chain of the --tls-listen address.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long)]
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl SimArgs {
@@ -80,6 +98,11 @@ impl SimArgs {
 pub async fn run(args: &SimArgs) -> Result<(), SimError> {
     let started = std::time::Instant::now();
     let sim = Simulator::start(args.config()).await?;
+    if let (Some(addr), Some(cert), Some(key)) =
+        (args.tls_listen, &args.tls_cert_file, &args.tls_key_file)
+    {
+        serve_tls(&sim, addr, cert, key).await?;
+    }
     tracing::info!(
         url = %sim.url(),
         revision = sim.store().revision(),
@@ -93,5 +116,59 @@ pub async fn run(args: &SimArgs) -> Result<(), SimError> {
     }
     tracing::info!("shutting down");
     sim.shutdown().await;
+    Ok(())
+}
+
+/// Serves `sim` over HTTPS on `addr` too, with the certificate chain and key in `cert` and `key`
+/// (PEM files), until the simulator shuts down: the same requests, faults and counters as on
+/// its own listener.
+async fn serve_tls(
+    sim: &Simulator,
+    addr: SocketAddr,
+    cert: &Path,
+    key: &Path,
+) -> Result<(), SimError> {
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|e| SimError::Tls(format!("{}: {e}", p.display())))
+    };
+    let tls = crate::tls::SimTls {
+        cert_pem: read(cert)?,
+        key_pem: read(key)?,
+        ..Default::default()
+    };
+    let acceptor = crate::tls::acceptor(&tls).map_err(SimError::Tls)?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| SimError::Bind { addr, source })?;
+    let state = sim.state().clone();
+    sim.state().tasks.spawn(async move {
+        loop {
+            let conn = tokio::select! {
+                _ = state.cancel.cancelled() => return,
+                c = listener.accept() => c,
+            };
+            let Ok((stream, _peer)) = conn else { continue };
+            if state.faults.refusing() {
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let (st, acceptor) = (state.clone(), acceptor.clone());
+            state.tasks.spawn(async move {
+                let cancel = st.cancel.clone();
+                let stream = tokio::select! {
+                    s = crate::tls::accept(Some(&acceptor), stream) => s,
+                    _ = cancel.cancelled() => None,
+                };
+                let Some(stream) = stream else { return };
+                let svc = service_fn(move |req| crate::http::handle(st.clone(), req));
+                let builder = auto::Builder::new(TokioExecutor::new());
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                tokio::select! {
+                    _ = conn => {}
+                    _ = cancel.cancelled() => {}
+                }
+            });
+        }
+    });
     Ok(())
 }

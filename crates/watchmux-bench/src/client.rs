@@ -5,18 +5,25 @@
 //! [`super::pbframe`]), and read the write-time stamp the simulator puts in each object to
 //! compute delivery latency. Each request asks for one [`Encoding`] in its `Accept`.
 //!
-//! Plain HTTP/1.1 over TCP only (no TLS, and no gzip: it sends no `Accept-Encoding`), and no
-//! retries: what to do with a 429 or a failed watch is the scenario's decision.
+//! HTTP/1.1 over TCP or over TLS ([`Endpoint`]: the reader is generic over the stream), no gzip
+//! (it sends no `Accept-Encoding`), and no retries: what to do with a 429 or a failed watch is
+//! the scenario's decision. [`spawn_h2_watches`] opens idle watches over HTTP/2 (hyper's
+//! client, many streams per connection) for the per-watch cost scenario; it counts streams and
+//! frames, it does not read events.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
+use http_body_util::BodyExt;
 use memchr::memmem::Finder;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 use super::hist::Histogram;
 use super::pbframe;
@@ -81,9 +88,42 @@ impl Encoding {
     }
 }
 
-/// One HTTP/1.1 connection.
-pub struct Conn {
-    stream: TcpStream,
+/// Where a client connects: an address, and the TLS connector (trusting the run's CA, offering
+/// one ALPN protocol) when the target serves TLS there.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// The target's address.
+    pub addr: SocketAddr,
+    /// TLS over the TCP connection, when set.
+    pub tls: Option<TlsConnector>,
+}
+
+impl Endpoint {
+    /// Plain TCP to `addr`.
+    pub fn plain(addr: SocketAddr) -> Endpoint {
+        Endpoint { addr, tls: None }
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        write!(f, "{scheme}://{}", self.addr)
+    }
+}
+
+/// A TCP connection to `addr` with Nagle off, and TLS over it when `tls` is given (the server
+/// name is the address: the run's certificate names 127.0.0.1).
+async fn dial_tls(addr: SocketAddr, tls: &TlsConnector) -> std::io::Result<TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    tls.connect(ServerName::IpAddress(addr.ip().into()), tcp)
+        .await
+}
+
+/// One HTTP/1.1 connection over `S`: plain TCP (the default) or TLS.
+pub struct Conn<S = TcpStream> {
+    stream: S,
     buf: BytesMut,
     host: String,
 }
@@ -92,21 +132,30 @@ fn bad(msg: impl Into<String>) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, msg.into())
 }
 
-impl Conn {
+impl Conn<TcpStream> {
     /// Connects to `addr`.
     pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Conn {
-            stream,
-            buf: BytesMut::with_capacity(16 * 1024),
-            host: addr.to_string(),
-        })
+        Ok(Conn::from_stream(stream, addr.to_string()))
     }
+}
 
+impl Conn<TlsStream<TcpStream>> {
+    /// Connects to `addr` and makes a TLS handshake with `tls`.
+    pub async fn connect_tls(
+        addr: SocketAddr,
+        tls: &TlsConnector,
+    ) -> std::io::Result<Conn<TlsStream<TcpStream>>> {
+        let stream = dial_tls(addr, tls).await?;
+        Ok(Conn::from_stream(stream, addr.to_string()))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Wraps a connected stream (e.g. one with socket options of its own); `host` is what the
     /// `Host` header names.
-    pub fn from_stream(stream: TcpStream, host: String) -> Conn {
+    pub fn from_stream(stream: S, host: String) -> Conn<S> {
         Conn {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),
@@ -115,7 +164,7 @@ impl Conn {
     }
 
     /// The socket and what was read past the response head, for a reader of its own.
-    pub fn into_parts(self) -> (TcpStream, BytesMut) {
+    pub fn into_parts(self) -> (S, BytesMut) {
         (self.stream, self.buf)
     }
 
@@ -135,12 +184,13 @@ impl Conn {
             self.host,
             encoding.accept()
         );
-        self.stream.write_all(req.as_bytes()).await
+        self.raw_write(req.as_bytes()).await
     }
 
-    /// Writes raw request bytes.
+    /// Writes raw request bytes (and flushes them: TLS may hold them back otherwise).
     pub async fn raw_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.stream.write_all(bytes).await
+        self.stream.write_all(bytes).await?;
+        self.stream.flush().await
     }
 
     async fn fill(&mut self) -> std::io::Result<()> {
@@ -445,7 +495,29 @@ impl WatchStats {
 /// listen backlog), then feeds every event to `stats`. An answer in another encoding counts as
 /// a failed watch.
 pub async fn watch(
-    addr: SocketAddr,
+    ep: Endpoint,
+    path_and_query: String,
+    encoding: Encoding,
+    stats: Arc<WatchStats>,
+    gate: Arc<tokio::sync::Semaphore>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let addr = ep.addr;
+    match ep.tls {
+        None => {
+            let connect = Conn::connect(addr);
+            watch_over(connect, path_and_query, encoding, stats, gate, stop).await
+        }
+        Some(tls) => {
+            let connect = async move { Conn::connect_tls(addr, &tls).await };
+            watch_over(connect, path_and_query, encoding, stats, gate, stop).await
+        }
+    }
+}
+
+/// [`watch`] on the connection `connect` makes (awaited once the gate lets it through).
+async fn watch_over<S: AsyncRead + AsyncWrite + Unpin>(
+    connect: impl Future<Output = std::io::Result<Conn<S>>>,
     path_and_query: String,
     encoding: Encoding,
     stats: Arc<WatchStats>,
@@ -454,7 +526,7 @@ pub async fn watch(
 ) {
     let permit = gate.acquire_owned().await;
     let opened = async {
-        let mut c = Conn::connect(addr).await?;
+        let mut c = connect.await?;
         c.get_as(&path_and_query, encoding).await?;
         let head = c.read_head().await?;
         std::io::Result::Ok((c, head))
@@ -517,6 +589,144 @@ pub async fn watch(
     }
 }
 
+/// Opens `streams` idle watches of `path_and_query` over HTTP/2 through `ep` (TLS with ALPN
+/// `h2`), `per_connection` streams to a connection, as a kubelet carries its watches on one
+/// connection: the tasks go into `tasks`. A stream whose response head is a 200 counts in
+/// `stats.connected` (every other outcome in `stats.failed`); its body is then held open and
+/// polled (frames counted in `stats.frames`, a stream that ends in `stats.ended`) until `stop`.
+/// `gate` is held by a connection until all its streams have their heads.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one caller, each argument named there"
+)]
+pub fn spawn_h2_watches(
+    tasks: &mut tokio::task::JoinSet<()>,
+    ep: &Endpoint,
+    path_and_query: &str,
+    streams: usize,
+    per_connection: usize,
+    stats: Arc<WatchStats>,
+    gate: Arc<tokio::sync::Semaphore>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let per = per_connection.max(1);
+    let mut left = streams;
+    while left > 0 {
+        let n = left.min(per);
+        left -= n;
+        tasks.spawn(h2_connection(
+            ep.clone(),
+            path_and_query.to_string(),
+            n,
+            stats.clone(),
+            gate.clone(),
+            stop.clone(),
+        ));
+    }
+}
+
+/// One HTTP/2 connection carrying `n` watch streams; see [`spawn_h2_watches`].
+async fn h2_connection(
+    ep: Endpoint,
+    path_and_query: String,
+    n: usize,
+    stats: Arc<WatchStats>,
+    gate: Arc<tokio::sync::Semaphore>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let fail = |k: usize, why: String| {
+        for _ in 0..k {
+            stats.fail(why.clone());
+        }
+    };
+    let Some(tls) = ep.tls.clone() else {
+        fail(n, "HTTP/2 watches need TLS (ALPN h2)".into());
+        return;
+    };
+    let permit = gate.acquire_owned().await;
+    let opened = async {
+        let io = dial_tls(ep.addr, &tls).await?;
+        if io.get_ref().1.alpn_protocol() != Some(b"h2".as_slice()) {
+            return Err(bad("the server did not negotiate h2"));
+        }
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+            .await
+            .map_err(|e| bad(format!("HTTP/2 handshake: {e}")))
+    };
+    let (mut sender, conn) = tokio::select! {
+        _ = stop.cancelled() => return,
+        r = opened => match r {
+            Ok(p) => p,
+            Err(e) => {
+                fail(n, e.to_string());
+                return;
+            }
+        }
+    };
+    let mut bodies = tokio::task::JoinSet::new();
+    bodies.spawn(async move {
+        let _ = conn.await;
+    });
+    let uri = format!("https://{}{path_and_query}", ep.addr);
+    for i in 0..n {
+        let req = http::Request::get(uri.as_str())
+            .header(http::header::ACCEPT, Encoding::Json.accept())
+            .header(http::header::USER_AGENT, "watchmux-bench")
+            .body(http_body_util::Empty::<Bytes>::new());
+        let sent = async {
+            let req = req.map_err(|e| bad(e.to_string()))?;
+            sender
+                .ready()
+                .await
+                .map_err(|e| bad(format!("HTTP/2 connection: {e}")))?;
+            sender
+                .send_request(req)
+                .await
+                .map_err(|e| bad(format!("HTTP/2 stream: {e}")))
+        };
+        let resp = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = sent => r,
+        };
+        let mut body = match resp {
+            Ok(r) if r.status() == http::StatusCode::OK => r.into_body(),
+            Ok(r) => {
+                stats.fail(format!("answered {}", r.status().as_u16()));
+                continue;
+            }
+            Err(e) => {
+                // The connection is gone: its remaining streams fail with it.
+                fail(n - i, e.to_string());
+                break;
+            }
+        };
+        stats.connected.fetch_add(1, Ordering::Relaxed);
+        let (stats, stop) = (stats.clone(), stop.clone());
+        bodies.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    f = body.frame() => match f {
+                        Some(Ok(_)) => {
+                            stats.frames.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {
+                            stats.ended.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
+                    },
+                }
+            }
+        });
+    }
+    drop(permit);
+    stop.cancelled().await;
+    // Dropping the sender, the bodies and the connection's task closes the connection.
+    bodies.abort_all();
+    while bodies.join_next().await.is_some() {}
+}
+
 /// The result of one LIST.
 #[derive(Debug, Clone, Default)]
 pub struct Listed {
@@ -534,7 +744,10 @@ pub struct Listed {
 
 /// GETs `path_and_query` on `conn` and reads the whole body, keeping only its size and the
 /// list's resourceVersion (a list body starts with its metadata).
-pub async fn list_on(conn: &mut Conn, path_and_query: &str) -> std::io::Result<Listed> {
+pub async fn list_on<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Conn<S>,
+    path_and_query: &str,
+) -> std::io::Result<Listed> {
     conn.get(path_and_query).await?;
     let head = conn.read_head().await?;
     // The list's metadata (resourceVersion, continue) comes first; a continue token is
@@ -570,6 +783,17 @@ pub async fn list_on(conn: &mut Conn, path_and_query: &str) -> std::io::Result<L
 pub async fn list(addr: SocketAddr, path_and_query: &str) -> std::io::Result<Listed> {
     let mut c = Conn::connect(addr).await?;
     list_on(&mut c, path_and_query).await
+}
+
+/// One LIST on a new connection to `ep` (over TLS when it says so).
+pub async fn list_at(ep: &Endpoint, path_and_query: &str) -> std::io::Result<Listed> {
+    match &ep.tls {
+        None => list(ep.addr, path_and_query).await,
+        Some(tls) => {
+            let mut c = Conn::connect_tls(ep.addr, tls).await?;
+            list_on(&mut c, path_and_query).await
+        }
+    }
 }
 
 /// One GET on a new connection, keeping the whole body (small answers only: `/metrics`).

@@ -88,6 +88,7 @@ fn list_spec(s: &Sizes) -> ScenarioSpec {
         ],
         scaling_metric: None,
         variants: None,
+        versus: None,
     }
 }
 
@@ -118,6 +119,7 @@ fn check_spec(s: &Sizes) -> ScenarioSpec {
         ratio_metrics: vec![],
         scaling_metric: None,
         variants: None,
+        versus: None,
     }
 }
 

@@ -13,6 +13,7 @@
 pub mod client;
 pub mod consistent;
 pub mod decode;
+pub mod heap;
 pub mod hist;
 pub mod httpfuzz;
 pub mod limit;
@@ -27,13 +28,16 @@ pub mod scenarios;
 pub mod scrape;
 pub mod soak;
 pub mod targets;
+pub mod tls;
+pub mod watchcost;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use report::{Sample, ScenarioSpec};
+use report::{NotRun, Sample, ScenarioSpec};
 use targets::{Env, TargetKind};
+use tls::Transport;
 
 /// Why a bench could not run.
 #[derive(Debug, thiserror::Error)]
@@ -85,11 +89,13 @@ pub enum Scenario {
     Consistent,
     /// S8: protobuf against JSON through watchmux (delivery, client decode, LIST).
     Protobuf,
+    /// S9: what an idle watch costs (RSS, heap, kernel memory) over HTTP/1.1, TLS and HTTP/2.
+    WatchCost,
 }
 
 impl Scenario {
     /// All, in run order.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Broadcast,
         Scenario::Idle,
         Scenario::List,
@@ -98,6 +104,7 @@ impl Scenario {
         Scenario::Fleet,
         Scenario::Herd,
         Scenario::Protobuf,
+        Scenario::WatchCost,
     ];
 }
 
@@ -113,9 +120,10 @@ impl std::str::FromStr for Scenario {
             "s6" | "sync" => Scenario::Sync,
             "s7" | "consistent" => Scenario::Consistent,
             "s8" | "protobuf" => Scenario::Protobuf,
+            "s9" | "watchcost" => Scenario::WatchCost,
             other => {
                 return Err(format!(
-                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf)"
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost)"
                 ));
             }
         })
@@ -127,6 +135,12 @@ impl std::str::FromStr for Scenario {
 pub struct Sizes {
     /// S1 watcher counts.
     pub broadcast_watchers: Vec<usize>,
+    /// Transports of S1's cases (plain HTTP/1.1 and/or HTTP/1.1 over TLS), side by side.
+    pub broadcast_transports: Vec<Transport>,
+    /// Transports of S5's cases.
+    pub idle_transports: Vec<Transport>,
+    /// The targets that run S1's and S5's TLS cases (all of them but in smoke runs).
+    pub tls_targets: Vec<TargetKind>,
     /// S1 (and S8 delivery) writes per second.
     pub broadcast_rate: f64,
     /// Pods in S1's, S5's and S8's delivery fleet.
@@ -168,6 +182,12 @@ pub struct Sizes {
     pub protobuf_list_pods: usize,
     /// S8: decodes of one pod event per encoding and repeat (in 25 batches).
     pub decode_iterations: usize,
+    /// S9 watch counts (each over HTTP/1.1, HTTP/1.1 over TLS and HTTP/2 over TLS).
+    pub watchcost_watches: Vec<usize>,
+    /// S9: watch streams per HTTP/2 connection (a kubelet's watches share one).
+    pub watchcost_streams: usize,
+    /// S9's repeats when not `repeats` (smoke runs: one; S9 starts two processes per case).
+    pub watchcost_repeats: Option<usize>,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -185,6 +205,9 @@ impl Sizes {
     pub fn full() -> Sizes {
         Sizes {
             broadcast_watchers: vec![100, 1000, 10_000],
+            broadcast_transports: vec![Transport::Plain],
+            idle_transports: vec![Transport::Plain],
+            tls_targets: TargetKind::ALL.to_vec(),
             broadcast_rate: 50.0,
             broadcast_pods: 1000,
             fleet_nodes: 5000,
@@ -205,6 +228,9 @@ impl Sizes {
             protobuf_watchers: vec![1000, 10_000],
             protobuf_list_pods: 100_000,
             decode_iterations: 50_000,
+            watchcost_watches: vec![10_000, 50_000],
+            watchcost_streams: 15,
+            watchcost_repeats: None,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -214,6 +240,10 @@ impl Sizes {
     pub fn smoke() -> Sizes {
         Sizes {
             broadcast_watchers: vec![10],
+            // One target over TLS keeps the smoke run short; S9 has every target's TLS.
+            broadcast_transports: vec![Transport::Plain, Transport::Tls],
+            idle_transports: vec![Transport::Plain],
+            tls_targets: vec![TargetKind::Limit],
             broadcast_rate: 20.0,
             broadcast_pods: 30,
             fleet_nodes: 20,
@@ -234,6 +264,9 @@ impl Sizes {
             protobuf_watchers: vec![10],
             protobuf_list_pods: 300,
             decode_iterations: 100,
+            watchcost_watches: vec![50],
+            watchcost_streams: 15,
+            watchcost_repeats: Some(1),
             window_secs: 0.5,
             repeats: 2,
         }
@@ -262,15 +295,27 @@ pub struct BenchOptions {
 pub struct BenchReport {
     /// Every sample.
     pub samples: Vec<Sample>,
+    /// The cases that could not be set up on this machine, and why.
+    pub not_run: Vec<NotRun>,
     /// The scenarios that ran.
     pub specs: Vec<ScenarioSpec>,
     /// The Markdown report.
     pub markdown: String,
 }
 
-/// Raises this process's soft open-file limit to its hard limit (children inherit it):
-/// ten thousand watchers need ten thousand sockets on each side.
+/// Raises this process's open-file limit as far as the machine allows (children inherit it):
+/// ten thousand watchers need ten thousand sockets on each side. The hard limit is raised to
+/// the kernel's `fs.nr_open` when the process may (CAP_SYS_RESOURCE; silently not otherwise),
+/// then the soft limit to the hard one. Returns the soft limit.
 pub fn raise_nofile_limit() -> u64 {
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    if let (Some(max), Ok((_, hard))) = (nr_open, rlimit::getrlimit(rlimit::Resource::NOFILE))
+        && max > hard
+    {
+        let _ = rlimit::setrlimit(rlimit::Resource::NOFILE, max, max);
+    }
     rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0)
 }
 
@@ -283,15 +328,19 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
         .prefix("watchmux-bench-")
         .tempdir()
         .map_err(|e| BenchError::io("creating a scratch directory", e))?;
+    // Every TLS case of the run (and the simulators' HTTPS addresses) uses this certificate.
+    let pki = tls::Pki::generate(work.path())?;
     let env = Env {
         exe: opts.exe.clone(),
         workdir: work.path().to_path_buf(),
         nginx: targets::find_nginx(),
+        pki: Some(std::sync::Arc::new(pki)),
     };
     let s = &opts.sizes;
     let kinds = &opts.targets;
     let started = Instant::now();
     let mut samples = Vec::new();
+    let mut not_run: Vec<NotRun> = Vec::new();
     let mut specs: Vec<ScenarioSpec> = Vec::new();
     // S2, S4 and S6 share one large simulator: loading it is the slowest step of the suite.
     let mut big: Option<procs::Proc> = None;
@@ -307,6 +356,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::Sync => vec![scenarios::sync_spec(s)],
             Scenario::Consistent => consistent::specs(s),
             Scenario::Protobuf => protobuf::specs(s),
+            Scenario::WatchCost => vec![watchcost::spec(s)],
         };
         let title = mine
             .iter()
@@ -335,6 +385,9 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             }
             Scenario::Consistent => consistent::run(&env, s, kinds, &mut samples).await?,
             Scenario::Protobuf => protobuf::run(&env, s, kinds, &mut samples).await?,
+            Scenario::WatchCost => {
+                watchcost::run(&env, s, kinds, &mut samples, &mut not_run).await?
+            }
         }
         eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
         specs.extend(mine);
@@ -365,6 +418,8 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     for spec in &specs {
         let mine: Vec<&Sample> = samples.iter().filter(|x| x.scenario == spec.id).collect();
         md.push_str(&report::markdown(spec, &mine, s.repeats));
+        let skipped: Vec<&NotRun> = not_run.iter().filter(|n| n.scenario == spec.id).collect();
+        md.push_str(&report::not_run_markdown(&skipped));
         md.push('\n');
     }
     let write = |name: &str, body: &str| {
@@ -376,6 +431,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     write("summary.csv", &report::summary_csv(&specs, &samples))?;
     Ok(BenchReport {
         samples,
+        not_run,
         specs,
         markdown: md,
     })
@@ -389,7 +445,8 @@ fn plot_fanout(path: &Path, samples: &[Sample]) -> Result<bool, BenchError> {
     }
     let sum = report::Summary::of(&s1);
     let mut points = Vec::new();
-    for case in &sum.cases {
+    // Plain HTTP/1.1 cases only (a TLS case is named `N · TLS`).
+    for case in sum.cases.iter().filter(|c| c.parse::<usize>().is_ok()) {
         for &t in &sum.targets {
             let get = |k| sum.get(case, t, k).unwrap_or(f64::NAN);
             points.push(plot::FanoutPoint {

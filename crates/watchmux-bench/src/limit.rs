@@ -29,13 +29,20 @@
 //! request headers (`Accept`, authentication) are not forwarded. Each of these would only add
 //! work, so what this program measures is a lower bound on the work a fan-out proxy must do.
 //!
+//! * **TLS.** With `--tls-cert-file` and `--tls-key-file` it serves TLS (rustls, ALPN
+//!   `http/1.1` only: it speaks no HTTP/2); the handshake happens in the connection's own task,
+//!   which then runs the same code over the TLS stream. The upstream stays plain HTTP.
+//!
 //! It runs as its own child process (`watchmux-bench limit --listen ADDR --upstream URL`), so its
 //! CPU time and RSS can be read from `/proc` like those of the other processes under test.
 
 use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -46,9 +53,10 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use memchr::memmem;
 use parking_lot::Mutex;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OnceCell, mpsc};
+use tokio_rustls::TlsAcceptor;
 
 /// Settings of the limit server.
 #[derive(Debug, Clone)]
@@ -57,6 +65,8 @@ pub struct LimitArgs {
     pub listen: SocketAddr,
     /// The simulator's base URL, e.g. `http://127.0.0.1:8001` (plain HTTP only).
     pub upstream: String,
+    /// Serve TLS with this certificate chain and key (PEM files); plain TCP when `None`.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// Why the limit server could not start. Once it serves, upstream failures are retried and
@@ -71,6 +81,9 @@ pub enum LimitError {
         /// Cause.
         source: io::Error,
     },
+    /// The TLS certificate or key could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The upstream URL is not a plain `http://host:port` URL.
     #[error("invalid upstream URL {url:?}: {reason}")]
     Upstream {
@@ -91,6 +104,8 @@ const BATCH: usize = 256;
 const MAX_IOV: usize = 64;
 /// Pause before retrying a failed upstream request.
 const RETRY: Duration = Duration::from_millis(200);
+/// A client's TLS handshake must finish within this.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The head of every watch response: chunked, so a frame can be sent the moment it arrives.
 const WATCH_HEAD: &[u8] =
@@ -101,17 +116,27 @@ const BAD_GATEWAY: &[u8] = b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plai
 /// Binds `args.listen` and serves until the process is killed.
 pub async fn serve(args: LimitArgs) -> Result<(), LimitError> {
     let upstream = Upstream::parse(&args.upstream)?;
+    let tls = args
+        .tls
+        .as_ref()
+        .map(|(cert, key)| super::tls::acceptor(cert, key, &[b"http/1.1"]))
+        .transpose()
+        .map_err(LimitError::Tls)?;
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|source| LimitError::Bind {
             addr: args.listen,
             source,
         })?;
-    serve_on(listener, upstream).await
+    serve_on(listener, upstream, tls).await
 }
 
-/// The accept loop, on a bound listener (tests bind port 0 themselves).
-async fn serve_on(listener: TcpListener, upstream: Upstream) -> Result<(), LimitError> {
+/// The accept loop, on a bound listener (tests bind port 0 themselves); TLS when `tls` is set.
+async fn serve_on(
+    listener: TcpListener,
+    upstream: Upstream,
+    tls: Option<TlsAcceptor>,
+) -> Result<(), LimitError> {
     let limit = Arc::new(Limit {
         upstream,
         lists: Mutex::new(HashMap::new()),
@@ -121,7 +146,21 @@ async fn serve_on(listener: TcpListener, upstream: Upstream) -> Result<(), Limit
         match listener.accept().await {
             Ok((stream, _)) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(connection(limit.clone(), stream));
+                match &tls {
+                    None => {
+                        tokio::spawn(connection(limit.clone(), stream));
+                    }
+                    Some(acceptor) => {
+                        let (limit, acceptor) = (limit.clone(), acceptor.clone());
+                        tokio::spawn(async move {
+                            let accepted =
+                                tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                            if let Ok(Ok(stream)) = accepted.await {
+                                connection(limit, stream).await;
+                            }
+                        });
+                    }
+                }
             }
             Err(e) => {
                 // Usually EMFILE: back off instead of spinning; closing sockets free descriptors.
@@ -575,9 +614,51 @@ fn route(target: &str) -> Route {
     Route::Watch(res, key)
 }
 
+/// A downstream connection: plain TCP or TLS over it.
+trait Downstream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// Whether the client hung up, while the watch has nothing to write: `Ready(true)` on EOF or
+    /// an error, `Ready(false)` when bytes arrived (read into `scratch` and ignored), `Pending`
+    /// until either happens.
+    fn poll_hung_up(&mut self, cx: &mut Context<'_>, scratch: &mut [u8]) -> Poll<bool>;
+}
+
+impl Downstream for TcpStream {
+    /// Readiness, then a non-blocking read: no read future is kept between frames.
+    fn poll_hung_up(&mut self, cx: &mut Context<'_>, scratch: &mut [u8]) -> Poll<bool> {
+        match self.poll_read_ready(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(_)) => Poll::Ready(true),
+            Poll::Ready(Ok(())) => match self.try_read(scratch) {
+                Ok(0) => Poll::Ready(true),
+                Ok(_) => Poll::Ready(false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Ready(false),
+                Err(_) => Poll::Ready(true),
+            },
+        }
+    }
+}
+
+impl Downstream for tokio_rustls::server::TlsStream<TcpStream> {
+    /// A read through TLS (a close_notify or a TCP EOF ends it).
+    fn poll_hung_up(&mut self, cx: &mut Context<'_>, scratch: &mut [u8]) -> Poll<bool> {
+        let mut buf = ReadBuf::new(scratch);
+        match Pin::new(self).poll_read(cx, &mut buf) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(_)) => Poll::Ready(true),
+            Poll::Ready(Ok(())) => Poll::Ready(buf.filled().is_empty()),
+        }
+    }
+}
+
+/// Writes `bytes` and flushes them (TLS holds written bytes until flushed; TCP has no buffer).
+async fn send<S: Downstream>(stream: &mut S, bytes: &[u8]) -> io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
+}
+
 /// Serves one downstream connection: requests until a watch (which keeps the connection), a
 /// `Connection: close`, an error or EOF.
-async fn connection(limit: Arc<Limit>, mut stream: TcpStream) {
+async fn connection<S: Downstream>(limit: Arc<Limit>, mut stream: S) {
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     loop {
         let Some(end) = read_head(&mut stream, &mut buf).await else {
@@ -597,7 +678,7 @@ async fn connection(limit: Arc<Limit>, mut stream: TcpStream) {
                 return;
             }
             Route::NotFound => {
-                let _ = stream.write_all(NOT_FOUND).await;
+                let _ = send(&mut stream, NOT_FOUND).await;
                 return;
             }
             Route::List => {
@@ -612,7 +693,7 @@ async fn connection(limit: Arc<Limit>, mut stream: TcpStream) {
                     }
                     Err(e) => {
                         tracing::warn!(target = %target, error = %e, "limit: LIST failed");
-                        let _ = stream.write_all(BAD_GATEWAY).await;
+                        let _ = send(&mut stream, BAD_GATEWAY).await;
                         false
                     }
                 }
@@ -627,7 +708,7 @@ async fn connection(limit: Arc<Limit>, mut stream: TcpStream) {
 
 /// Reads until `buf` holds a whole request head; returns the offset just past its `\r\n\r\n`.
 /// Bytes after it (a pipelined request) stay in `buf`.
-async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+async fn read_head<S: Downstream>(stream: &mut S, buf: &mut Vec<u8>) -> Option<usize> {
     use tokio::io::AsyncReadExt;
     let mut searched = 0;
     loop {
@@ -646,19 +727,24 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
 }
 
 /// Streams a watch to a downstream socket until either side goes away.
-async fn watch(limit: &Arc<Limit>, mut stream: TcpStream, res: Resource, key: Option<Vec<u8>>) {
+async fn watch<S: Downstream>(
+    limit: &Arc<Limit>,
+    mut stream: S,
+    res: Resource,
+    key: Option<Vec<u8>>,
+) {
     let feed = match limit.feed(res).await {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(resource = res.name(), error = %e, "limit: upstream watch failed");
-            let _ = stream.write_all(BAD_GATEWAY).await;
+            let _ = send(&mut stream, BAD_GATEWAY).await;
             return;
         }
     };
     // Subscribed before the head goes out: a client that has seen the head misses nothing after.
     let mut rx = feed.subscribe(key);
     drop(feed);
-    if stream.write_all(WATCH_HEAD).await.is_err() {
+    if send(&mut stream, WATCH_HEAD).await.is_err() {
         return;
     }
     let mut batch: Vec<Bytes> = Vec::with_capacity(BATCH);
@@ -674,23 +760,18 @@ async fn watch(limit: &Arc<Limit>, mut stream: TcpStream, res: Resource, key: Op
                 batch.clear();
             }
             // Notices a client that hung up even when no frame is routed to it.
-            r = stream.readable() => {
-                if r.is_err() {
+            gone = std::future::poll_fn(|cx| stream.poll_hung_up(cx, &mut scratch)) => {
+                if gone {
                     return;
-                }
-                match stream.try_read(&mut scratch) {
-                    Ok(0) => return,
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return,
                 }
             }
         }
     }
 }
 
-/// Writes whole frames with vectored writes, up to [`MAX_IOV`] frames per system call.
-async fn write_frames(stream: &mut TcpStream, frames: &[Bytes]) -> io::Result<()> {
+/// Writes whole frames with vectored writes, up to [`MAX_IOV`] frames per system call (over
+/// TLS: per record batch), then flushes.
+async fn write_frames<S: Downstream>(stream: &mut S, frames: &[Bytes]) -> io::Result<()> {
     for group in frames.chunks(MAX_IOV) {
         let mut iov = [IoSlice::new(&[]); MAX_IOV];
         for (slot, f) in iov.iter_mut().zip(group) {
@@ -698,18 +779,19 @@ async fn write_frames(stream: &mut TcpStream, frames: &[Bytes]) -> io::Result<()
         }
         write_iov(stream, &mut iov[..group.len()]).await?;
     }
-    Ok(())
+    stream.flush().await
 }
 
-async fn write_all_vectored(stream: &mut TcpStream, bufs: &[&[u8]]) -> io::Result<()> {
+async fn write_all_vectored<S: Downstream>(stream: &mut S, bufs: &[&[u8]]) -> io::Result<()> {
     let mut iov = [IoSlice::new(&[]); 4];
     for (slot, b) in iov.iter_mut().zip(bufs) {
         *slot = IoSlice::new(b);
     }
-    write_iov(stream, &mut iov[..bufs.len().min(4)]).await
+    write_iov(stream, &mut iov[..bufs.len().min(4)]).await?;
+    stream.flush().await
 }
 
-async fn write_iov(stream: &mut TcpStream, mut iov: &mut [IoSlice<'_>]) -> io::Result<()> {
+async fn write_iov<S: Downstream>(stream: &mut S, mut iov: &mut [IoSlice<'_>]) -> io::Result<()> {
     while !iov.is_empty() {
         let n = stream.write_vectored(iov).await?;
         if n == 0 {
@@ -899,7 +981,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let upstream = Upstream::parse(&sim.url()).unwrap();
-        tokio::spawn(serve_on(listener, upstream));
+        tokio::spawn(serve_on(listener, upstream, None));
         addr
     }
 
@@ -1047,6 +1129,52 @@ mod tests {
             assert_eq!(w.chunk(WAIT).await, want);
         }
         assert_eq!(stat(&sim, "pods", "watchRequests"), 2); // ours + the direct one
+    }
+
+    #[tokio::test]
+    async fn serves_lists_and_watches_over_tls_and_no_http2() {
+        use crate::tls::{Pki, Transport, acceptor};
+        let sim = fleet_sim(SimConfig::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::generate(dir.path()).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tls = acceptor(&pki.cert_file, &pki.key_file, &[b"http/1.1"]).unwrap();
+        let upstream = Upstream::parse(&sim.url()).unwrap();
+        tokio::spawn(serve_on(listener, upstream, Some(tls)));
+        let h1 = pki.connector(Transport::Tls).unwrap();
+
+        // A LIST over TLS is the simulator's body; then a watch on the same connection.
+        let target = "/api/v1/namespaces/fleet-0/pods";
+        let (_, direct) = get(sim.addr(), target).await;
+        let mut c = crate::client::Conn::connect_tls(addr, &h1).await.unwrap();
+        let l = crate::client::list_on(&mut c, target).await.unwrap();
+        assert_eq!((l.status, l.bytes), (200, direct.len() as u64));
+        c.get("/api/v1/pods?watch=1").await.unwrap();
+        let head = c.read_head().await.unwrap();
+        assert!(head.status == 200 && head.chunked, "{head:?}");
+        let (ns, name, _) = pods(&sim).into_iter().next().unwrap();
+        touch(&sim, "pods", Some(&ns), &name, "tls");
+        let (mut stream, mut seen) = c.into_parts();
+        let needle = format!("\"name\":\"{name}\"");
+        tokio::time::timeout(WAIT, async {
+            while memmem::find(&seen, needle.as_bytes()).is_none() {
+                use tokio::io::AsyncReadExt;
+                assert!(
+                    stream.read_buf(&mut seen).await.unwrap() > 0,
+                    "stream ended"
+                );
+            }
+        })
+        .await
+        .expect("the touched pod's event over TLS");
+        assert!(memmem::find(&seen, b"\"bench-touch\":\"tls\"").is_some());
+
+        // HTTP/2 is refused at the handshake: ALPN offers only http/1.1.
+        let h2 = pki.connector(Transport::H2).unwrap();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+        assert!(h2.connect(name, tcp).await.is_err());
     }
 
     #[tokio::test]

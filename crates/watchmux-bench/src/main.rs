@@ -3,14 +3,20 @@
 //! `cargo run --release -p watchmux-bench -- run all`.
 //!
 //! Argument parsing and dispatch only: the hidden roles run kube-sim's `cli::run`, watchmux's
-//! `serve::run` and `limit::serve` unchanged, so what is measured is what ships.
+//! `serve::run` and `limit::serve` unchanged, so what is measured is what ships. The binary's
+//! allocator is `System` behind a live-bytes counter ([`watchmux_bench::heap`]), counting only
+//! in a role the bench asks for its heap (scenario S9).
 
 use std::net::SocketAddr;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use watchmux_bench::targets::TargetKind;
+use watchmux_bench::tls::Transport;
 use watchmux_bench::{BenchOptions, Scenario, Sizes};
+
+#[global_allocator]
+static ALLOCATOR: watchmux_bench::heap::Counting = watchmux_bench::heap::Counting;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -59,6 +65,12 @@ enum Command {
         /// The simulator's URL.
         #[arg(long)]
         upstream: String,
+        /// Serve TLS with this PEM certificate chain (with --tls-key-file).
+        #[arg(long, requires = "tls_key_file")]
+        tls_cert_file: Option<std::path::PathBuf>,
+        /// The PEM private key of --tls-cert-file.
+        #[arg(long, requires = "tls_cert_file")]
+        tls_key_file: Option<std::path::PathBuf>,
     },
 }
 
@@ -146,7 +158,7 @@ struct PersistArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync s7|consistent
-    /// s8|protobuf, or `all`.
+    /// s8|protobuf s9|watchcost, or `all`.
     #[arg(default_value = "all")]
     scenarios: Vec<String>,
     /// Tiny sizes that run in seconds (what the test suite runs).
@@ -171,6 +183,14 @@ struct RunArgs {
     /// S1 watcher counts, comma separated.
     #[arg(long, value_delimiter = ',')]
     broadcast_watchers: Option<Vec<usize>>,
+    /// Transports of S1 and S5, comma separated: plain (HTTP/1.1), tls (HTTP/1.1 over TLS);
+    /// both run side by side and the report shows TLS ÷ plain [default: plain; --smoke: S1
+    /// plain,tls (tls for the limit program only), S5 plain].
+    #[arg(long, value_delimiter = ',')]
+    transports: Option<Vec<Transport>>,
+    /// The targets that run S1's and S5's TLS cases, comma separated [default: every target].
+    #[arg(long, value_delimiter = ',')]
+    tls_targets: Option<Vec<TargetKind>>,
     /// S1 writes per second.
     #[arg(long)]
     broadcast_rate: Option<f64>,
@@ -223,6 +243,16 @@ struct RunArgs {
     /// S8 decodes of one pod event per encoding and repeat.
     #[arg(long)]
     decode_iterations: Option<usize>,
+    /// S9 watch counts, comma separated (each over HTTP/1.1, TLS and HTTP/2) [default:
+    /// 10000,50000; --smoke: 50].
+    #[arg(long, value_delimiter = ',')]
+    watchcost_watches: Option<Vec<usize>>,
+    /// S9 watch streams per HTTP/2 connection [default: 15].
+    #[arg(long)]
+    watchcost_streams: Option<usize>,
+    /// S9 repeats [default: --repeats; --smoke: 1].
+    #[arg(long)]
+    watchcost_repeats: Option<usize>,
 }
 
 #[tokio::main]
@@ -251,19 +281,31 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Sim(a) => {
             log(&cli.log)?;
+            watchmux_bench::heap::report_from_env();
             kube_sim::cli::run(&a).await.context("simulator")
         }
         Command::Serve { config } => {
             let config = watchmux::config::Config::from_file(&config)?;
             config.validate()?;
             watchmux::serve::init_logging(Some(&cli.log), None, &config.log)?;
+            watchmux_bench::heap::report_from_env();
             Ok(watchmux::serve::run(config).await?)
         }
-        Command::Limit { listen, upstream } => {
+        Command::Limit {
+            listen,
+            upstream,
+            tls_cert_file,
+            tls_key_file,
+        } => {
             watchmux_bench::raise_nofile_limit();
-            watchmux_bench::limit::serve(watchmux_bench::limit::LimitArgs { listen, upstream })
-                .await
-                .context("limit program")
+            watchmux_bench::heap::report_from_env();
+            watchmux_bench::limit::serve(watchmux_bench::limit::LimitArgs {
+                listen,
+                upstream,
+                tls: tls_cert_file.zip(tls_key_file),
+            })
+            .await
+            .context("limit program")
         }
     }
 }
@@ -297,8 +339,23 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         freshness_rounds,
         protobuf_watchers,
         protobuf_list_pods,
-        decode_iterations
+        decode_iterations,
+        tls_targets,
+        watchcost_watches,
+        watchcost_streams
     );
+    if let Some(r) = a.watchcost_repeats {
+        sizes.watchcost_repeats = Some(r);
+    }
+    if let Some(t) = &a.transports {
+        if t.contains(&Transport::H2) {
+            anyhow::bail!(
+                "--transports: S1 and S5 run over plain or tls (HTTP/2 is S9's, which runs all three)"
+            );
+        }
+        sizes.broadcast_transports = t.clone();
+        sizes.idle_transports = t.clone();
+    }
     let scenarios: Vec<Scenario> = if a.scenarios.iter().any(|s| s == "all") {
         Scenario::ALL.to_vec()
     } else {

@@ -16,6 +16,9 @@
 //! * Hour-long timeouts: watches are idle for long stretches; nginx's 60 s defaults would cut them.
 //! * `worker_processes auto` with 20000 connections per worker and a matching descriptor limit:
 //!   every proxied watch holds two connections (client and upstream).
+//! * With TLS ([`Nginx::start_tls`]): `listen ... ssl http2` with the run's certificate, so
+//!   clients negotiate HTTP/1.1 or HTTP/2 by ALPN; the upstream stays plain HTTP/1.1, one
+//!   upstream connection per watch whatever the client's protocol.
 //!
 //! Everything nginx writes (pid file, error log, temp directories) stays inside the work
 //! directory, so it runs without touching `/etc/nginx` or `/var/log/nginx` and several instances
@@ -105,6 +108,18 @@ impl Nginx {
         upstream: SocketAddr,
         workdir: &Path,
     ) -> Result<Nginx, NginxError> {
+        Nginx::start_tls(binary, listen, upstream, workdir, None).await
+    }
+
+    /// [`Nginx::start`], serving TLS (HTTP/1.1 and HTTP/2 by ALPN) with `tls`'s certificate
+    /// chain and key files when given.
+    pub async fn start_tls(
+        binary: &Path,
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        workdir: &Path,
+        tls: Option<(&Path, &Path)>,
+    ) -> Result<Nginx, NginxError> {
         let setup = |path: &Path| {
             let path = path.to_path_buf();
             move |source| NginxError::Setup { path, source }
@@ -118,8 +133,11 @@ impl Nginx {
             std::fs::create_dir_all(&p).map_err(setup(&p))?;
         }
         let conf = dir.join("nginx.conf");
-        std::fs::write(&conf, config(&dir, listen, upstream, running_as_root()))
-            .map_err(setup(&conf))?;
+        std::fs::write(
+            &conf,
+            config(&dir, listen, upstream, running_as_root(), tls),
+        )
+        .map_err(setup(&conf))?;
         // A pid file left by an earlier run would make us think this one is up.
         let _ = std::fs::remove_file(dir.join("nginx.pid"));
         let out = dir.join("nginx.out");
@@ -271,10 +289,25 @@ const TEMP_DIRS: [&str; 5] = [
 
 /// The configuration. As root, nginx's workers switch to `nobody`, who could not use temp
 /// directories inside a private (0700) work directory; the workers stay root then, as the
-/// benchmark's other processes do.
-fn config(dir: &Path, listen: SocketAddr, upstream: SocketAddr, root: bool) -> String {
+/// benchmark's other processes do. With `tls` (certificate chain and key files), the listener
+/// serves TLS and offers HTTP/2.
+fn config(
+    dir: &Path,
+    listen: SocketAddr,
+    upstream: SocketAddr,
+    root: bool,
+    tls: Option<(&Path, &Path)>,
+) -> String {
     let d = dir.display();
     let user = if root { "user root;\n" } else { "" };
+    let listen = match tls {
+        None => format!("listen {listen};"),
+        Some((cert, key)) => format!(
+            "listen {listen} ssl http2;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        ssl_protocols TLSv1.2 TLSv1.3;",
+            cert.display(),
+            key.display()
+        ),
+    };
     format!(
         r#"# Written by `watchmux-bench`: nginx as a plain streaming reverse proxy.
 daemon off;
@@ -318,7 +351,7 @@ http {{
     }}
 
     server {{
-        listen {listen};
+        {listen}
         location / {{
             proxy_pass http://apiserver;
         }}
@@ -412,11 +445,23 @@ mod tests {
             "127.0.0.1:1".parse().unwrap(),
             "127.0.0.1:2".parse().unwrap(),
             true,
+            None,
         );
         assert!(conf.contains("user root;\nworker_processes auto;"));
         assert!(conf.contains("listen 127.0.0.1:1;"));
         assert!(conf.contains("server 127.0.0.1:2;"));
         assert!(conf.contains("pid /w/nginx.pid;"));
+        let tls = config(
+            Path::new("/w"),
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+            false,
+            Some((Path::new("/c/tls.crt"), Path::new("/c/tls.key"))),
+        );
+        assert!(!tls.contains("user root;"));
+        assert!(tls.contains("listen 127.0.0.1:1 ssl http2;"), "{tls}");
+        assert!(tls.contains("ssl_certificate /c/tls.crt;"), "{tls}");
+        assert!(tls.contains("ssl_certificate_key /c/tls.key;"), "{tls}");
     }
 
     #[tokio::test]

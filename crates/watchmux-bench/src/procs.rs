@@ -5,7 +5,7 @@
 //! measure: the scenarios do.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -59,6 +59,11 @@ pub struct Proc {
     pub name: String,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where it also serves TLS, when it does on a second address (the simulator's
+    /// `--tls-listen`).
+    pub tls_addr: Option<SocketAddr>,
+    /// The file it writes its live heap bytes to ([`super::heap`]), when asked to.
+    pub heap_file: Option<PathBuf>,
     child: Child,
 }
 
@@ -73,6 +78,20 @@ impl Proc {
         log: &Path,
         ready_timeout: Duration,
     ) -> Result<Proc, BenchError> {
+        Proc::spawn_with(name, exe, args, None, addr, log, ready_timeout).await
+    }
+
+    /// [`Proc::spawn`], telling the child (a role of the bench binary) to write its live heap
+    /// bytes to `heap_file` ([`super::heap::HEAP_FILE_ENV`]) when given.
+    pub async fn spawn_with(
+        name: &str,
+        exe: &Path,
+        args: &[String],
+        heap_file: Option<&Path>,
+        addr: SocketAddr,
+        log: &Path,
+        ready_timeout: Duration,
+    ) -> Result<Proc, BenchError> {
         let err = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -81,7 +100,11 @@ impl Proc {
         let out = err
             .try_clone()
             .map_err(|e| BenchError::io(format!("opening {}", log.display()), e))?;
-        let mut child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        if let Some(f) = heap_file {
+            cmd.env(super::heap::HEAP_FILE_ENV, f);
+        }
+        let mut child = cmd
             .args(args)
             .stdin(Stdio::null())
             .stdout(out)
@@ -95,6 +118,8 @@ impl Proc {
         Ok(Proc {
             name: name.to_string(),
             addr,
+            tls_addr: None,
+            heap_file: heap_file.map(Path::to_path_buf),
             child,
         })
     }
@@ -217,6 +242,55 @@ pub fn machine_busy_secs() -> f64 {
     busy / clock_ticks()
 }
 
+/// The machine's kernel memory that grows with sockets, bytes: the TCP sockets' buffers
+/// (`/proc/net/sockstat`'s `TCP ... mem`, in pages) and the slab (`/proc/meminfo`'s `Slab`,
+/// where the socket structures themselves live). Machine-wide: both ends of every connection,
+/// and whatever else the machine does; 0 when unreadable.
+pub fn kernel_socket_memory() -> (u64, u64) {
+    let tcp_pages: u64 = std::fs::read_to_string("/proc/net/sockstat")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("TCP:"))?.to_string();
+            let mut it = line.split_whitespace();
+            while let Some(k) = it.next() {
+                if k == "mem" {
+                    return it.next()?.parse().ok();
+                }
+            }
+            None
+        })
+        .unwrap_or(0);
+    let slab_kb: u64 = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("Slab:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    (tcp_pages * page_size(), slab_kb * 1024)
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "getconf runs once per process and returns at once"
+)]
+fn page_size() -> u64 {
+    static SIZE: OnceLock<u64> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("PAGESIZE")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4096)
+    })
+}
+
 /// Waits (at most `max`) until `pids` use less than a tenth of a core over a quarter second:
 /// a server still working off a previous run's requests would disturb the next run.
 pub async fn wait_quiet(pids: &[u32], max: Duration) {
@@ -286,5 +360,8 @@ mod tests {
             "the machine ran this process"
         );
         assert_eq!(usage(&[u32::MAX]), Usage::default());
+        // The kernel holds some slab on any running machine.
+        let (_, slab) = kernel_socket_memory();
+        assert!(slab > 1 << 20, "slab {slab}");
     }
 }

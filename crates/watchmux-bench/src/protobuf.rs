@@ -96,6 +96,7 @@ fn delivery_spec(s: &Sizes) -> ScenarioSpec {
             "p99_ms",
             "client_cpu_cores",
         ]),
+        versus: None,
     }
 }
 
@@ -119,6 +120,7 @@ fn decode_spec(s: &Sizes) -> ScenarioSpec {
         ratio_metrics: vec![],
         scaling_metric: None,
         variants: encodings(vec!["event_bytes", "decode_ns"]),
+        versus: None,
     }
 }
 
@@ -148,6 +150,7 @@ fn list_spec(s: &Sizes) -> ScenarioSpec {
             names: vec![Encoding::Json.name(), FIRST, Encoding::Protobuf.name()],
             ratio_metrics: vec!["list_ms", "body_mb", "cpu_s", "decode_ms"],
         }),
+        versus: None,
     }
 }
 

@@ -38,6 +38,47 @@ pub struct ScenarioSpec {
     pub scaling_metric: Option<&'static str>,
     /// When the variable is not the target but a variant of each case (S8: the encoding).
     pub variants: Option<Variants>,
+    /// When some cases also ran over other transports ([`super::tls::case`]: `1000 · TLS`
+    /// beside `1000`): each one's figures ÷ the bare case's, per target.
+    pub versus: Option<Versus>,
+}
+
+/// Cases that ran over several transports: the bare case (plain HTTP/1.1) and variants of it
+/// named [`variant_case`]`(base, variant)`, compared per target.
+#[derive(Debug, Clone)]
+pub struct Versus {
+    /// What the bare case is ("plain HTTP/1.1").
+    pub base: &'static str,
+    /// The variants' names, in row order ("TLS", "h2").
+    pub variants: Vec<&'static str>,
+    /// The figures for which each variant's ratio to the bare case is reported.
+    pub metrics: Vec<&'static str>,
+}
+
+/// A case a scenario could not set up on this machine, and why (it is listed under the
+/// scenario's table instead of failing the run).
+#[derive(Debug, Clone)]
+pub struct NotRun {
+    /// Scenario id.
+    pub scenario: &'static str,
+    /// The case.
+    pub case: String,
+    /// The target.
+    pub target: TargetKind,
+    /// Why ("needs 50,000 fds, the limit is 20,000").
+    pub reason: String,
+}
+
+/// The Markdown list of the cases not run.
+pub fn not_run_markdown(items: &[&NotRun]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("\nNot run on this machine:\n\n");
+    for n in items {
+        let _ = writeln!(md, "- {} · {}: {}", n.case, n.target, n.reason);
+    }
+    md
 }
 
 /// A scenario whose cases each run in several variants against the same target (S8: JSON and
@@ -254,6 +295,9 @@ pub fn markdown(spec: &ScenarioSpec, samples: &[&Sample], repeats: usize) -> Str
             }
         }
     }
+    if let Some(v) = &spec.versus {
+        versus_table(&mut md, spec, v, &sum);
+    }
     if let Some(key) = spec.scaling_metric
         && let (Some(first), Some(last)) = (sum.cases.first(), sum.cases.last())
         && first != last
@@ -275,6 +319,54 @@ pub fn markdown(spec: &ScenarioSpec, samples: &[&Sample], repeats: usize) -> Str
         md.push_str(".\n");
     }
     md
+}
+
+/// Each variant of each bare case ÷ the bare case, a column per target.
+fn versus_table(md: &mut String, spec: &ScenarioSpec, v: &Versus, sum: &Summary) {
+    let bases: Vec<&String> = sum.cases.iter().filter(|c| !c.contains(" · ")).collect();
+    let mut rows = String::new();
+    for base in bases {
+        for name in &v.variants {
+            let case = variant_case(base, name);
+            if !sum.cases.contains(&case) {
+                continue;
+            }
+            for key in &v.metrics {
+                let Some(m) = spec.metrics.iter().find(|m| m.key == *key) else {
+                    continue;
+                };
+                let _ = write!(rows, "| {base} | {name} | {} |", m.label);
+                for &t in &sum.targets {
+                    let r = match (sum.get(&case, t, key), sum.get(base, t, key)) {
+                        (Some(a), Some(b)) if b != 0.0 => Some(a / b).filter(|r| r.is_finite()),
+                        _ => None,
+                    };
+                    let cell = r
+                        .map(|r| format!("{}×", fmt_num(r)))
+                        .unwrap_or_else(|| "–".into());
+                    let _ = write!(rows, " {cell} |");
+                }
+                rows.push('\n');
+            }
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = write!(
+        md,
+        "\nEach transport ÷ {} of the same target (for figures where lower is better, > 1 means it costs more):\n\n| {} | transport | figure |",
+        v.base, spec.case_label
+    );
+    for t in &sum.targets {
+        let _ = write!(md, " {t} |");
+    }
+    let _ = write!(md, "\n|---|---|---|");
+    for _ in &sum.targets {
+        let _ = write!(md, "---:|");
+    }
+    md.push('\n');
+    md.push_str(&rows);
 }
 
 /// The table of a scenario with [`Variants`], then each variant's ratio to the first.
@@ -443,6 +535,7 @@ mod tests {
             ratio_metrics: vec!["x"],
             scaling_metric: Some("x"),
             variants: None,
+            versus: None,
         };
         let md = markdown(&spec, &refs, 3);
         assert!(md.contains("| 10 | watchmux | **2.00** |"), "{md}");
@@ -451,6 +544,68 @@ mod tests {
         assert!(csv.contains("S1,10,watchmux,x,2,1,3,3"), "{csv}");
         assert_eq!(fmt_num(1234567.0), "1,234,567");
         assert_eq!(fmt_num(-1234.0), "-1,234");
+    }
+
+    #[test]
+    fn transports_are_cases_compared_with_plain_per_target() {
+        let at = |case: &str, t: TargetKind, x: f64| Sample {
+            scenario: "S9",
+            case: case.into(),
+            target: t,
+            repeat: 0,
+            values: vec![("x", x)],
+        };
+        let s = [
+            at("10", TargetKind::Watchmux, 4.0),
+            at("10", TargetKind::Limit, 2.0),
+            at("10 · TLS", TargetKind::Watchmux, 6.0),
+            at("10 · TLS", TargetKind::Limit, 5.0),
+            at("10 · h2", TargetKind::Watchmux, 1.0),
+            at("50 · h2", TargetKind::Watchmux, 1.0),
+        ];
+        let refs: Vec<&Sample> = s.iter().collect();
+        let spec = ScenarioSpec {
+            id: "S9",
+            name: "test",
+            about: "about".into(),
+            case_label: "watches",
+            metrics: vec![Metric {
+                key: "x",
+                label: "x KB",
+                higher_is_better: false,
+            }],
+            ratio_metrics: vec!["x"],
+            scaling_metric: None,
+            variants: None,
+            versus: Some(Versus {
+                base: "plain HTTP/1.1",
+                variants: vec!["TLS", "h2"],
+                metrics: vec!["x"],
+            }),
+        };
+        let md = markdown(&spec, &refs, 1);
+        // Every case is a row of the main table, with watchmux ÷ each baseline.
+        assert!(md.contains("| 10 · TLS | limit | 5.00 |"), "{md}");
+        assert!(md.contains("| 10 · TLS | x KB | 1.20× |"), "{md}");
+        // Each transport ÷ plain, per target; no plain case at 50: no row.
+        assert!(
+            md.contains("| watches | transport | figure | watchmux | limit |"),
+            "{md}"
+        );
+        assert!(md.contains("| 10 | TLS | x KB | 1.50× | 2.50× |"), "{md}");
+        assert!(md.contains("| 10 | h2 | x KB | 0.250× | – |"), "{md}");
+        assert!(!md.contains("| 50 | h2"), "{md}");
+        let n = NotRun {
+            scenario: "S9",
+            case: "50".into(),
+            target: TargetKind::Watchmux,
+            reason: "needs 50,000 fds".into(),
+        };
+        assert_eq!(
+            not_run_markdown(&[&n]),
+            "\nNot run on this machine:\n\n- 50 · watchmux: needs 50,000 fds\n"
+        );
+        assert_eq!(not_run_markdown(&[]), "");
     }
 
     #[test]
@@ -487,6 +642,7 @@ mod tests {
                 names: vec!["JSON", "pb"],
                 ratio_metrics: vec!["x"],
             }),
+            versus: None,
         };
         let md = markdown(&spec, &refs, 2);
         assert!(md.contains("| watchers | encoding | x (B) |"), "{md}");

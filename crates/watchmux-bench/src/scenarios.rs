@@ -1,11 +1,14 @@
 //! Scenarios S1–S6 (S7, consistent reads, is in [`super::consistent`]; S8, protobuf, in
-//! [`super::protobuf`], which runs its watchers through this module's `stream_run`). S1
+//! [`super::protobuf`], which runs its watchers through this module's `stream_run`; S9, the
+//! per-watch cost, in [`super::watchcost`], with this module's `Watchers`). S1
 //! (broadcast), S2 (fleet) and S3 (list) start every target once in front of one simulator (S1
 //! and S3 their own, S2 the suite's shared large one) and then run their
 //! cases with the targets interleaved inside each repeat, so drift over time (page cache, heat,
 //! the simulator's growing history) falls on every target alike. S4 (herd) and S5 (idle) start
 //! fresh target processes every repeat, because a cold start and memory growth are what they
-//! measure; S6 (sync) starts a fresh watchmux every repeat and times its initial sync.
+//! measure; S6 (sync) starts a fresh watchmux every repeat and times its initial sync. S1 and S5
+//! run their cases over each of `Sizes`' transports (plain HTTP/1.1, HTTP/1.1 over TLS), the TLS
+//! cases named `N · TLS`.
 //!
 //! Scenarios drive clients and read usage; starting and stopping processes is [`targets`]'s and
 //! [`procs`]'s.
@@ -18,10 +21,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, Encoding, WatchStats};
+use super::client::{self, Encoding, Endpoint, WatchStats};
 use super::procs::{self, PeakRss, Proc};
-use super::report::{Metric, Sample, ScenarioSpec};
-use super::targets::{self, Env, Target, TargetKind};
+use super::report::{Metric, Sample, ScenarioSpec, Versus};
+use super::targets::{self, Env, Launch, Target, TargetKind};
+use super::tls::{self, Transport};
 use super::{BenchError, Sizes};
 use kube_sim::fleet::node_name;
 
@@ -38,25 +42,47 @@ pub(crate) fn m(key: &'static str, label: &'static str, higher_is_better: bool) 
 }
 
 /// A group of watch clients sharing counters.
-struct Watchers {
-    stats: Arc<WatchStats>,
+pub(crate) struct Watchers {
+    pub(crate) stats: Arc<WatchStats>,
     stop: CancellationToken,
     tasks: tokio::task::JoinSet<()>,
+    /// Watches asked for.
+    n: u64,
 }
 
 impl Watchers {
-    /// Starts one JSON watch per path against `addr` and waits (bounded) until every one has
+    /// Starts one JSON watch per path against `ep` and waits (bounded) until every one has
     /// its response head or failed.
-    async fn connect(addr: SocketAddr, paths: Vec<String>) -> Result<Watchers, BenchError> {
-        Watchers::connect_as(addr, paths, Encoding::Json).await
+    async fn connect(ep: Endpoint, paths: Vec<String>) -> Result<Watchers, BenchError> {
+        Watchers::connect_as(ep, paths, Encoding::Json).await
     }
 
     /// [`Watchers::connect`] asking for `encoding`.
     async fn connect_as(
-        addr: SocketAddr,
+        ep: Endpoint,
         paths: Vec<String>,
         encoding: Encoding,
     ) -> Result<Watchers, BenchError> {
+        let w = Watchers::start(&ep, paths, encoding);
+        let (c, f) = w.wait_started(Duration::from_secs(120)).await;
+        let n = w.n;
+        if f > 0 {
+            let why = w.stats.first_failure.lock().clone().unwrap_or_default();
+            return Err(BenchError::Run(format!(
+                "{f} of {n} watches to {ep:?} failed to start (first: {why})"
+            )));
+        }
+        if c < n {
+            return Err(BenchError::Run(format!(
+                "only {c} of {n} watches to {ep:?} started within 120 s"
+            )));
+        }
+        Ok(w)
+    }
+
+    /// Starts one HTTP/1.1 watch per path against `ep`, `CONNECT_CONCURRENCY` handshakes at a
+    /// time; [`Watchers::wait_started`] waits for them.
+    pub(crate) fn start(ep: &Endpoint, paths: Vec<String>, encoding: Encoding) -> Watchers {
         let stats = Arc::new(WatchStats::default());
         let stop = CancellationToken::new();
         let gate = Arc::new(Semaphore::new(CONNECT_CONCURRENCY));
@@ -64,7 +90,7 @@ impl Watchers {
         let n = paths.len() as u64;
         for p in paths {
             tasks.spawn(client::watch(
-                addr,
+                ep.clone(),
                 p,
                 encoding,
                 stats.clone(),
@@ -72,33 +98,62 @@ impl Watchers {
                 stop.clone(),
             ));
         }
-        let w = Watchers { stats, stop, tasks };
-        let deadline = Instant::now() + Duration::from_secs(120);
+        Watchers {
+            stats,
+            stop,
+            tasks,
+            n,
+        }
+    }
+
+    /// Starts `streams` JSON watches of `path` over HTTP/2 against `ep` (ALPN h2),
+    /// `per_connection` streams on each connection.
+    pub(crate) fn start_h2(
+        ep: &Endpoint,
+        path: &str,
+        streams: usize,
+        per_connection: usize,
+    ) -> Watchers {
+        let stats = Arc::new(WatchStats::default());
+        let stop = CancellationToken::new();
+        let gate = Arc::new(Semaphore::new(CONNECT_CONCURRENCY));
+        let mut tasks = tokio::task::JoinSet::new();
+        client::spawn_h2_watches(
+            &mut tasks,
+            ep,
+            path,
+            streams,
+            per_connection,
+            stats.clone(),
+            gate,
+            stop.clone(),
+        );
+        Watchers {
+            stats,
+            stop,
+            tasks,
+            n: streams as u64,
+        }
+    }
+
+    /// Waits until every watch has its response head or failed, at most `max`; returns how
+    /// many started and how many failed.
+    pub(crate) async fn wait_started(&self, max: Duration) -> (u64, u64) {
+        let deadline = Instant::now() + max;
         loop {
             let (c, f) = (
-                w.stats.connected.load(Ordering::Relaxed),
-                w.stats.failed.load(Ordering::Relaxed),
+                self.stats.connected.load(Ordering::Relaxed),
+                self.stats.failed.load(Ordering::Relaxed),
             );
-            if c + f >= n {
-                if f > 0 {
-                    let why = w.stats.first_failure.lock().clone().unwrap_or_default();
-                    return Err(BenchError::Run(format!(
-                        "{f} of {n} watches to {addr} failed to start (first: {why})"
-                    )));
-                }
-                return Ok(w);
-            }
-            if Instant::now() > deadline {
-                return Err(BenchError::Run(format!(
-                    "only {c} of {n} watches to {addr} started within 120 s"
-                )));
+            if c + f >= self.n || Instant::now() > deadline {
+                return (c, f);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     /// Closes every connection.
-    async fn close(mut self) {
+    pub(crate) async fn close(mut self) {
         self.stop.cancel();
         while self.tasks.join_next().await.is_some() {}
     }
@@ -133,6 +188,17 @@ pub(crate) async fn start_targets(
     sim: &Proc,
     resources: &[&str],
 ) -> Result<Vec<Target>, BenchError> {
+    start_targets_with(env, kinds, sim, resources, &Launch::default()).await
+}
+
+/// [`start_targets`] as `launch` says (over TLS).
+pub(crate) async fn start_targets_with(
+    env: &Env,
+    kinds: &[TargetKind],
+    sim: &Proc,
+    resources: &[&str],
+    launch: &Launch,
+) -> Result<Vec<Target>, BenchError> {
     let mut out = Vec::new();
     for &k in kinds {
         if k == TargetKind::Nginx && env.nginx.is_none() {
@@ -141,9 +207,19 @@ pub(crate) async fn start_targets(
             );
             continue;
         }
-        out.push(targets::start(env, k, sim, resources).await?);
+        out.push(targets::start_with(env, k, sim, resources, launch).await?);
     }
     Ok(out)
+}
+
+/// The targets of `kinds` that run the cases over `t`: all of them over plain HTTP, those in
+/// `s.tls_targets` over TLS.
+pub(crate) fn kinds_over(s: &Sizes, kinds: &[TargetKind], t: Transport) -> Vec<TargetKind> {
+    kinds
+        .iter()
+        .copied()
+        .filter(|k| t == Transport::Plain || s.tls_targets.contains(k))
+        .collect()
 }
 
 pub(crate) async fn stop_all(ts: Vec<Target>) {
@@ -263,13 +339,13 @@ pub(crate) async fn stream_run(
         .map(|p| format!("{p}&allowWatchBookmarks=true&resourceVersion={rv}"))
         .collect();
     let reference = Watchers::connect(
-        sim.addr,
+        Endpoint::plain(sim.addr),
         vec![format!(
             "/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
         )],
     )
     .await?;
-    let watchers = Watchers::connect_as(target.addr, paths, encoding).await?;
+    let watchers = Watchers::connect_as(target.h1(), paths, encoding).await?;
     tokio::time::sleep(s.pause(0.3)).await;
     targets::set_churn(sim.addr, rate, mix).await?;
     tokio::time::sleep(s.pause(1.0)).await;
@@ -348,8 +424,11 @@ pub fn broadcast_spec(s: &Sizes) -> ScenarioSpec {
         id: "S1",
         name: "broadcast",
         about: format!(
-            "W watchers on all pods (one HTTP/1.1 connection each, from the list's resourceVersion); the simulator makes {} status writes/s to its {} pods for {} s. Latency = receive time − the write time the simulator stamps into the pod; delivered = deliveries of the window's writes ÷ (W × writes). CPU and RSS are the target's processes (for `direct`, the simulator, whose CPU includes making the writes). \"writes/s made\" is the rate the simulator achieved: when it also serves the watchers itself (`direct`) or feeds a busy nginx, its write generator falls behind the requested rate, which lowers that target's demand.",
-            s.broadcast_rate, s.broadcast_pods, s.window_secs
+            "W watchers on all pods (one HTTP/1.1 connection each, from the list's resourceVersion){}; the simulator makes {} status writes/s to its {} pods for {} s. Latency = receive time − the write time the simulator stamps into the pod; delivered = deliveries of the window's writes ÷ (W × writes). CPU and RSS are the target's processes (for `direct`, the simulator, whose CPU includes making the writes). \"writes/s made\" is the rate the simulator achieved: when it also serves the watchers itself (`direct`) or feeds a busy nginx, its write generator falls behind the requested rate, which lowers that target's demand.",
+            transports_text(s, &s.broadcast_transports),
+            s.broadcast_rate,
+            s.broadcast_pods,
+            s.window_secs
         ),
         case_label: "watchers",
         metrics: vec![
@@ -367,7 +446,36 @@ pub fn broadcast_spec(s: &Sizes) -> ScenarioSpec {
         ratio_metrics: vec!["deliveries_per_s", "p99_ms", "cpu_s_per_million", "rss_mb"],
         scaling_metric: None,
         variants: None,
+        versus: tls_versus(
+            &s.broadcast_transports,
+            vec!["p99_ms", "cpu_s_per_million", "rss_mb"],
+        ),
     }
+}
+
+/// What S1's and S5's text says of their `transports`: nothing when all is plain HTTP.
+fn transports_text(s: &Sizes, transports: &[Transport]) -> String {
+    if !transports.contains(&Transport::Tls) {
+        return String::new();
+    }
+    let only = if TargetKind::ALL.iter().all(|k| s.tls_targets.contains(k)) {
+        String::new()
+    } else {
+        let names: Vec<&str> = s.tls_targets.iter().map(|k| k.name()).collect();
+        format!(" (for {} only)", names.join(", "))
+    };
+    format!(
+        "; cases marked `· TLS` ran again over TLS{only} (rustls or, for nginx, OpenSSL; a certificate from a CA made for the run, ALPN `http/1.1`; for `direct`, the simulator's own HTTPS address)"
+    )
+}
+
+/// The TLS ÷ plain table of S1 and S5, when TLS cases ran.
+fn tls_versus(transports: &[Transport], metrics: Vec<&'static str>) -> Option<Versus> {
+    transports.contains(&Transport::Tls).then(|| Versus {
+        base: "plain HTTP/1.1",
+        variants: vec![Transport::Tls.label()],
+        metrics,
+    })
 }
 
 /// S1: W watchers on all pods, E status writes per second.
@@ -378,16 +486,26 @@ pub async fn broadcast(
     out: &mut Vec<Sample>,
 ) -> Result<(), BenchError> {
     let sim = targets::start_sim(env, 50, s.broadcast_pods).await?;
-    let ts = start_targets(env, kinds, &sim, &["pods"]).await?;
+    // Every transport's targets at once, so each repeat interleaves them all.
+    let mut ts: Vec<(Transport, Target)> = Vec::new();
+    for &tp in &s.broadcast_transports {
+        let launch = Launch {
+            tls: tp.is_tls(),
+            heap_file: None,
+        };
+        let started =
+            start_targets_with(env, &kinds_over(s, kinds, tp), &sim, &["pods"], &launch).await?;
+        ts.extend(started.into_iter().map(|t| (tp, t)));
+    }
     for &w in &s.broadcast_watchers {
         for r in 0..s.repeats {
-            for t in &ts {
+            for (tp, t) in &ts {
                 let paths = vec!["/api/v1/pods?watch=1".to_string(); w];
                 let run = broadcast_run(&sim, t, paths, Encoding::Json, s, w).await?;
                 let expected = (w as u64 * run.upstream_stamped).max(1);
                 let mut sample = Sample {
                     scenario: "S1",
-                    case: w.to_string(),
+                    case: tls::case(&w.to_string(), *tp),
                     target: t.kind,
                     repeat: r,
                     values: run.figures(),
@@ -396,12 +514,12 @@ pub async fn broadcast(
                     "delivered_pct",
                     100.0 * run.stamped_in_window as f64 / expected as f64,
                 ));
-                eprintln!("  S1 W={w} {} #{r}: {}", t.kind, brief(&sample));
+                eprintln!("  S1 W={w} {} {tp} #{r}: {}", t.kind, brief(&sample));
                 out.push(sample);
             }
         }
     }
-    stop_all(ts).await;
+    stop_all(ts.into_iter().map(|(_, t)| t).collect()).await;
     sim.stop().await;
     Ok(())
 }
@@ -437,6 +555,7 @@ pub fn fleet_spec(s: &Sizes) -> ScenarioSpec {
         ratio_metrics: vec!["p99_ms", "cpu_us_per_event", "rss_mb"],
         scaling_metric: Some("cpu_us_per_event"),
         variants: None,
+        versus: None,
     }
 }
 
@@ -515,6 +634,7 @@ pub fn list_spec(s: &Sizes) -> ScenarioSpec {
         ratio_metrics: vec!["mb_per_s", "rss_growth_mb"],
         scaling_metric: None,
         variants: None,
+        versus: None,
     }
 }
 
@@ -614,6 +734,7 @@ pub fn herd_spec(s: &Sizes) -> ScenarioSpec {
         ratio_metrics: vec!["upstream_requests", "upstream_mb", "seconds_to_serve_all"],
         scaling_metric: None,
         variants: None,
+        versus: None,
     }
 }
 
@@ -767,8 +888,10 @@ pub fn idle_spec(s: &Sizes) -> ScenarioSpec {
         id: "S5",
         name: "idle",
         about: format!(
-            "{} watchers on all pods from the current resourceVersion, no writes; fresh processes for every repeat. RSS per watcher = (the target's RSS with all watchers connected and settled − its RSS before) ÷ watchers; CPU = the target's CPU over {} s of idling.",
-            s.idle_watchers, s.window_secs
+            "{} watchers on all pods from the current resourceVersion, no writes{}; fresh processes for every repeat (and transport). RSS per watcher = (the target's RSS with all watchers connected and settled − its RSS before) ÷ watchers; CPU = the target's CPU over {} s of idling.",
+            s.idle_watchers,
+            transports_text(s, &s.idle_transports),
+            s.window_secs
         ),
         case_label: "watchers",
         metrics: vec![
@@ -779,6 +902,10 @@ pub fn idle_spec(s: &Sizes) -> ScenarioSpec {
         ratio_metrics: vec!["rss_kb_per_watcher"],
         scaling_metric: None,
         variants: None,
+        versus: tls_versus(
+            &s.idle_transports,
+            vec!["rss_kb_per_watcher", "idle_cpu_cores"],
+        ),
     }
 }
 
@@ -791,51 +918,65 @@ pub async fn idle(
 ) -> Result<(), BenchError> {
     let w = s.idle_watchers;
     for r in 0..s.repeats {
-        // Fresh processes every repeat: memory freed by the previous run's watchers stays in
-        // the allocator and would make the next run's growth look smaller than it is.
-        let sim = targets::start_sim(env, 50, s.broadcast_pods).await?;
-        let ts = start_targets(env, kinds, &sim, &["pods"]).await?;
-        for t in &ts {
-            let rv = targets::current_rv(sim.addr, "pods").await?;
-            let pids = t.pids();
-            tokio::time::sleep(s.pause(0.5)).await;
-            let before = procs::usage(&pids);
-            let paths =
-                vec![
-                    format!("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}");
+        // Fresh processes every repeat and transport: memory freed by the previous run's
+        // watchers stays in the allocator and would make the next run's growth look smaller
+        // than it is.
+        for &tp in &s.idle_transports {
+            let kinds_tp = kinds_over(s, kinds, tp);
+            if kinds_tp.is_empty() {
+                continue;
+            }
+            let sim = targets::start_sim(env, 50, s.broadcast_pods).await?;
+            let launch = Launch {
+                tls: tp.is_tls(),
+                heap_file: None,
+            };
+            let ts = start_targets_with(env, &kinds_tp, &sim, &["pods"], &launch).await?;
+            for t in &ts {
+                let rv = targets::current_rv(sim.addr, "pods").await?;
+                let pids = t.pids();
+                tokio::time::sleep(s.pause(0.5)).await;
+                let before = procs::usage(&pids);
+                let paths = vec![
+                    format!(
+                        "/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+                    );
                     w
                 ];
-            let watchers = Watchers::connect(t.addr, paths).await?;
-            tokio::time::sleep(s.pause(2.0)).await;
-            let u0 = procs::usage(&pids);
-            let t0 = Instant::now();
-            tokio::time::sleep(Duration::from_secs_f64(s.window_secs)).await;
-            let u1 = procs::usage(&pids);
-            let secs = t0.elapsed().as_secs_f64();
-            let sample = Sample {
-                scenario: "S5",
-                case: w.to_string(),
-                target: t.kind,
-                repeat: r,
-                values: vec![
-                    (
-                        "rss_kb_per_watcher",
-                        u1.rss_bytes.saturating_sub(before.rss_bytes) as f64 / 1000.0 / w as f64,
-                    ),
-                    ("idle_cpu_cores", (u1.cpu_secs - u0.cpu_secs) / secs),
-                    ("rss_mb", u1.rss_bytes as f64 / MB),
-                    (
-                        "watchers_ended",
-                        watchers.stats.ended.load(Ordering::Relaxed) as f64,
-                    ),
-                ],
-            };
-            eprintln!("  S5 W={w} {} #{r}: {}", t.kind, brief(&sample));
-            out.push(sample);
-            watchers.close().await;
+                let watchers = Watchers::connect(t.h1(), paths).await?;
+                tokio::time::sleep(s.pause(2.0)).await;
+                let u0 = procs::usage(&pids);
+                let t0 = Instant::now();
+                tokio::time::sleep(Duration::from_secs_f64(s.window_secs)).await;
+                let u1 = procs::usage(&pids);
+                let secs = t0.elapsed().as_secs_f64();
+                let sample = Sample {
+                    scenario: "S5",
+                    case: tls::case(&w.to_string(), tp),
+                    target: t.kind,
+                    repeat: r,
+                    values: vec![
+                        (
+                            "rss_kb_per_watcher",
+                            u1.rss_bytes.saturating_sub(before.rss_bytes) as f64
+                                / 1000.0
+                                / w as f64,
+                        ),
+                        ("idle_cpu_cores", (u1.cpu_secs - u0.cpu_secs) / secs),
+                        ("rss_mb", u1.rss_bytes as f64 / MB),
+                        (
+                            "watchers_ended",
+                            watchers.stats.ended.load(Ordering::Relaxed) as f64,
+                        ),
+                    ],
+                };
+                eprintln!("  S5 W={w} {} {tp} #{r}: {}", t.kind, brief(&sample));
+                out.push(sample);
+                watchers.close().await;
+            }
+            stop_all(ts).await;
+            sim.stop().await;
         }
-        stop_all(ts).await;
-        sim.stop().await;
     }
     Ok(())
 }
@@ -860,6 +1001,7 @@ pub fn sync_spec(s: &Sizes) -> ScenarioSpec {
         ratio_metrics: vec!["seconds"],
         scaling_metric: None,
         variants: None,
+        versus: None,
     }
 }
 

@@ -2,17 +2,22 @@
 //! test, which is watchmux, the simulator itself ("direct"), nginx, or the limit program.
 //!
 //! Starting, readiness and stopping only: [`Target::stop`] stops the target's own processes,
-//! never the simulator, and what is measured is the scenarios' business.
+//! never the simulator, and what is measured is the scenarios' business. Every target can serve
+//! TLS with the run's certificate ([`Launch::tls`]): watchmux through its config, the limit
+//! program and the simulator through their flags (the simulator on a second, HTTPS address,
+//! its plain one staying the upstream and the control endpoint), nginx through `listen ... ssl`.
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::BenchError;
-use super::client;
+use super::client::{self, Endpoint};
 use super::nginx::Nginx;
 use super::procs::{self, Proc};
+use super::tls::{Pki, Transport};
 
 /// What the clients talk to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,6 +77,9 @@ pub struct Env {
     pub workdir: PathBuf,
     /// The nginx binary, when installed.
     pub nginx: Option<PathBuf>,
+    /// The run's CA and serving certificate; `None` when nothing is served over TLS (then the
+    /// simulators have no HTTPS address either).
+    pub pki: Option<Arc<Pki>>,
 }
 
 impl Env {
@@ -79,11 +87,33 @@ impl Env {
     pub fn log(&self, name: &str) -> PathBuf {
         self.workdir.join(format!("{name}.log"))
     }
+
+    /// The run's certificates, or why a TLS case cannot run.
+    pub fn pki(&self) -> Result<&Arc<Pki>, BenchError> {
+        self.pki.as_ref().ok_or_else(|| {
+            BenchError::Setup("TLS asked for, but this run made no certificate".into())
+        })
+    }
 }
 
 /// Starts the simulator with a fleet (no churn: runs start it through `/sim/churn`).
 pub async fn start_sim(env: &Env, nodes: usize, pods: usize) -> Result<Proc, BenchError> {
-    let args: Vec<String> = [
+    start_sim_args(env, &fleet_args(nodes, pods)).await
+}
+
+/// [`start_sim`], the simulator writing its live heap bytes to `heap_file`.
+pub async fn start_sim_with_heap(
+    env: &Env,
+    nodes: usize,
+    pods: usize,
+    heap_file: &Path,
+) -> Result<Proc, BenchError> {
+    let args = fleet_args(nodes, pods);
+    start_sim_full(env, &args, Some(heap_file)).await
+}
+
+fn fleet_args(nodes: usize, pods: usize) -> Vec<String> {
+    [
         "--nodes",
         &nodes.to_string(),
         "--pods",
@@ -95,28 +125,64 @@ pub async fn start_sim(env: &Env, nodes: usize, pods: usize) -> Result<Proc, Ben
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect();
-    start_sim_args(env, &args).await
+    .collect()
 }
 
-/// Starts the simulator with `sim_args` (its own flags: fleet, history, bookmarks).
+/// Starts the simulator with `sim_args` (its own flags: fleet, history, bookmarks). When the
+/// run has certificates, it also serves HTTPS on a second address ([`Proc::tls_addr`]).
 pub async fn start_sim_args(env: &Env, sim_args: &[String]) -> Result<Proc, BenchError> {
+    start_sim_full(env, sim_args, None).await
+}
+
+async fn start_sim_full(
+    env: &Env,
+    sim_args: &[String],
+    heap_file: Option<&Path>,
+) -> Result<Proc, BenchError> {
     let addr = procs::free_addr()?;
     let mut args: Vec<String> = ["--log", "warn", "sim", "--listen", &addr.to_string()]
         .iter()
         .map(|s| s.to_string())
         .collect();
     args.extend_from_slice(sim_args);
+    let tls_addr = match &env.pki {
+        Some(pki) => {
+            let a = procs::free_addr()?;
+            args.extend([
+                "--tls-listen".to_string(),
+                a.to_string(),
+                "--tls-cert-file".into(),
+                pki.cert_file.display().to_string(),
+                "--tls-key-file".into(),
+                pki.key_file.display().to_string(),
+            ]);
+            Some(a)
+        }
+        None => None,
+    };
     // Loading 150,000 pods takes about half a minute on two cores.
-    Proc::spawn(
+    let mut p = Proc::spawn_with(
         "simulator",
         &env.exe,
         &args,
+        heap_file,
         addr,
         &env.log("simulator"),
         Duration::from_secs(300),
     )
-    .await
+    .await?;
+    if let Some(a) = tls_addr {
+        // Bound right after the plain one.
+        procs::wait_listening(
+            "the simulator's HTTPS address",
+            a,
+            None,
+            Duration::from_secs(30),
+        )
+        .await?;
+        p.tls_addr = Some(a);
+    }
+    Ok(p)
 }
 
 /// POSTs to a simulator control endpoint.
@@ -213,8 +279,23 @@ pub struct Target {
     pub kind: TargetKind,
     /// Where clients connect.
     pub addr: SocketAddr,
+    /// The certificates it serves TLS with at `addr`; plain HTTP when `None`.
+    pub tls: Option<Arc<Pki>>,
     running: Running,
     sim_pid: u32,
+    /// The simulator's heap file (the `direct` target's heap).
+    sim_heap: Option<PathBuf>,
+}
+
+/// How to start a target.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// Serve TLS with the run's certificate (clients choose HTTP/1.1 or HTTP/2 by ALPN where the
+    /// target speaks both; the limit program speaks HTTP/1.1 only).
+    pub tls: bool,
+    /// Have the target write its live heap bytes to this file (the bench's own roles: watchmux,
+    /// the limit program; for `direct`, the simulator is started with one instead).
+    pub heap_file: Option<PathBuf>,
 }
 
 enum Running {
@@ -225,15 +306,26 @@ enum Running {
 
 /// watchmux's settings for a bench: `resources` cached (core/v1 names), limits lifted so the
 /// bench's thousands of same-address clients are not mistaken for one abusive client;
-/// `cache_extra` is more `[cache]` keys (TOML lines).
+/// `cache_extra` is more `[cache]` keys (TOML lines); served over TLS with `tls`'s certificate
+/// when given.
 fn watchmux_config(
     upstream: SocketAddr,
     listen: SocketAddr,
     resources: &[&str],
     cache_extra: &str,
+    tls: Option<&Pki>,
 ) -> String {
+    let tls = tls
+        .map(|p| {
+            format!(
+                "tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+                p.cert_file.display(),
+                p.key_file.display()
+            )
+        })
+        .unwrap_or_default();
     let mut s = format!(
-        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n{cache_extra}"
+        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n{tls}\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n{cache_extra}"
     );
     for r in resources {
         s.push_str(&format!(
@@ -253,6 +345,16 @@ pub async fn start_watchmux(
     start_watchmux_with(env, sim, resources, "", None).await
 }
 
+/// [`start_watchmux`] as `launch` says (TLS, a heap file).
+pub async fn start_watchmux_launch(
+    env: &Env,
+    sim: &Proc,
+    resources: &[&str],
+    launch: &Launch,
+) -> Result<Target, BenchError> {
+    start_watchmux_full(env, sim, resources, "", None, launch).await
+}
+
 /// [`start_watchmux`] with more `[cache]` settings (`cache_extra`: TOML lines) and, when
 /// given, its own log filter (else the bench's `--log`).
 pub async fn start_watchmux_with(
@@ -262,11 +364,23 @@ pub async fn start_watchmux_with(
     cache_extra: &str,
     log: Option<&str>,
 ) -> Result<Target, BenchError> {
+    start_watchmux_full(env, sim, resources, cache_extra, log, &Launch::default()).await
+}
+
+async fn start_watchmux_full(
+    env: &Env,
+    sim: &Proc,
+    resources: &[&str],
+    cache_extra: &str,
+    log: Option<&str>,
+    launch: &Launch,
+) -> Result<Target, BenchError> {
     let addr = procs::free_addr()?;
+    let pki = launch.tls.then(|| env.pki()).transpose()?;
     let config = env.workdir.join(format!("watchmux-{}.toml", addr.port()));
     std::fs::write(
         &config,
-        watchmux_config(sim.addr, addr, resources, cache_extra),
+        watchmux_config(sim.addr, addr, resources, cache_extra, pki.map(|p| &**p)),
     )
     .map_err(|e| BenchError::io(format!("writing {}", config.display()), e))?;
     let mut args = ["serve", "--config", &config.display().to_string()]
@@ -275,7 +389,7 @@ pub async fn start_watchmux_with(
     if let Some(level) = log {
         args.extend(["--log".to_string(), level.to_string()]);
     }
-    own_process(env, TargetKind::Watchmux, sim, addr, &args).await
+    own_process(env, TargetKind::Watchmux, sim, addr, &args, launch).await
 }
 
 /// Runs the bench binary with `args` (its `serve` or `limit` role) as target `kind` on `addr`.
@@ -285,11 +399,13 @@ async fn own_process(
     sim: &Proc,
     addr: SocketAddr,
     args: &[String],
+    launch: &Launch,
 ) -> Result<Target, BenchError> {
-    let p = Proc::spawn(
+    let p = Proc::spawn_with(
         kind.name(),
         &env.exe,
         args,
+        launch.heap_file.as_deref(),
         addr,
         &env.log(kind.name()),
         Duration::from_secs(30),
@@ -298,8 +414,10 @@ async fn own_process(
     Ok(Target {
         kind,
         addr,
+        tls: launch.tls.then(|| env.pki().cloned()).transpose()?,
         running: Running::Proc(p),
         sim_pid: sim.pid(),
+        sim_heap: sim.heap_file.clone(),
     })
 }
 
@@ -310,13 +428,32 @@ pub async fn start(
     sim: &Proc,
     resources: &[&str],
 ) -> Result<Target, BenchError> {
+    start_with(env, kind, sim, resources, &Launch::default()).await
+}
+
+/// [`start`] as `launch` says: over TLS, writing its heap to a file.
+pub async fn start_with(
+    env: &Env,
+    kind: TargetKind,
+    sim: &Proc,
+    resources: &[&str],
+    launch: &Launch,
+) -> Result<Target, BenchError> {
+    let pki = launch.tls.then(|| env.pki().cloned()).transpose()?;
     let t = match kind {
-        TargetKind::Watchmux => start_watchmux(env, sim, resources).await?,
+        TargetKind::Watchmux => start_watchmux_launch(env, sim, resources, launch).await?,
         TargetKind::Direct => Target {
             kind,
-            addr: sim.addr,
+            addr: match pki {
+                Some(_) => sim.tls_addr.ok_or_else(|| {
+                    BenchError::Setup("the simulator was started without an HTTPS address".into())
+                })?,
+                None => sim.addr,
+            },
+            tls: pki,
             running: Running::Direct,
             sim_pid: sim.pid(),
+            sim_heap: sim.heap_file.clone(),
         },
         TargetKind::Nginx => {
             let bin = env.nginx.as_deref().ok_or_else(|| {
@@ -329,28 +466,42 @@ pub async fn start(
             let dir = env.workdir.join(format!("nginx-{}", addr.port()));
             std::fs::create_dir_all(&dir)
                 .map_err(|e| BenchError::io(format!("creating {}", dir.display()), e))?;
-            let n = Nginx::start(bin, addr, sim.addr, &dir)
+            let files = pki
+                .as_ref()
+                .map(|p| (p.cert_file.as_path(), p.key_file.as_path()));
+            let n = Nginx::start_tls(bin, addr, sim.addr, &dir, files)
                 .await
                 .map_err(|e| BenchError::Setup(format!("nginx: {e}")))?;
             Target {
                 kind,
                 addr,
+                tls: pki,
                 running: Running::Nginx(n),
                 sim_pid: sim.pid(),
+                sim_heap: None,
             }
         }
         TargetKind::Limit => {
             let addr = procs::free_addr()?;
             let upstream = format!("http://{}", sim.addr);
-            let args = [
+            let mut args: Vec<String> = [
                 "limit",
                 "--listen",
                 &addr.to_string(),
                 "--upstream",
                 &upstream,
             ]
-            .map(String::from);
-            own_process(env, kind, sim, addr, &args).await?
+            .map(String::from)
+            .to_vec();
+            if let Some(p) = &pki {
+                args.extend([
+                    "--tls-cert-file".to_string(),
+                    p.cert_file.display().to_string(),
+                    "--tls-key-file".into(),
+                    p.key_file.display().to_string(),
+                ]);
+            }
+            own_process(env, kind, sim, addr, &args, launch).await?
         }
     };
     t.wait_ready(Duration::from_secs(600)).await?;
@@ -367,6 +518,36 @@ impl Target {
         }
     }
 
+    /// Where clients of this target connect over `t` (HTTP/1.1 for plain and TLS, HTTP/2 for
+    /// `H2`): the address and, when it serves TLS, a connector offering `t`'s ALPN. A plain
+    /// endpoint for `Plain`, whatever the target serves.
+    pub fn endpoint(&self, t: Transport) -> Endpoint {
+        Endpoint {
+            addr: self.addr,
+            tls: self.tls.as_ref().and_then(|p| p.connector(t)),
+        }
+    }
+
+    /// The endpoint of its own transport: HTTP/1.1, over TLS when it serves TLS.
+    pub fn h1(&self) -> Endpoint {
+        let t = if self.tls.is_some() {
+            Transport::Tls
+        } else {
+            Transport::Plain
+        };
+        self.endpoint(t)
+    }
+
+    /// The file its live heap bytes are written to, when it was started with one (the
+    /// simulator's for `direct`; nginx has none).
+    pub fn heap_file(&self) -> Option<&Path> {
+        match &self.running {
+            Running::Proc(p) => p.heap_file.as_deref(),
+            Running::Nginx(_) => None,
+            Running::Direct => self.sim_heap.as_deref(),
+        }
+    }
+
     /// For watchmux, waits until `/readyz` answers 200 (every cached resource synced); returns
     /// how long that took. Other targets are ready once they listen.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<Duration, BenchError> {
@@ -374,8 +555,9 @@ impl Target {
         if self.kind != TargetKind::Watchmux {
             return Ok(Duration::ZERO);
         }
+        let ep = self.h1();
         loop {
-            if let Ok(l) = client::list(self.addr, "/readyz").await
+            if let Ok(l) = client::list_at(&ep, "/readyz").await
                 && l.status == 200
             {
                 return Ok(t0.elapsed());

@@ -1,6 +1,6 @@
 //! The benchmark suite at tiny sizes, so it never rots: every scenario runs end to end against
-//! every target (nginx when installed), writes its reports, and the figures that do not depend
-//! on timing hold. And a short chaos soak (`watchmux-bench soak`) whose checks must all hold,
+//! every target (nginx when installed; over TLS and HTTP/2 too where the scenario does), writes
+//! its reports, and the figures that do not depend on timing hold. And a short chaos soak (`watchmux-bench soak`) whose checks must all hold,
 //! and a short HTTP fuzz (`watchmux-bench httpfuzz`) without findings.
 
 use std::time::Duration;
@@ -40,7 +40,7 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
     assert_eq!(
         ids,
         [
-            "S1", "S5", "S3", "S7.1", "S7.2", "S6", "S2", "S4", "S8.1", "S8.2", "S8.3"
+            "S1", "S5", "S3", "S7.1", "S7.2", "S6", "S2", "S4", "S8.1", "S8.2", "S8.3", "S9"
         ]
     );
 
@@ -53,15 +53,23 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
     }
     for sc in ["S1", "S2", "S3", "S5"] {
         for &t in &expected {
+            // Plain HTTP/1.1 cases (a TLS case is named `N · TLS`).
             let n = s
                 .iter()
-                .filter(|x| x.scenario == sc && x.target == t)
+                .filter(|x| x.scenario == sc && x.target == t && !x.case.contains(" · "))
                 .count();
             assert_eq!(n, 2, "{sc} {t}: {n} samples");
         }
     }
 
-    // S1: at this load every watcher receives every write of the window, through every target.
+    // S1: at this load every watcher receives every write of the window, through every target;
+    // in smoke runs the limit program also runs S1 over TLS (S9 has every target's TLS).
+    let tls_cases: Vec<&Sample> = s
+        .iter()
+        .filter(|x| x.scenario == "S1" && x.case.ends_with(" · TLS"))
+        .collect();
+    assert_eq!(tls_cases.len(), 2, "{tls_cases:?}");
+    assert!(tls_cases.iter().all(|x| x.target == TargetKind::Limit));
     for &t in &expected {
         let d = values(s, "S1", t, "delivered_pct");
         assert!(
@@ -147,6 +155,9 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
     // S8: every case ran in both encodings through watchmux (the LIST's first protobuf one too).
     s8(s, &sizes);
 
+    // S9: every target held every watch over each transport it speaks.
+    s9(&report, &expected);
+
     // The reports: Markdown with every scenario, CSVs with every sample, a PNG.
     let md = std::fs::read_to_string(out.path().join("results.md")).unwrap();
     for id in ids {
@@ -155,6 +166,13 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
             "{id} missing from results.md"
         );
     }
+    assert!(md.contains("Each transport ÷ plain HTTP/1.1"), "{md}");
+    assert!(
+        md.contains(
+            "Not run on this machine:\n\n- 50 · h2 · limit: the limit program speaks HTTP/1.1 only"
+        ),
+        "{md}"
+    );
     let csv = std::fs::read_to_string(out.path().join("samples.csv")).unwrap();
     let rows = csv.lines().count() - 1;
     assert_eq!(rows, s.iter().map(|x| x.values.len()).sum::<usize>());
@@ -165,6 +183,52 @@ async fn smoke_bench_runs_every_scenario_against_every_target() {
         png.starts_with(b"\x89PNG\r\n\x1a\n"),
         "fanout.png is not a PNG"
     );
+}
+
+/// S9's figures that do not depend on timing: every watch established over plain HTTP/1.1,
+/// TLS and HTTP/2 (the limit program: not HTTP/2, recorded as not run), a heap figure for the
+/// bench's own roles and none for nginx.
+fn s9(report: &watchmux_bench::BenchReport, expected: &[TargetKind]) {
+    let sizes = Sizes::smoke();
+    let n = sizes.watchcost_watches[0];
+    let s = &report.samples;
+    let get = |case: &str, t: TargetKind, key: &str| -> Vec<f64> {
+        s.iter()
+            .filter(|x| x.scenario == "S9" && x.case == case && x.target == t)
+            .flat_map(|x| x.values.iter().filter(|(k, _)| *k == key).map(|(_, v)| *v))
+            .collect()
+    };
+    for case in [n.to_string(), format!("{n} · TLS"), format!("{n} · h2")] {
+        for &t in expected {
+            let established = get(&case, t, "established");
+            if t == TargetKind::Limit && case.ends_with("h2") {
+                assert!(established.is_empty(), "{case} {t}");
+                continue;
+            }
+            assert_eq!(established, [n as f64], "{case} {t}");
+            let rss = get(&case, t, "rss_kb_per_watch");
+            assert!(
+                rss.len() == 1 && rss[0].is_finite(),
+                "{case} {t} rss {rss:?}"
+            );
+            let heap = get(&case, t, "heap_kb_per_watch");
+            if t == TargetKind::Nginx {
+                assert!(
+                    heap.iter().all(|h| h.is_nan()),
+                    "{case} nginx heap {heap:?}"
+                );
+            } else {
+                // Each watch's state is on the target's heap.
+                assert!(heap.len() == 1 && heap[0] > 0.0, "{case} {t} heap {heap:?}");
+            }
+        }
+    }
+    let skipped: Vec<String> = report
+        .not_run
+        .iter()
+        .map(|x| format!("{} {} {}", x.scenario, x.case, x.target))
+        .collect();
+    assert_eq!(skipped, [format!("S9 {n} · h2 limit")]);
 }
 
 /// The figure `key` of S8 table `id`'s `variant` samples, one per repeat.

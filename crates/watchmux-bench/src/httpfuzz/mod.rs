@@ -304,6 +304,7 @@ pub async fn run(opts: &FuzzOptions) -> Result<FuzzReport, BenchError> {
         exe: opts.exe.clone(),
         workdir: workdir.clone(),
         nginx: None,
+        pki: None,
     };
     for name in ["simulator", "watchmux"] {
         let _ = std::fs::remove_file(env.log(name));

@@ -213,6 +213,7 @@ pub async fn run(opts: &PersistOptions) -> Result<PersistReport, BenchError> {
         exe: opts.exe.clone(),
         workdir,
         nginx: None,
+        pki: None,
     };
     let data = opts
         .data_dir

@@ -255,6 +255,7 @@ pub async fn run(opts: &SoakOptions) -> Result<SoakReport, BenchError> {
         exe: opts.exe.clone(),
         workdir: work.path().to_path_buf(),
         nginx: None,
+        pki: None,
     };
     let sim_args: Vec<String> = [
         "--nodes",
