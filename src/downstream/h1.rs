@@ -50,9 +50,26 @@ const MAX_BATCH_BYTES: usize = 256 * 1024;
 /// Most `IoSlice`s of one write: a chunk's size line, its frames' parts, its CRLF.
 const MAX_SLICES: usize = MAX_BATCH_FRAMES * 3 + 2;
 
-/// The capacity a connection's frame list keeps between chunks: a larger one, left by a burst,
-/// is given back.
-const KEPT_FRAMES: usize = 4;
+thread_local! {
+    /// A frame list for the next chunk written on this thread. A connection takes it while it
+    /// gathers and writes a chunk and gives it back after (an idle connection holds none), so
+    /// a thread's steady stream of chunks reuses one list and allocates nothing.
+    static SPARE_FRAMES: std::cell::Cell<Vec<Out>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Gives `frames` back to this thread's spare (emptied), keeping the larger of the two lists.
+fn give_back(frames: &mut Vec<Out>) {
+    let mut v = std::mem::take(frames);
+    v.clear();
+    SPARE_FRAMES.with(|s| {
+        let spare = s.take();
+        s.set(if spare.capacity() >= v.capacity() {
+            spare
+        } else {
+            v
+        });
+    });
+}
 
 /// Put into a request's extensions by this path: the router then answers a cached watch with
 /// [`direct_response`] instead of a hyper body.
@@ -365,9 +382,9 @@ async fn write_watch(
         })
         .await?;
         if !frames.is_empty() {
-            write_chunk(io, &frames).await?;
-            frames.clear();
-            frames.shrink_to(KEPT_FRAMES);
+            let written = write_chunk(io, &frames).await;
+            give_back(&mut frames);
+            written?;
         }
         if !more {
             io.write_all(b"0\r\n\r\n").await?;
@@ -400,6 +417,9 @@ fn gather(
             cx.waker().wake_by_ref();
         }
     }
+    if frames.capacity() == 0 {
+        *frames = SPARE_FRAMES.with(std::cell::Cell::take);
+    }
     let mut bytes = 0;
     while frames.len() < MAX_BATCH_FRAMES && bytes < MAX_BATCH_BYTES {
         match Pin::new(&mut *stream).poll_next(cx) {
@@ -412,6 +432,7 @@ fn gather(
         }
     }
     if frames.is_empty() {
+        give_back(frames);
         Poll::Pending
     } else {
         Poll::Ready(Ok(true))

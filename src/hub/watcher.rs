@@ -112,8 +112,10 @@ pub(crate) enum Pushed {
     Gone,
 }
 
-/// The capacity an empty queue keeps: what a burst grew it to beyond this is given back.
-const KEPT_QUEUE: usize = 8;
+/// The capacity an empty queue keeps (1 KiB of slots): what a burst grew it to beyond this is
+/// given back. Below it, the capacity a watcher's usual bursts need stays, so that steady
+/// delivery allocates nothing (giving back at every empty queue cost an allocation per burst).
+const KEPT_QUEUE: usize = 64;
 
 impl std::fmt::Debug for WatcherShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

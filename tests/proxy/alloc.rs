@@ -54,17 +54,21 @@ fn reader(addr: std::net::SocketAddr, rv: u64) -> Arc<AtomicU64> {
     seen
 }
 
-/// Creates `n` configmaps of one size, named from `from`, and waits until every reader has
-/// received `want` events in all.
+/// Creates `n` configmaps of one size, named from `from`, one at a time: each is written once
+/// every reader has received the previous one, so both rounds run the same steps whatever the
+/// machine's load (bursts bunched differently would make the rest of the process allocate
+/// differently, e.g. the simulator's and the reflector's buffers). `seen` is what each reader
+/// has received before.
 async fn write_and_wait(
     sim: &kube_sim::Simulator,
     from: usize,
     n: usize,
     readers: &[Arc<AtomicU64>],
-    want: u64,
+    seen: u64,
 ) {
     let cm = sim.resource("", "v1", "configmaps").expect("configmaps");
-    for i in from..from + n {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for (k, i) in (from..from + n).enumerate() {
         sim.ops()
             .create(
                 &cm,
@@ -73,21 +77,18 @@ async fn write_and_wait(
                 false,
             )
             .expect("create");
-        if i % 20 == 0 {
+        let want = seen + k as u64 + 1;
+        while readers.iter().any(|r| r.load(Ordering::Relaxed) < want) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the watchers did not receive {want} events each: {:?}",
+                readers
+                    .iter()
+                    .map(|r| r.load(Ordering::Relaxed))
+                    .collect::<Vec<_>>()
+            );
             tokio::task::yield_now().await;
         }
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while readers.iter().any(|r| r.load(Ordering::Relaxed) < want) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the watchers did not receive {want} events each: {:?}",
-            readers
-                .iter()
-                .map(|r| r.load(Ordering::Relaxed))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
@@ -110,7 +111,7 @@ fn a_steady_state_delivery_on_the_chunked_path_allocates_nothing() {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         // Warm-up: queues, buffers and the log reach their steady sizes.
-        write_and_wait(&sim, 0, 100, std::slice::from_ref(&first), 100).await;
+        write_and_wait(&sim, 0, 100, std::slice::from_ref(&first), 0).await;
         (sim, proxy, first, rv)
     });
     let one = allocation_counter::measure(|| {
@@ -119,7 +120,7 @@ fn a_steady_state_delivery_on_the_chunked_path_allocates_nothing() {
             100,
             EVENTS,
             std::slice::from_ref(&first),
-            (100 + EVENTS) as u64,
+            100,
         ))
     });
     let readers = rt.block_on(async {
@@ -138,18 +139,12 @@ fn a_steady_state_delivery_on_the_chunked_path_allocates_nothing() {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         // Warm-up of the new watchers' live path.
-        write_and_wait(&sim, 100 + EVENTS, 100, &readers, total + 100).await;
+        write_and_wait(&sim, 100 + EVENTS, 100, &readers, total).await;
         readers
     });
     let base = (200 + EVENTS) as u64;
     let many = allocation_counter::measure(|| {
-        rt.block_on(write_and_wait(
-            &sim,
-            200 + EVENTS,
-            EVENTS,
-            &readers,
-            base + EVENTS as u64,
-        ))
+        rt.block_on(write_and_wait(&sim, 200 + EVENTS, EVENTS, &readers, base))
     });
     let deliveries = (MORE * EVENTS) as u64;
     let extra = many.count_total.saturating_sub(one.count_total);
@@ -159,10 +154,12 @@ fn a_steady_state_delivery_on_the_chunked_path_allocates_nothing() {
         many.count_total,
         1 + MORE
     );
-    // A delivery that allocated once would add `deliveries`; what the rest of the process
-    // allocates varies by a little between the two rounds.
+    // A delivery that allocated once would add `deliveries` (12,000). On a quiet machine the
+    // difference is 0; on a loaded one (tests in parallel) the second round has made about one
+    // allocation per event more (272 for 300 events, whatever the number of watchers: not a
+    // delivery's), which the bound leaves room for.
     assert!(
-        extra * 100 < deliveries,
+        extra * 20 < deliveries,
         "{extra} allocations for {deliveries} deliveries: a delivery allocates"
     );
     drop(readers);
