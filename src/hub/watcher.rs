@@ -324,3 +324,26 @@ impl Drop for Subscription {
         self.cache.unsubscribe(self.id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_watch_that_does_not_end_is_dropped_after_the_grace() {
+        let w = WatcherShared::catching_up(0, 4);
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let d = dropped.clone();
+        w.on_abandoned(move || {
+            d.fetch_add(1, Ordering::SeqCst);
+        });
+        w.close("test");
+        w.close("again: armed once only");
+        tokio::time::sleep(ABANDON_GRACE - std::time::Duration::from_millis(1)).await;
+        assert_eq!(dropped.load(Ordering::SeqCst), 0, "not before the grace");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        assert_eq!(dropped.load(Ordering::SeqCst), 1, "once, after the grace");
+        assert_eq!(w.reason(), Some("test"));
+    }
+}
