@@ -8,9 +8,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
 use crate::churn::ChurnSpec;
@@ -141,34 +138,9 @@ async fn serve_tls(
         .await
         .map_err(|source| SimError::Bind { addr, source })?;
     let state = sim.state().clone();
-    sim.state().tasks.spawn(async move {
-        loop {
-            let conn = tokio::select! {
-                _ = state.cancel.cancelled() => return,
-                c = listener.accept() => c,
-            };
-            let Ok((stream, _peer)) = conn else { continue };
-            if state.faults.refusing() {
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            let (st, acceptor) = (state.clone(), acceptor.clone());
-            state.tasks.spawn(async move {
-                let cancel = st.cancel.clone();
-                let stream = tokio::select! {
-                    s = crate::tls::accept(Some(&acceptor), stream) => s,
-                    _ = cancel.cancelled() => None,
-                };
-                let Some(stream) = stream else { return };
-                let svc = service_fn(move |req| crate::http::handle(st.clone(), req));
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                tokio::select! {
-                    _ = conn => {}
-                    _ = cancel.cancelled() => {}
-                }
-            });
-        }
-    });
+    // The simulator's own accept loop, with this listener and its TLS acceptor.
+    sim.state()
+        .tasks
+        .spawn(crate::accept_loop(state, listener, Some(acceptor)));
     Ok(())
 }

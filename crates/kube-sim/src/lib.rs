@@ -405,7 +405,9 @@ fn fleet_load(state: &SimState, spec: &fleet::FleetSpec) -> Result<(), Status> {
     Ok(())
 }
 
-async fn accept_loop(
+/// Accepts connections on `listener` (over TLS with `acceptor`) and serves the simulator on
+/// them until it shuts down; also `cli`'s `--tls-listen` listener.
+pub(crate) async fn accept_loop(
     state: Arc<SimState>,
     listener: TcpListener,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
