@@ -125,17 +125,15 @@ pub async fn serve(
             HeadRead::NotOurs => return Served::ToHyper(io, buf.freeze()),
             HeadRead::Closed => return Served::Done,
         };
-        let Some(mut req) = head.request() else {
+        let (len, keep_alive) = (head.len, head.keep_alive);
+        let Some(mut req) = head.into_request() else {
             return Served::ToHyper(io, buf.freeze());
         };
         let info = app.metrics.classify(&req);
         if info.verb != "watch" || info.cached.is_none() {
             return Served::ToHyper(io, buf.freeze());
         }
-        buf.advance(head.len);
-        let keep_alive = head.keep_alive;
-        // Its headers are the request's now: not kept for the watch's life.
-        drop(head);
+        buf.advance(len);
         if buf.is_empty() {
             // What a request head needed is given back: an idle watch keeps no read buffer.
             buf = BytesMut::new();
@@ -185,18 +183,19 @@ struct Head {
 }
 
 impl Head {
-    /// The request, if this path may serve it.
-    fn request(&self) -> Option<Request<ReqBody>> {
+    /// The request, if this path may serve it (its headers moved into it).
+    fn into_request(self) -> Option<Request<ReqBody>> {
         if !self.plain_get {
             return None;
         }
         let mut req = Request::builder()
-            .method(self.method.clone())
-            .uri(self.target.as_str())
+            .method(self.method)
+            .uri(self.target)
             .version(Version::HTTP_11)
             .body(ReqBody::Empty)
             .ok()?;
-        *req.headers_mut() = self.headers.clone();
+        // Moved, not copied: the head is not kept for the watch's life.
+        *req.headers_mut() = self.headers;
         Some(req)
     }
 }
