@@ -71,6 +71,32 @@ mod tests {
         assert_eq!(names_in(&fuzz_dir().join("corpus"), ""), known);
     }
 
+    /// Each entry point hands libFuzzer's bytes to its own check, and `fuzz/Cargo.toml` builds
+    /// it under the target's name. CI does not build the fuzz crate (libFuzzer is C++ and its
+    /// build alone took minutes), so this is what keeps `fuzz/run` from drifting: the checks are
+    /// compiled and run here, and the entry points are one line each, checked as text.
+    #[test]
+    fn every_entry_point_calls_its_check_and_is_built() {
+        let manifest = std::fs::read_to_string(fuzz_dir().join("Cargo.toml")).unwrap();
+        for (name, _) in TARGETS {
+            let path = fuzz_dir().join("fuzz_targets").join(format!("{name}.rs"));
+            let src = std::fs::read_to_string(&path).unwrap();
+            let call = format!(
+                "libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_checks::{name}::check(data));"
+            );
+            assert!(
+                src.lines().any(|l| l.trim() == call),
+                "{} does not call `fuzz_checks::{name}::check`: want the line\n{call}",
+                path.display()
+            );
+            let bin = format!("[[bin]]\nname = \"{name}\"\npath = \"fuzz_targets/{name}.rs\"\n");
+            assert!(
+                manifest.contains(&bin),
+                "fuzz/Cargo.toml has no [[bin]] for {name}: want\n{bin}"
+            );
+        }
+    }
+
     /// Each seed of `fuzz/corpus/<target>/` passes its target's check (crashes found by the
     /// fuzzer are added there once fixed, so they stay fixed).
     #[test]
