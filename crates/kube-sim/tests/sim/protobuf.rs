@@ -725,73 +725,83 @@ async fn next_message(ws: &mut Ws) -> Result<(Vec<u8>, bool), ()> {
     }
 }
 
+/// Each kind's watches run to their deadline (`timeoutSeconds=4`) to show the websockets close
+/// with the chunked bodies; the kinds are watched at once, each in its own collection.
 #[tokio::test]
 async fn websocket_watches_carry_one_event_per_message() {
     let sim = cluster().await;
     let u = sim.url();
-    for w in &watched_writes(&u) {
-        let url = format!(
-            "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=4",
-            w.collection
-        );
-        // Protobuf: binary messages, each the bare WatchEvent of the chunked frame.
-        let mut ws = websocket(&url, PB_FIRST).await;
-        let mut chunked = sim_watch(&url, PB_FIRST).await;
-        // JSON: text messages, each the chunked line with its newline.
-        let mut ws_json = websocket(&url, JSON).await;
-        let mut lines = sim_watch(&url, JSON).await;
-        write_all(w).await;
-        // Every frame of the chunked watch, up to its end at the deadline, is one message.
-        let mut types = Vec::new();
-        while let Ok(f) = chunked.next_frame(T).await {
-            let (ty, unk) = watch_event(&f);
-            let (m, binary) = next_message(&mut ws).await.expect("an event");
-            assert!(binary, "protobuf events are binary messages");
-            assert_eq!(m, f.to_vec(), "the bare WatchEvent");
-            decode_as_kind(&unk);
-            let line = match lines.next_line(T).await {
-                Next::Line(l) => l,
-                other => panic!("a JSON event: {other:?}"),
-            };
-            let (text, binary) = next_message(&mut ws_json).await.expect("an event");
-            assert!(!binary, "JSON events are text messages");
-            assert_eq!(text, [&line[..], b"\n"].concat());
-            let want: Value = serde_json::from_slice(&line).unwrap();
-            assert_eq!(ty, want["type"]);
-            // JSON bookmarks carry Go's zero values of the kind, as the protobuf ones.
-            let want_object = want["object"].clone();
-            assert_eq!(as_json(&unk), want_object, "{url}");
-            types.push(ty);
-        }
-        // The initial objects, the bookmark ending them, then the writes (and the bookmark
-        // kube sends before the deadline).
-        let end = types
+    let writes = watched_writes(&u);
+    futures_util::future::join_all(
+        writes
             .iter()
-            .position(|t| t == "BOOKMARK")
-            .unwrap_or_else(|| panic!("no initial-events-end bookmark: {types:?}"));
-        assert!(types[..end].iter().all(|t| t == "ADDED"), "{types:?}");
-        let changes: Vec<&String> = types[end..].iter().filter(|t| *t != "BOOKMARK").collect();
-        assert_eq!(
-            changes.first().map(|t| t.as_str()),
-            Some("ADDED"),
-            "{types:?}"
-        );
-        assert_eq!(
-            changes.last().map(|t| t.as_str()),
-            Some("DELETED"),
-            "{types:?}"
-        );
-        assert!(
-            changes[1..changes.len() - 1]
-                .iter()
-                .all(|t| *t == "MODIFIED"),
-            "{types:?}"
-        );
-        // The server closes both websockets as it ends the chunked bodies.
-        assert!(matches!(lines.next_line(T).await, Next::End));
-        assert_eq!(next_message(&mut ws).await, Err(()));
-        assert_eq!(next_message(&mut ws_json).await, Err(()));
+            .map(websocket_watch_carries_one_event_per_message),
+    )
+    .await;
+}
+
+async fn websocket_watch_carries_one_event_per_message(w: &Writes) {
+    let url = format!(
+        "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=4",
+        w.collection
+    );
+    // Protobuf: binary messages, each the bare WatchEvent of the chunked frame.
+    let mut ws = websocket(&url, PB_FIRST).await;
+    let mut chunked = sim_watch(&url, PB_FIRST).await;
+    // JSON: text messages, each the chunked line with its newline.
+    let mut ws_json = websocket(&url, JSON).await;
+    let mut lines = sim_watch(&url, JSON).await;
+    write_all(w).await;
+    // Every frame of the chunked watch, up to its end at the deadline, is one message.
+    let mut types = Vec::new();
+    while let Ok(f) = chunked.next_frame(T).await {
+        let (ty, unk) = watch_event(&f);
+        let (m, binary) = next_message(&mut ws).await.expect("an event");
+        assert!(binary, "protobuf events are binary messages");
+        assert_eq!(m, f.to_vec(), "the bare WatchEvent");
+        decode_as_kind(&unk);
+        let line = match lines.next_line(T).await {
+            Next::Line(l) => l,
+            other => panic!("a JSON event: {other:?}"),
+        };
+        let (text, binary) = next_message(&mut ws_json).await.expect("an event");
+        assert!(!binary, "JSON events are text messages");
+        assert_eq!(text, [&line[..], b"\n"].concat());
+        let want: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(ty, want["type"]);
+        // JSON bookmarks carry Go's zero values of the kind, as the protobuf ones.
+        let want_object = want["object"].clone();
+        assert_eq!(as_json(&unk), want_object, "{url}");
+        types.push(ty);
     }
+    // The initial objects, the bookmark ending them, then the writes (and the bookmark
+    // kube sends before the deadline).
+    let end = types
+        .iter()
+        .position(|t| t == "BOOKMARK")
+        .unwrap_or_else(|| panic!("no initial-events-end bookmark: {types:?}"));
+    assert!(types[..end].iter().all(|t| t == "ADDED"), "{types:?}");
+    let changes: Vec<&String> = types[end..].iter().filter(|t| *t != "BOOKMARK").collect();
+    assert_eq!(
+        changes.first().map(|t| t.as_str()),
+        Some("ADDED"),
+        "{types:?}"
+    );
+    assert_eq!(
+        changes.last().map(|t| t.as_str()),
+        Some("DELETED"),
+        "{types:?}"
+    );
+    assert!(
+        changes[1..changes.len() - 1]
+            .iter()
+            .all(|t| *t == "MODIFIED"),
+        "{types:?}"
+    );
+    // The server closes both websockets as it ends the chunked bodies.
+    assert!(matches!(lines.next_line(T).await, Next::End));
+    assert_eq!(next_message(&mut ws).await, Err(()));
+    assert_eq!(next_message(&mut ws_json).await, Err(()));
 }
 
 // ---------------------------------------------------------------------------------------------
