@@ -104,7 +104,8 @@ impl ContinueToken {
 }
 
 /// Go's `base64.RawURLEncoding.DecodeString`: no padding (`=` is a bad byte), non-zero trailing
-/// bits accepted, `\r` and `\n` skipped; a failure is Go's `illegal base64 data at input byte N`.
+/// bits accepted, `\r` and `\n` skipped; a failure is Go's `illegal base64 data at input byte N`,
+/// with Go's `N` ([`go_base64_error`]).
 fn go_base64(s: &str) -> Result<Vec<u8>, ContinueError> {
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     const GO_RAW_URL: GeneralPurpose = GeneralPurpose::new(
@@ -114,16 +115,45 @@ fn go_base64(s: &str) -> Result<Vec<u8>, ContinueError> {
             .with_decode_allow_trailing_bits(true)
             .with_decode_padding_mode(DecodePaddingMode::RequireNone),
     );
+    let malformed =
+        |at: usize| ContinueError::Malformed(format!("illegal base64 data at input byte {at}"));
+    if let Some(at) = go_base64_error(s.as_bytes()) {
+        return Err(malformed(at));
+    }
     let stripped: String = s.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    // Go accepted it, so the crate does too; its offset is only a fallback.
     GO_RAW_URL.decode(&stripped).map_err(|e| {
-        let at = match e {
+        malformed(match e {
             base64::DecodeError::InvalidByte(at, _)
             | base64::DecodeError::InvalidLastSymbol(at, _) => at,
-            base64::DecodeError::InvalidPadding => stripped.find('=').unwrap_or(0),
-            base64::DecodeError::InvalidLength(_) => stripped.len().saturating_sub(1),
-        };
-        ContinueError::Malformed(format!("illegal base64 data at input byte {at}"))
+            _ => stripped.len().saturating_sub(1),
+        })
     })
+}
+
+/// Where Go's `RawURLEncoding` decoder (`decodeQuantum`) stops with a `CorruptInputError`, if
+/// it does: it reads quanta of four symbols in order, skipping `\r` and `\n`; the first byte
+/// outside the alphabet (`=` included: the encoding has no padding) is the error at its own
+/// offset, and input that ends one symbol into a quantum is the error at that offset minus one
+/// (`si - j` with `j == 1`). So the offset counts skipped line breaks, and a bad byte is found
+/// before a bad length: `garbage!!` fails at byte 7, the first `!`.
+fn go_base64_error(src: &[u8]) -> Option<usize> {
+    let symbol = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+    let mut si = 0;
+    loop {
+        let mut j = 0;
+        while j < 4 {
+            let Some(&c) = src.get(si) else {
+                return (j == 1).then(|| si - 1);
+            };
+            si += 1;
+            if symbol(c) {
+                j += 1;
+            } else if c != b'\n' && c != b'\r' {
+                return Some(si - 1);
+            }
+        }
+    }
 }
 
 /// kube's `continueToken` as Go's `encoding/json` fills it: each key is matched to a field
@@ -429,5 +459,25 @@ mod tests {
             ContinueToken::decode("e30*").unwrap_err().to_string(),
             "continue key is not valid: illegal base64 data at input byte 3"
         );
+    }
+
+    /// Go's offsets (kube 1.36 answers `garbage!!` with byte 7): a bad byte where it stands,
+    /// before any length check; a lone last symbol at its own offset; line breaks counted.
+    #[test]
+    fn base64_errors_name_gos_byte_offset() {
+        let at = |s: &str| match ContinueToken::decode(s).unwrap_err() {
+            ContinueError::Malformed(m) => m,
+            other => panic!("{s}: {other:?}"),
+        };
+        assert_eq!(at("garbage!!"), "illegal base64 data at input byte 7");
+        assert_eq!(at("!!!"), "illegal base64 data at input byte 0");
+        assert_eq!(at("eyJ2Ijoi!"), "illegal base64 data at input byte 8");
+        // Nine symbols: the ninth starts a quantum alone.
+        assert_eq!(at("abcdefghi"), "illegal base64 data at input byte 8");
+        // A line break is skipped but counted in the offset.
+        assert_eq!(at("ab\ncd!"), "illegal base64 data at input byte 5");
+        assert_eq!(at("abcd\ne"), "illegal base64 data at input byte 5");
+        assert_eq!(go_base64_error(b"e30"), None);
+        assert_eq!(go_base64_error(b""), None);
     }
 }
