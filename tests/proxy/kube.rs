@@ -84,8 +84,8 @@ impl Churn {
     }
 
     /// Waits until `n` more writes happened (with a deadline). The writer counts its ticks, so
-    /// it slows down with the machine (100 clients and the other tests share two cores: a fresh
-    /// CI run once made fewer than 75 writes in 30 s), which keeps the load the clients can
+    /// it slows down with the machine (the clients and the other tests share two cores: a fresh
+    /// CI run with 200 clients once made fewer than 75 writes in 30 s), which keeps the load the clients can
     /// follow; the deadline only catches a writer that stopped.
     async fn wait_writes(&self, n: u64) {
         let target = self.writes() + n;
