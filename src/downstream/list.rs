@@ -80,8 +80,10 @@ pub fn serve(
 ) -> http::Response<Body> {
     let info = &cache.info;
     let ns = if info.namespaced { namespace } else { None };
-    // RV=0 ignores limit (kube's cache does); every other form honours it, continuations too.
-    let limit = if opts.continue_token.is_none() && opts.resource_version.as_deref() == Some("0") {
+    // A literal RV=0 ignores the limit, continuations included: kube's cacher drops it for
+    // every LIST it serves with `resourceVersion=0` (`computeListLimit`), so the rest of a list
+    // continued with RV=0 comes whole, without a token. Every other form honours it.
+    let limit = if opts.resource_version.as_deref() == Some("0") {
         0
     } else {
         opts.limit.max(0) as usize

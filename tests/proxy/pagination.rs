@@ -351,6 +351,76 @@ async fn a_kept_snapshot_outlives_the_event_window() {
     assert!(fetched.lists > 0, "the upstream answered it");
 }
 
+/// kube's cacher ignores `limit` on every LIST with `resourceVersion=0`, a continuation
+/// included (`computeListLimit`): the rest of the list comes whole from the snapshot at the
+/// token's revision, with no token and no `remainingItemCount`, whether or not the objects
+/// changed since; a token of rv −1 gives the rest at the latest state, whole too.
+#[tokio::test]
+async fn a_continuation_with_resource_version_0_ignores_the_limit() {
+    let (sim, p) = setup(|_| {}, |_| {}).await;
+    let pq = "/api/v1/pods?limit=25";
+    let (_, first, _) = same(&sim, &p, "first page", pq).await;
+    let rv = list_rv(&first);
+    let token = token_of(&first).expect("more pages");
+    let (_, whole) = get(&format!(
+        "{}/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact",
+        sim.url()
+    ))
+    .await;
+    let rest_at_rv = items(&whole)[25..].to_vec();
+    let rv0 = format!(
+        "{}&resourceVersion=0",
+        continuation("/api/v1/pods?limit=5", &token)
+    );
+    let check = |case: &str, body: &Bytes| {
+        let list = json_of(body);
+        assert_eq!(
+            list["metadata"]["continue"],
+            Value::Null,
+            "{case}: no token"
+        );
+        assert_eq!(
+            list["metadata"]["remainingItemCount"],
+            Value::Null,
+            "{case}"
+        );
+        assert_eq!(list_rv(body), rv, "{case}: the token's revision");
+        assert_eq!(
+            items(body),
+            rest_at_rv,
+            "{case}: the rest, whole, at the token's state"
+        );
+    };
+    // Nothing changed since the token was issued.
+    let (code, body, fetched) = same(&sim, &p, "unchanged", &rv0).await;
+    assert_eq!(code, 200);
+    assert_eq!(fetched.lists, 0, "cut from the cache's snapshot");
+    check("unchanged", &body);
+    // The object the token points past, and others after it, changed.
+    let last = items(&first).last().unwrap().clone();
+    let (ns, name) = last.split_once('@').unwrap().0.split_once('/').unwrap();
+    let w = Writes(&sim);
+    w.touch(ns, name, "past");
+    w.round(1);
+    caught_up(&sim, &p).await;
+    let (code, body, fetched) = same(&sim, &p, "changed", &rv0).await;
+    assert_eq!(code, 200);
+    assert_eq!(fetched.lists, 0, "cut from the cache's snapshot");
+    check("changed", &body);
+    // rv −1 (kube's inconsistent continuation): the rest at the latest state, whole.
+    let start = ContinueToken::decode(&token).unwrap().start;
+    let latest = ContinueToken { rv: -1, start }.encode();
+    let pq = format!(
+        "{}&resourceVersion=0",
+        continuation("/api/v1/pods?limit=5", &latest)
+    );
+    let (code, body, _) = same(&sim, &p, "rv -1", &pq).await;
+    assert_eq!(code, 200);
+    assert_eq!(token_of(&body), None);
+    assert_eq!(list_rv(&body), sim.store().revision());
+    assert!(items(&body).len() > 5, "the limit is ignored");
+}
+
 #[tokio::test]
 async fn an_expired_continue_token_gets_the_upstreams_410_and_its_token_continues_at_latest() {
     // The simulator keeps three pod events; watchmux keeps two and no snapshot.

@@ -737,6 +737,13 @@ async fn list(
     let mut at = None;
     let mut start = None;
     if let Some(t) = opts.continuation()? {
+        // kube's watch cache serves a continuation from its snapshot at the token's revision
+        // (or, rv −1, at the latest state) and, as for every LIST with `resourceVersion=0`,
+        // ignores the limit (`computeListLimit`): the rest comes whole. A compacted revision has
+        // no snapshot and goes to etcd, whose 410 follows.
+        if opts.resource_version.as_deref() == Some("0") {
+            limit = 0;
+        }
         start = Some(format!("{prefix}{}", t.start));
         if t.rv > 0 {
             at = Some(t.rv as u64);
