@@ -351,6 +351,50 @@ async fn a_kept_snapshot_outlives_the_event_window() {
     assert!(fetched.lists > 0, "the upstream answered it");
 }
 
+/// kube 1.36's watch cache mints a page's token with the start key's leading slash
+/// (`"/ns/name\u0000"`, its key prefix has no trailing slash); etcd3's spelling without it
+/// (`"ns/name\u0000"`) names the same key, and both continue the list alike.
+#[tokio::test]
+async fn continue_tokens_are_kubes_cache_spelling_and_both_spellings_continue() {
+    let (sim, p) = setup(|_| {}, |_| {}).await;
+    for pq in [
+        "/api/v1/pods?limit=7",
+        "/api/v1/namespaces/a-b/pods?limit=7",
+    ] {
+        let (_, first, _) = same(&sim, &p, "first page", pq).await;
+        let token = token_of(&first).expect("more pages");
+        let raw = base64::Engine::decode(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            token.as_bytes(),
+        )
+        .unwrap();
+        let start = json_of(&Bytes::from(raw))["start"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let last = items(&first)
+            .last()
+            .unwrap()
+            .split('@')
+            .next()
+            .unwrap()
+            .to_string();
+        let rel = if pq.contains("/namespaces/") {
+            last.split_once('/').unwrap().1.to_string()
+        } else {
+            last
+        };
+        assert_eq!(start, format!("/{rel}\u{0}"), "{pq}: the cache's spelling");
+        let decoded = ContinueToken::decode(&token).unwrap();
+        let etcd = decoded.encode_storage();
+        assert_ne!(etcd, token);
+        let (c1, via_cache, _) = same(&sim, &p, "cache spelling", &continuation(pq, &token)).await;
+        let (c2, via_etcd, _) = same(&sim, &p, "etcd spelling", &continuation(pq, &etcd)).await;
+        assert_eq!((c1, c2), (200, 200));
+        assert_eq!(via_cache, via_etcd, "{pq}: the same page");
+    }
+}
+
 /// kube's cacher ignores `limit` on every LIST with `resourceVersion=0`, a continuation
 /// included (`computeListLimit`): the rest of the list comes whole from the snapshot at the
 /// token's revision, with no token and no `remainingItemCount`, whether or not the objects

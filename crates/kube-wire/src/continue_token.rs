@@ -2,6 +2,12 @@
 //! apiserver and vice versa: unpadded base64url of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>"}`
 //! where `start` is the last returned key, relative to the request's key prefix, plus `\0`.
 //!
+//! kube mints two spellings of the same start key, and reads both: its watch cache trims a key
+//! prefix without a trailing slash (`/registry/pods` or `/registry/pods/ns`), so its pages say
+//! `"/ns/name\u0000"` ([`ContinueToken::encode`]); its etcd3 storage trims one with the slash, so
+//! the token of a 410 Expired continuation says `"ns/name\u0000"`
+//! ([`ContinueToken::encode_storage`]). A decoded token keeps the key without the slash.
+//!
 //! Format and validation only: whether the token's revision can still be served (or is
 //! compacted, kube's 410) is the server's decision, made against its own store.
 
@@ -56,12 +62,24 @@ impl ContinueToken {
         }
     }
 
-    /// Encodes as kube does.
+    /// Encodes as kube-apiserver's watch cache mints a page's token (`cacher.GetList`): the
+    /// start key with its leading `/`. What kube 1.34+ answers for every LIST its cache serves.
     pub fn encode(&self) -> String {
+        self.encode_as(format!("/{}", self.start))
+    }
+
+    /// Encodes as kube's etcd3 storage mints a token (`EncodeContinue` with a key prefix that
+    /// ends in `/`): the start key without the slash, as in the new token of a 410 Expired
+    /// continuation.
+    pub fn encode_storage(&self) -> String {
+        self.encode_as(self.start.clone())
+    }
+
+    fn encode_as(&self, start: String) -> String {
         let wire = Wire {
             v: "meta.k8s.io/v1".into(),
             rv: self.rv,
-            start: self.start.clone(),
+            start,
         };
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&wire).expect("token serialises"))
     }
@@ -309,13 +327,21 @@ mod tests {
     #[test]
     fn round_trips_and_matches_kube_format() {
         let t = ContinueToken::after(42, "default/pod-1");
+        let raw = |enc: &str| String::from_utf8(URL_SAFE_NO_PAD.decode(enc).unwrap()).unwrap();
+        // The watch cache's spelling (kube 1.36's pages), with the leading slash...
         let enc = t.encode();
-        let raw = URL_SAFE_NO_PAD.decode(&enc).unwrap();
         assert_eq!(
-            std::str::from_utf8(&raw).unwrap(),
-            "{\"v\":\"meta.k8s.io/v1\",\"rv\":42,\"start\":\"default/pod-1\\u0000\"}"
+            raw(&enc),
+            "{\"v\":\"meta.k8s.io/v1\",\"rv\":42,\"start\":\"/default/pod-1\\u0000\"}"
         );
         assert_eq!(ContinueToken::decode(&enc).unwrap(), t);
+        // ...and etcd3's, without it: both read back as the same token.
+        let storage = t.encode_storage();
+        assert_eq!(
+            raw(&storage),
+            "{\"v\":\"meta.k8s.io/v1\",\"rv\":42,\"start\":\"default/pod-1\\u0000\"}"
+        );
+        assert_eq!(ContinueToken::decode(&storage).unwrap(), t);
     }
 
     #[test]

@@ -273,7 +273,7 @@ async fn paginated_list_is_a_consistent_snapshot() {
     let t1 = p1["metadata"]["continue"].as_str().unwrap().to_string();
     assert_eq!(
         decode_token(&t1),
-        format!(r#"{{"v":"meta.k8s.io/v1","rv":{r},"start":"a/p\u0000"}}"#)
+        format!(r#"{{"v":"meta.k8s.io/v1","rv":{r},"start":"/a/p\u0000"}}"#)
     );
 
     // Writes between pages: change a/q, delete default/r, add a/pp (sorts after the cursor).
@@ -295,7 +295,7 @@ async fn paginated_list_is_a_consistent_snapshot() {
     let t2 = p2["metadata"]["continue"].as_str().unwrap().to_string();
     assert_eq!(
         decode_token(&t2),
-        format!(r#"{{"v":"meta.k8s.io/v1","rv":{r},"start":"default/r\u0000"}}"#)
+        format!(r#"{{"v":"meta.k8s.io/v1","rv":{r},"start":"/default/r\u0000"}}"#)
     );
     let p3 = list(&format!("{all}?limit=2&continue={t2}")).await;
     assert_eq!(keys(&p3), ["default/s"]);
@@ -319,7 +319,7 @@ async fn paginated_list_is_a_consistent_snapshot() {
     let t = v["metadata"]["continue"].as_str().unwrap();
     assert_eq!(
         decode_token(t),
-        format!(r#"{{"v":"meta.k8s.io/v1","rv":{now},"start":"p\u0000"}}"#)
+        format!(r#"{{"v":"meta.k8s.io/v1","rv":{now},"start":"/p\u0000"}}"#)
     );
     let v = list(&format!(
         "{u}/api/v1/namespaces/a/configmaps?limit=5&continue={t}"
@@ -407,7 +407,7 @@ async fn exact_resource_version_list_returns_the_old_state() {
     let t = v["metadata"]["continue"].as_str().unwrap();
     assert_eq!(
         decode_token(t),
-        format!(r#"{{"v":"meta.k8s.io/v1","rv":{r3},"start":"e\u0000"}}"#)
+        format!(r#"{{"v":"meta.k8s.io/v1","rv":{r3},"start":"/e\u0000"}}"#)
     );
     let v = list(&format!("{cms}?continue={t}")).await;
     assert_eq!(data(&v), [format!("f=v1@{r3}")]);
