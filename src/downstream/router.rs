@@ -45,7 +45,8 @@ pub enum RouteError {
     /// Delegated authentication or authorization refused the request.
     #[error(transparent)]
     Authz(#[from] AuthzError),
-    /// A namespaced path for a cluster-scoped resource: kube has no such route.
+    /// A path kube registers no route for: a namespaced path of a cluster-scoped resource, or
+    /// an object of a namespaced one outside a namespace (`/api/v1/pods/NAME`).
     #[error("the server could not find the requested resource")]
     NoRoute,
     /// The resource's cache is not synced within `cache.not_ready_wait`.
@@ -408,9 +409,10 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     if !(rp.legacy_watch || kube_wire::options::is_watch_query(req.uri().query())) {
         kube_wire::options::request_timeout(req.uri().query())?;
     }
-    // kube has no route for a namespaced path of a cluster-scoped kind: 404 before the query
-    // is even parsed (known once discovery answered; otherwise checked below).
-    if rp.namespace.is_some() && slot.get().is_some_and(|c| !c.info.namespaced) {
+    // kube has no route for a namespaced path of a cluster-scoped kind, nor for an object of a
+    // namespaced kind outside a namespace: 404 before the query is even parsed (known once
+    // discovery answered; otherwise checked below).
+    if slot.get().is_some_and(|c| no_route(&rp, c.info.namespaced)) {
         return Err(RouteError::NoRoute);
     }
     let mut opts = ListOptions::from_query(req.uri().query())?;
@@ -487,7 +489,7 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         return Err(RouteError::NotReady);
     };
     let info = &cache.info;
-    if rp.namespace.is_some() && !info.namespaced {
+    if no_route(&rp, info.namespaced) {
         return Err(RouteError::NoRoute);
     }
     // How a Table is printed (a custom resource's: with its CRD's columns, once known).
@@ -569,6 +571,17 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         form,
         printer,
     })
+}
+
+/// Whether kube registers no route for `rp` of a kind that is (or is not) `namespaced`: it
+/// serves a cluster-scoped kind only outside namespaces, and a namespaced kind's objects only
+/// inside one (its cluster-wide path is the collection alone, for LIST and WATCH).
+fn no_route(rp: &path::ResourcePath, namespaced: bool) -> bool {
+    if namespaced {
+        rp.namespace.is_none() && rp.name.is_some()
+    } else {
+        rp.namespace.is_some()
+    }
 }
 
 /// The snapshot a read at `point` is served from, or why the upstream must answer it instead.

@@ -904,6 +904,13 @@ async fn pass_through_list_forms_are_byte_identical() {
         ),
         ("single object GET", "/api/v1/namespaces/ns1/pods/a".into()),
         ("missing object", "/api/v1/namespaces/ns1/pods/zz".into()),
+        // kube has no route for an object of a namespaced kind outside a namespace.
+        ("object outside its namespace", "/api/v1/pods/a".into()),
+        (
+            "missing object outside",
+            "/api/v1/pods/zz?resourceVersion=0".into(),
+        ),
+        ("legacy watch outside", "/api/v1/watch/pods/a".into()),
         ("uncached kind", "/api/v1/services?resourceVersion=0".into()),
     ];
     // Paged forms: every page, both ways.

@@ -295,7 +295,14 @@ async fn resource(
         .get(&rp.group, &rp.version, &rp.resource)
         .cloned()
         .ok_or_else(Status::path_not_found)?;
-    if !rt.namespaced && rp.namespace.is_some() {
+    // kube registers a cluster-scoped kind's routes outside namespaces only, and a namespaced
+    // kind's objects (and their subresources) inside one only: `/api/v1/pods/NAME` is no route.
+    let no_route = if rt.namespaced {
+        rp.namespace.is_none() && rp.name.is_some()
+    } else {
+        rp.namespace.is_some()
+    };
+    if no_route {
         return Err(Status::path_not_found());
     }
     if rt.group.is_empty()
@@ -787,7 +794,8 @@ async fn list(
                 .strip_prefix(&prefix)
                 .unwrap_or_default()
                 .to_string();
-            s.continue_token = Some(ContinueToken { rv: -1, start: rel }.encode());
+            // etcd3 answers this one (the cache has no snapshot that old): its spelling.
+            s.continue_token = Some(ContinueToken { rv: -1, start: rel }.encode_storage());
             return Err(s);
         }
         Err(ReadError::Compacted { .. }) => {

@@ -709,6 +709,13 @@ async fn not_found_method_not_allowed_not_acceptable() {
         "/api/v1/namespaces/default/nodes",
         // an unknown subresource
         "/api/v1/namespaces/default/pods/a/bogus",
+        // an object of a namespaced kind outside a namespace (existing or not), its
+        // subresource, and its legacy watch path: kube registers none of these routes
+        "/api/v1/pods/a",
+        "/api/v1/pods/zz",
+        "/api/v1/pods/a/status",
+        "/api/v1/watch/pods/a",
+        "/apis/apps/v1/deployments/d",
         "/nonsense",
     ] {
         expect_get(&format!("{u}{p}"), 404, &no_path).await;
