@@ -19,7 +19,9 @@
 //! Owns the decision only: it must not build bodies ([`super::table`] and [`super::list`] do)
 //! nor decide whether a read is served from the cache at all (the router does).
 
-use kube_wire::negotiate::{Encoding, Endpoint, Repr, Target, negotiate_media};
+use kube_wire::negotiate::{
+    Encoding, Endpoint, Repr, Target, negotiate_media, route_matches_accept, route_produces,
+};
 use kube_wire::table::{IncludeObject, TablePrinter};
 
 use super::protobuf;
@@ -76,6 +78,13 @@ pub fn negotiate(
         protobuf: builtin,
         watch,
     };
+    // A built-in kind's endpoint is a go-restful route, which refuses a header with no clause
+    // naming exactly a type it produces (`application/*` included) before kube negotiates: the
+    // upstream says that 406 too.
+    let collection_read = target == Target::List || watch;
+    if builtin && !route_matches_accept(accept, &route_produces(collection_read)) {
+        return None;
+    }
     // kube's negotiation: its 406 is left to the upstream to say.
     let n = negotiate_media(accept, target, "", endpoint).ok()?;
     // kube answers meta.k8s.io/v1beta1 in v1beta1; the cache prints v1 only.
@@ -117,7 +126,12 @@ mod tests {
         assert_eq!(list("application/json"), Some(Form::Json));
         assert_eq!(list("application/json, */*"), Some(Form::Json));
         assert_eq!(list("*/*"), Some(Form::Json));
-        assert_eq!(list("application/*"), Some(Form::Json));
+        // go-restful's route refuses a wildcard subtype before kube negotiates.
+        assert_eq!(list("application/*"), None);
+        assert_eq!(
+            list("application/*, application/json;q=0.1"),
+            Some(Form::Json)
+        );
         assert_eq!(list("application/json; charset=utf-8"), Some(Form::Json));
         assert_eq!(list("text/html, application/json"), Some(Form::Json));
         // Kubelets and controllers list protobuf first: they get it.

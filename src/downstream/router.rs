@@ -98,7 +98,8 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
     }
     let info = app.metrics.classify(&req);
     let requested_audit_id = req.headers().get(kube_wire::response::AUDIT_ID).cloned();
-    // kube negotiates the encoding of an error's Status too: protobuf for kubelets.
+    // kube negotiates the encoding of an error's Status too: protobuf for kubelets, indented
+    // raw JSON for a header that takes none of its serializers.
     let status_encoding = kube_wire::negotiate::status_encoding(
         req.headers()
             .get(http::header::ACCEPT)
@@ -108,10 +109,13 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
         info.verb != "watch" && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
     let mut resp = match route_and_serve(&app, req, pretty).await {
         Ok(r) => r,
-        Err(e) if status_encoding == Encoding::Protobuf => {
-            kube_wire::response::protobuf_status_response(&Status::from(&e))
-        }
-        Err(e) => status_response(&Status::from(&e)),
+        Err(e) => match status_encoding {
+            Some(Encoding::Protobuf) => {
+                kube_wire::response::protobuf_status_response(&Status::from(&e))
+            }
+            Some(Encoding::Json | Encoding::Yaml) => status_response(&Status::from(&e)),
+            None => kube_wire::response::raw_status_response(&Status::from(&e)),
+        },
     };
     // Answers from watchmux itself carry what kube-apiserver's filters add; the upstream's
     // carry the upstream's.
@@ -293,7 +297,7 @@ fn serve(
             &name,
             &form,
             &printer,
-        )),
+        )?),
         // Never: route_and_serve passes these through itself.
         Route::PassThrough(_) => Err(RouteError::NoRoute),
     }

@@ -1700,7 +1700,8 @@ async fn representations_are_negotiated_the_same_way() {
         "application/json",
         "application/json, */*",
         "*/*",
-        "application/*",
+        // go-restful takes a wildcard subtype when another clause names a type exactly.
+        "application/*, application/json;q=0.1",
         // kubelet and controllers: protobuf first, JSON as the fallback: protobuf.
         "application/vnd.kubernetes.protobuf, application/json",
         "application/vnd.kubernetes.protobuf",
@@ -1711,6 +1712,10 @@ async fn representations_are_negotiated_the_same_way() {
         "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
         "application/yaml",
         "text/html",
+        // go-restful's 406, before kube's negotiation (which would take these).
+        "application/*",
+        "application/*;q=1, text/*",
+        "APPLICATION/JSON",
     ];
     for pq in [
         "/api/v1/pods?resourceVersion=0",
@@ -1744,6 +1749,19 @@ async fn representations_are_negotiated_the_same_way() {
             json!({"kind": v["kind"], "columns": v["columnDefinitions"], "rows": names, "code": v["code"]})
         };
         assert_eq!(rows(&d), rows(&p), "{pq}: Table");
+    }
+    // A GET of one object: the same route rule (go-restful's 406 in its words).
+    for accept in [
+        "application/*",
+        "*/json",
+        "image/png",
+        "*/*",
+        "application/json",
+    ] {
+        let pq = "/api/v1/namespaces/ns1/pods/a?resourceVersion=0";
+        let case = format!("{pq} Accept: {accept}");
+        let cached = matches!(accept, "*/*" | "application/json");
+        compare_with(&e, &case, pq, &[("accept", accept)], cached).await;
     }
     // Watches: the JSON forms come from the cache, the others pass through; same events. (The
     // protobuf watches are compared frame by frame in `protobuf`.)

@@ -254,6 +254,72 @@ async fn errors_are_protobuf_statuses_for_protobuf_clients() {
     assert_eq!(j["message"].as_str(), st.message.as_deref());
 }
 
+/// Every error watchmux answers itself for a cached kind (a missing object, a selector kube
+/// cannot parse, invalid list options) is encoded as kube encodes errors for the request's
+/// `Accept` header: protobuf for protobuf-first clients, JSON, or kube's raw indented JSON for
+/// a header that takes no serializer for a Status (a Table or metadata form alone): the
+/// simulator's status, content type and bytes, without reaching it.
+#[tokio::test]
+async fn error_answers_are_encoded_as_kube_encodes_errors() {
+    let (sim, px) = seeded().await;
+    let cache = px.proxy.cache("", "v1", "pods").expect("pods are cached");
+    assert!(
+        cache
+            .wait_rv(sim.store().revision(), Duration::from_secs(10))
+            .await
+    );
+    for pq in [
+        "/api/v1/namespaces/default/pods/zz?resourceVersion=0",
+        "/api/v1/pods?labelSelector=a%20in%20(",
+        "/api/v1/pods?resourceVersionMatch=Exact",
+    ] {
+        // The metadata form of what the request reads (the other one passes through: kube's
+        // 406 for it comes after the read).
+        let metadata = if pq.contains("/pods/") {
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+        } else {
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+        };
+        for accept in [
+            KUBELET,
+            PROTOBUF,
+            "application/json",
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+            metadata,
+        ] {
+            let before = common::upstream_reads(&sim, &["pods"]);
+            let headers = [("accept", accept)];
+            let ours =
+                common::request(http::Method::GET, &format!("{}{pq}", px.url), &headers, "").await;
+            assert_eq!(
+                common::upstream_reads(&sim, &["pods"]),
+                before,
+                "{pq} ({accept}): answered by watchmux"
+            );
+            let theirs = common::request(
+                http::Method::GET,
+                &format!("{}{pq}", sim.url()),
+                &headers,
+                "",
+            )
+            .await;
+            assert!(ours.0.is_client_error(), "{pq} ({accept}): {:?}", ours.0);
+            assert_eq!(ours.0, theirs.0, "{pq} ({accept})");
+            assert_eq!(
+                ours.1.get("content-type"),
+                theirs.1.get("content-type"),
+                "{pq} ({accept})"
+            );
+            assert!(
+                ours.2 == theirs.2,
+                "{pq} ({accept}): {:?} vs {:?}",
+                ours.2,
+                theirs.2
+            );
+        }
+    }
+}
+
 /// One decoded protobuf watch event: its type and object envelope.
 fn event(frame: &[u8]) -> (String, Unknown) {
     let e = WatchEvent::decode(frame).expect("WatchEvent");

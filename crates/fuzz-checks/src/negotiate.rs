@@ -52,7 +52,7 @@ pub fn check(data: &[u8]) {
     }
     let enc = status_encoding(Some(accept));
     if accept.is_empty() {
-        assert_eq!(enc, Encoding::Json);
+        assert_eq!(enc, Some(Encoding::Json));
     }
     let mut headers = HeaderMap::new();
     for (name, value) in [

@@ -345,6 +345,28 @@ async fn resource(
     let negotiate = |target, watch| {
         protobuf::negotiate(accept, target, &rt.kind, protobuf::endpoint(&rt, watch))
     };
+    // Before kube's handler negotiates, go-restful chooses the route, and takes an `Accept`
+    // header only if some clause names exactly a type the route produces, or `*/*`: for a
+    // built-in kind `application/*` is its 406. (A custom resource's handler is not a go-restful
+    // route: it negotiates the header itself.)
+    if rt.builtin {
+        let routed = match (&method, &rp.name) {
+            (&Method::GET, _) | (&Method::POST, None) | (&Method::DELETE, None) => true,
+            (&Method::PUT, Some(_)) | (&Method::PATCH, Some(_)) => true,
+            (&Method::DELETE, Some(_)) => scope == UpdateScope::Main,
+            _ => false,
+        };
+        if routed {
+            let collection_read = method == Method::GET && (is_collection || rp.legacy_watch);
+            let bodiless = matches!(method, Method::POST | Method::PUT | Method::PATCH)
+                && header(&req, http::header::CONTENT_LENGTH).is_none_or(|l| l == "0");
+            kube_wire::negotiate::route_accept(
+                accept,
+                &kube_wire::negotiate::route_produces(collection_read),
+                bodiless,
+            )?;
+        }
+    }
     match (method, rp.name.clone()) {
         (Method::GET, None) => {
             let mut opts = ListOptions::from_query(query.as_deref())?;

@@ -85,11 +85,13 @@ pub fn negotiate(
 
 /// The answer for an error: its Status in the encoding kube writes errors in for this `Accept`
 /// header (`responsewriters.ErrorNegotiated`: protobuf for a protobuf-first client, whatever
-/// the endpoint; JSON otherwise, YAML included, which the simulator does not write).
+/// the endpoint; JSON otherwise, YAML included, which the simulator does not write), or, when
+/// the header accepts none of them, `WriteRawJSON`'s indented JSON.
 pub fn error_response(accept: Option<&str>, s: &Status) -> Response<Body> {
     match status_encoding(accept) {
-        Encoding::Protobuf => protobuf_status_response(s),
-        Encoding::Json | Encoding::Yaml => kube_wire::response::status_response(s),
+        Some(Encoding::Protobuf) => protobuf_status_response(s),
+        Some(Encoding::Json | Encoding::Yaml) => kube_wire::response::status_response(s),
+        None => kube_wire::response::raw_status_response(s),
     }
 }
 

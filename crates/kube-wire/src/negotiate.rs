@@ -191,6 +191,68 @@ pub fn media_ranges(accept: &str) -> Vec<MediaRange<'_>> {
 /// kube-apiserver's serializers, in its order (CBOR is off by default in 1.36).
 const KUBE: [Encoding; 3] = [Encoding::Json, Encoding::Yaml, Encoding::Protobuf];
 
+/// What a built-in kind's go-restful route declares it produces (`installer.go`): kube's
+/// serializers, and for a collection's LIST and WATCH (the legacy `/watch/` paths too) their
+/// stream forms after them (`MediaTypesForSerializer`).
+pub fn route_produces(collection_read: bool) -> Vec<String> {
+    let mut out: Vec<String> = KUBE.iter().map(|e| e.media_type().to_string()).collect();
+    if collection_read {
+        out.extend(
+            [Encoding::Json, Encoding::Protobuf]
+                .iter()
+                .map(|e| format!("{};stream=watch", e.media_type())),
+        );
+    }
+    out
+}
+
+/// Whether go-restful's router lets a request with this `Accept` header reach a route that
+/// produces `produces` (`Route.matchesAccept`): some comma-separated clause, cut at its first
+/// `;` and trimmed of spaces, is `*/*` or exactly (case and all) a produced type. No header is
+/// `*/*`. Wildcards such as `application/*` match nothing here, although kube's own negotiation
+/// would take them: the router runs first.
+pub fn route_matches_accept(accept: Option<&str>, produces: &[String]) -> bool {
+    let accept = accept.filter(|a| !a.is_empty()).unwrap_or("*/*");
+    accept.split(',').any(|clause| {
+        let media = clause
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim_matches(' ');
+        media == "*/*" || produces.iter().any(|p| p == "*/*" || p == media)
+    })
+}
+
+/// go-restful's route choice by `Accept` for a built-in kind's endpoint, before kube's handler
+/// negotiates ([`negotiate_media`]): when no clause matches ([`route_matches_accept`]), its 406,
+/// or its 415 for a POST, PUT or PATCH without a body (`jsr311.go` `detectRoute`), listing the
+/// representations `produces`; kube's `serviceErrorHandler` words it with
+/// `NewGenericServerResponse`: go-restful's message, empty details.
+pub fn route_accept(
+    accept: Option<&str>,
+    produces: &[String],
+    write_without_body: bool,
+) -> Result<(), Status> {
+    if route_matches_accept(accept, produces) {
+        return Ok(());
+    }
+    let available = produces.join(", ");
+    let status = if write_without_body {
+        Status::new(
+            415,
+            "UnsupportedMediaType",
+            format!("415: Unsupported Media Type\n\nAvailable representations: {available}"),
+        )
+    } else {
+        Status::new(
+            406,
+            "NotAcceptable",
+            format!("406: Not Acceptable\n\nAvailable representations: {available}"),
+        )
+    };
+    Err(status.with_details(crate::status::StatusDetails::default()))
+}
+
 /// Chooses the representation and encoding, or kube's 406. `kind` names the object in the
 /// PartialObjectMetadata list/object mismatch messages.
 pub fn negotiate_media(
@@ -294,15 +356,20 @@ fn check_metadata_target(mr: &MediaRange<'_>, target: Target, kind: &str) -> Res
 }
 
 /// The encoding kube writes an error's Status in for this `Accept` header
-/// (`responsewriters.ErrorNegotiated`: the endpoint's serializers without conversions; when none
-/// is acceptable, JSON).
-pub fn status_encoding(accept: Option<&str>) -> Encoding {
+/// (`responsewriters.ErrorNegotiated`, with `DefaultEndpointRestrictions`: kube's serializers,
+/// no conversion, no server version, streams of `watch` only), or `None` when no clause is
+/// acceptable: kube then writes the Status with `WriteRawJSON`, as JSON indented by
+/// `json.MarshalIndent` whatever the client asked for (`text/html`, a Table, ...).
+pub fn status_encoding(accept: Option<&str>) -> Option<Encoding> {
     let accept = accept.unwrap_or("");
     if accept.is_empty() {
-        return Encoding::Json;
+        return Some(Encoding::Json);
     }
     for mr in media_ranges(accept) {
         if ["as", "g", "v"].iter().any(|k| mr.param(k).is_some()) {
+            continue;
+        }
+        if mr.param("sv").is_some_and(|v| !v.is_empty()) {
             continue;
         }
         let stream = mr.param("stream").filter(|s| !s.is_empty());
@@ -311,11 +378,11 @@ pub fn status_encoding(accept: Option<&str>) -> Encoding {
         }
         for encoding in KUBE {
             if mr.matches(encoding) && !(stream.is_some() && encoding == Encoding::Yaml) {
-                return encoding;
+                return Some(encoding);
             }
         }
     }
-    Encoding::Json
+    None
 }
 
 /// The wire form of a read answered from stored objects: the objects themselves (JSON or
@@ -375,6 +442,55 @@ mod tests {
     /// The representation a built-in kind's endpoint answers in.
     fn repr(accept: Option<&str>, target: Target) -> Result<Repr, Status> {
         negotiate_media(accept, target, "Pod", Endpoint::BUILTIN).map(|n| n.repr)
+    }
+
+    #[test]
+    fn go_restful_routes_take_only_exact_types_or_any() {
+        let list = route_produces(true);
+        let get = route_produces(false);
+        for ok in [
+            None,
+            Some(""),
+            Some("*/*"),
+            Some("application/json"),
+            Some("text/html, */*;q=0"),
+            Some(" application/json ;q=0.5"),
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            Some("image/png,application/vnd.kubernetes.protobuf;stream=watch"),
+            Some("application/yaml"),
+        ] {
+            assert!(route_matches_accept(ok, &list), "{ok:?}");
+            assert!(route_matches_accept(ok, &get), "{ok:?}");
+        }
+        for refused in [
+            "application/*",
+            "application/*;q=1, text/*",
+            "*/json",
+            "*",
+            "APPLICATION/JSON",
+            "application/JSON",
+            "application/json\t",
+            "text/html",
+            "application/json/x;q=1",
+        ] {
+            assert!(!route_matches_accept(Some(refused), &list), "{refused}");
+        }
+        // kube's handler would have taken it; the router refuses first, in its own words.
+        assert_eq!(enc("application/*"), Encoding::Json);
+        let e = route_accept(Some("application/*"), &list, false).unwrap_err();
+        assert_eq!((e.code, e.reason.as_str()), (406, "NotAcceptable"));
+        assert_eq!(
+            e.message,
+            "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        );
+        let e = route_accept(Some("text/html"), &get, true).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                415,
+                "415: Unsupported Media Type\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            )
+        );
     }
 
     #[test]
@@ -521,20 +637,28 @@ mod tests {
 
     #[test]
     fn statuses_follow_the_accept_header_without_conversions() {
-        assert_eq!(status_encoding(None), Encoding::Json);
+        assert_eq!(status_encoding(None), Some(Encoding::Json));
         assert_eq!(
             status_encoding(Some(
                 "application/vnd.kubernetes.protobuf, application/json"
             )),
-            Encoding::Protobuf
+            Some(Encoding::Protobuf)
         );
         assert_eq!(
             status_encoding(Some(
                 "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
             )),
-            Encoding::Json
+            Some(Encoding::Json)
         );
-        assert_eq!(status_encoding(Some("text/html")), Encoding::Json);
+        assert_eq!(status_encoding(Some("application/*")), Some(Encoding::Json));
+        // Nothing acceptable: kube's raw, indented JSON.
+        assert_eq!(status_encoding(Some("text/html")), None);
+        assert_eq!(status_encoding(Some("*/json")), None);
+        assert_eq!(
+            status_encoding(Some("application/json;as=Table;v=v1;g=meta.k8s.io")),
+            None
+        );
+        assert_eq!(status_encoding(Some("application/json;sv=v1")), None);
     }
 
     #[test]

@@ -148,6 +148,15 @@ pub fn status_response(s: &Status) -> Response<Body> {
     r
 }
 
+/// A Status as kube's `WriteRawJSON` writes it when the client's `Accept` header takes none of
+/// its serializers (see [`crate::negotiate::status_encoding`]): indented as `json.MarshalIndent`
+/// does, without the trailing newline of its serializers.
+pub fn raw_status_response(s: &Status) -> Response<Body> {
+    let mut r = status_response(s);
+    *r.body_mut() = full(crate::gofmt::indent(&s.to_json()));
+    r
+}
+
 /// A streamed JSON response (a watch, or a list built from stored items).
 pub fn stream_response<S>(stream: S) -> Response<Body>
 where

@@ -153,6 +153,25 @@ async fn expect(
     h
 }
 
+/// As [`expect`], for an error whose `Accept` header takes none of kube's serializers: kube
+/// writes it with `WriteRawJSON`, indented by `json.MarshalIndent`, with no trailing newline.
+async fn expect_raw(url: &str, accept: &str, code: u16, want: &str) {
+    let (s, h, b) = request(Method::GET, url, &[("accept", accept)], "").await;
+    let got = String::from_utf8_lossy(&b);
+    assert_eq!(s.as_u16(), code, "{url}: {got}");
+    assert_eq!(
+        h.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/json"),
+        "{url}"
+    );
+    let indented = String::from_utf8(kube_wire::gofmt::indent(want.as_bytes())).unwrap();
+    assert!(
+        indented.contains("\n  \"kind\": \"Status\",\n"),
+        "{indented}"
+    );
+    assert_eq!(got, indented, "{url} Accept: {accept}");
+}
+
 async fn expect_get(url: &str, code: u16, want: &str) -> HeaderMap {
     expect(Method::GET, url, &[], "", code, want).await
 }
@@ -832,13 +851,84 @@ async fn not_found_method_not_allowed_not_acceptable() {
     };
     let serializers = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
     let streams = "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch";
-    for (p, accept, types) in [
-        ("/api/v1/pods", "text/html", serializers),
+    // go-restful refuses first a header with no clause naming exactly a type the route
+    // produces (or */*): wildcards like application/* included, which kube's own negotiation
+    // would take. Its words, empty details.
+    let route_refuses = |code: u16, reason: &str, what: &str, types: &str| {
+        status_json(
+            code,
+            reason,
+            &format!("{what}\n\nAvailable representations: {types}"),
+            Some("{}"),
+        )
+    };
+    let collection = format!("{serializers}, {streams}");
+    // The Status is negotiated as errors are: JSON for `application/*`, raw indented JSON
+    // when no clause takes a serializer.
+    for (p, accept, types, raw) in [
+        ("/api/v1/pods", "text/html", collection.as_str(), true),
+        ("/api/v1/pods", "application/*", &collection, false),
+        (
+            "/api/v1/namespaces/default/pods?watch=1",
+            "*/json",
+            &collection,
+            true,
+        ),
+        (
+            "/api/v1/watch/namespaces/default/pods/a",
+            "application/*",
+            &collection,
+            false,
+        ),
         (
             "/api/v1/namespaces/default/pods/a",
             "image/png",
             serializers,
+            true,
         ),
+        (
+            "/api/v1/namespaces/default/pods/a",
+            "application/*",
+            serializers,
+            false,
+        ),
+        (
+            "/api/v1/namespaces/default/pods/a",
+            "APPLICATION/JSON",
+            serializers,
+            true,
+        ),
+        (
+            "/apis/apps/v1/deployments",
+            "application/*;q=1, text/*",
+            &collection,
+            false,
+        ),
+    ] {
+        let want = route_refuses(406, "NotAcceptable", "406: Not Acceptable", types);
+        let url = format!("{u}{p}");
+        if raw {
+            expect_raw(&url, accept, 406, &want).await;
+        } else {
+            expect(Method::GET, &url, &[("accept", accept)], "", 406, &want).await;
+        }
+    }
+    // A write with no body and no acceptable type: go-restful's 415.
+    expect(
+        Method::POST,
+        &format!("{u}/api/v1/namespaces/default/pods"),
+        &[("accept", "application/*")],
+        "",
+        415,
+        &route_refuses(
+            415,
+            "UnsupportedMediaType",
+            "415: Unsupported Media Type",
+            serializers,
+        ),
+    )
+    .await;
+    for (p, accept, types) in [
         (
             "/api/v1/pods?watch=1",
             "application/vnd.kubernetes.protobuf;stream=other",
@@ -850,22 +940,13 @@ async fn not_found_method_not_allowed_not_acceptable() {
             serializers,
         ),
     ] {
-        expect(
-            Method::GET,
-            &format!("{u}{p}"),
-            &[("accept", accept)],
-            "",
-            406,
-            &not_acceptable(types),
-        )
-        .await;
+        // Their headers take no serializer for the Status either: raw JSON.
+        expect_raw(&format!("{u}{p}"), accept, 406, &not_acceptable(types)).await;
     }
     let pom = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
-    expect(
-        Method::GET,
+    expect_raw(
         &format!("{u}/api/v1/namespaces/default/pods"),
-        &[("accept", pom)],
-        "",
+        pom,
         406,
         &status_json(
             406,
