@@ -142,6 +142,18 @@ async fn seeded() -> (kube_sim::Simulator, TestProxy) {
     (sim, px)
 }
 
+/// [`seeded`], once watchmux's pod cache holds every write the simulator made.
+async fn seeded_and_caught_up() -> (kube_sim::Simulator, TestProxy) {
+    let (sim, px) = seeded().await;
+    let cache = px.proxy.cache("", "v1", "pods").expect("pods are cached");
+    assert!(
+        cache
+            .wait_rv(sim.store().revision(), Duration::from_secs(10))
+            .await
+    );
+    (sim, px)
+}
+
 #[tokio::test]
 async fn lists_and_gets_in_protobuf_carry_the_json_answers_objects() {
     let (sim, px) = seeded().await;
@@ -261,13 +273,7 @@ async fn errors_are_protobuf_statuses_for_protobuf_clients() {
 /// simulator's status, content type and bytes, without reaching it.
 #[tokio::test]
 async fn error_answers_are_encoded_as_kube_encodes_errors() {
-    let (sim, px) = seeded().await;
-    let cache = px.proxy.cache("", "v1", "pods").expect("pods are cached");
-    assert!(
-        cache
-            .wait_rv(sim.store().revision(), Duration::from_secs(10))
-            .await
-    );
+    let (sim, px) = seeded_and_caught_up().await;
     for pq in [
         "/api/v1/namespaces/default/pods/zz?resourceVersion=0",
         "/api/v1/pods?labelSelector=a%20in%20(",
@@ -598,13 +604,7 @@ async fn watch_list_bookmarks_and_expired_watches_in_protobuf() {
 
 #[tokio::test]
 async fn protobuf_answers_are_the_simulators_bytes() {
-    let (sim, px) = seeded().await;
-    let cache = px.proxy.cache("", "v1", "pods").expect("pods are cached");
-    assert!(
-        cache
-            .wait_rv(sim.store().revision(), Duration::from_secs(10))
-            .await
-    );
+    let (sim, px) = seeded_and_caught_up().await;
     // A GET and a LIST at the same state: the same bytes as the simulator's.
     for pq in [
         "/api/v1/namespaces/default/pods/p2",

@@ -140,6 +140,30 @@ async fn expect(
     code: u16,
     want: &str,
 ) -> HeaderMap {
+    // Go's json.Encoder (kube's serializer) ends every body with a newline.
+    expect_body(method, url, headers, body, code, &format!("{want}\n")).await
+}
+
+/// As [`expect`], for an error whose `Accept` header takes none of kube's serializers: kube
+/// writes it with `WriteRawJSON`, indented by `json.MarshalIndent`, with no trailing newline.
+async fn expect_raw(url: &str, accept: &str, code: u16, want: &str) {
+    let indented = String::from_utf8(kube_wire::gofmt::indent(want.as_bytes())).unwrap();
+    assert!(
+        indented.contains("\n  \"kind\": \"Status\",\n"),
+        "{indented}"
+    );
+    expect_body(Method::GET, url, &[("accept", accept)], "", code, &indented).await;
+}
+
+/// The request's answer: `code`, JSON, exactly `want`.
+async fn expect_body(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    code: u16,
+    want: &str,
+) -> HeaderMap {
     let (s, h, b) = request(method.clone(), url, headers, body).await;
     let got = String::from_utf8_lossy(&b);
     assert_eq!(s.as_u16(), code, "{method} {url}: {got}");
@@ -148,28 +172,8 @@ async fn expect(
         Some("application/json"),
         "{method} {url}"
     );
-    // Go's json.Encoder (kube's serializer) ends every body with a newline.
-    assert_eq!(got, format!("{want}\n"), "{method} {url}");
+    assert_eq!(got, want, "{method} {url}");
     h
-}
-
-/// As [`expect`], for an error whose `Accept` header takes none of kube's serializers: kube
-/// writes it with `WriteRawJSON`, indented by `json.MarshalIndent`, with no trailing newline.
-async fn expect_raw(url: &str, accept: &str, code: u16, want: &str) {
-    let (s, h, b) = request(Method::GET, url, &[("accept", accept)], "").await;
-    let got = String::from_utf8_lossy(&b);
-    assert_eq!(s.as_u16(), code, "{url}: {got}");
-    assert_eq!(
-        h.get("content-type").and_then(|v| v.to_str().ok()),
-        Some("application/json"),
-        "{url}"
-    );
-    let indented = String::from_utf8(kube_wire::gofmt::indent(want.as_bytes())).unwrap();
-    assert!(
-        indented.contains("\n  \"kind\": \"Status\",\n"),
-        "{indented}"
-    );
-    assert_eq!(got, indented, "{url} Accept: {accept}");
 }
 
 async fn expect_get(url: &str, code: u16, want: &str) -> HeaderMap {
