@@ -182,6 +182,7 @@ impl App {
         let c = &self.cache_config;
         CacheSettings {
             window_count: c.event_window_count,
+            window_bytes: c.event_window_bytes,
             window_age: c.event_window,
             watcher_queue: c.watcher_queue,
             max_lag_bytes: c.watcher_max_lag_bytes,

@@ -260,11 +260,14 @@ impl UpstreamConfig {
 /// `[cache]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheConfig {
-    /// `event_window_count`: events kept per resource; a watch from an older resourceVersion gets
-    /// 410 Gone.
+    /// `event_window_count`: events kept per resource at most; a watch from an older
+    /// resourceVersion gets 410 Gone.
     pub event_window_count: usize,
-    /// `event_window_secs`: events older than this are dropped from the window (kube-apiserver's
-    /// watch cache keeps 75 s).
+    /// `event_window_bytes`: bytes of events a resource keeps beyond what kube-apiserver's watch
+    /// cache would keep (that is always kept).
+    pub event_window_bytes: u64,
+    /// `event_window_secs`: kube-apiserver's `eventFreshDuration`, which its watch cache's size
+    /// follows (75 s, its minimum); no event is dropped for its age.
     pub event_window: Duration,
     /// `bookmark_interval_secs`: interval of BOOKMARK events to watchers that asked for them.
     pub bookmark_interval: Duration,
@@ -315,6 +318,7 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             event_window_count: 102_400,
+            event_window_bytes: 32 << 20,
             event_window: Duration::from_secs(75),
             bookmark_interval: Duration::from_secs(60),
             watcher_queue: 1024,
@@ -572,7 +576,15 @@ impl Config {
         }
         let c = &self.cache;
         check_count("cache.event_window_count", c.event_window_count as u64)?;
+        check_count("cache.event_window_bytes", c.event_window_bytes)?;
         check_duration("cache.event_window_secs", c.event_window, false)?;
+        // kube-apiserver refuses an events history window below its default.
+        if c.event_window < Duration::from_secs(75) {
+            return Err(problem(
+                "cache.event_window_secs",
+                "must be at least 75 (kube-apiserver's minimum eventFreshDuration)",
+            ));
+        }
         check_duration("cache.bookmark_interval_secs", c.bookmark_interval, false)?;
         check_count("cache.watcher_queue", c.watcher_queue as u64)?;
         check_range(
@@ -929,6 +941,7 @@ impl Default for RawUpstream {
 #[serde(deny_unknown_fields, default)]
 struct RawCache {
     event_window_count: usize,
+    event_window_bytes: u64,
     event_window_secs: u64,
     bookmark_interval_secs: u64,
     watcher_queue: usize,
@@ -950,6 +963,7 @@ impl Default for RawCache {
         let d = CacheConfig::default();
         RawCache {
             event_window_count: d.event_window_count,
+            event_window_bytes: d.event_window_bytes,
             event_window_secs: d.event_window.as_secs(),
             bookmark_interval_secs: d.bookmark_interval.as_secs(),
             watcher_queue: d.watcher_queue,
@@ -1024,6 +1038,7 @@ impl RawConfig {
             },
             cache: CacheConfig {
                 event_window_count: c.event_window_count,
+                event_window_bytes: c.event_window_bytes,
                 event_window: Duration::from_secs(c.event_window_secs),
                 bookmark_interval: Duration::from_secs(c.bookmark_interval_secs),
                 watcher_queue: c.watcher_queue,
@@ -1230,7 +1245,8 @@ url = "https://kube.example:6443/prefix/"
 connect_timeout_ms = 250
 [cache]
 event_window_count = 7
-event_window_secs = 8
+event_window_bytes = 12
+event_window_secs = 80
 bookmark_interval_secs = 9
 watcher_queue = 10
 watcher_max_lag_bytes = 11
@@ -1265,7 +1281,8 @@ version = "v1"
         assert_eq!(c.upstream.connect_timeout, Duration::from_millis(250));
         let k = &c.cache;
         assert_eq!(k.event_window_count, 7);
-        assert_eq!(k.event_window, Duration::from_secs(8));
+        assert_eq!(k.event_window_bytes, 12);
+        assert_eq!(k.event_window, Duration::from_secs(80));
         assert_eq!(k.bookmark_interval, Duration::from_secs(9));
         assert_eq!(k.watcher_queue, 10);
         assert_eq!(k.watcher_max_lag_bytes, 11);
@@ -1486,9 +1503,17 @@ version = "v1"
     }
 
     #[test]
+    fn an_events_window_below_kubes_minimum_is_rejected() {
+        let e = err("[cache]\nevent_window_secs = 74\n");
+        assert_eq!(e.key(), Some("cache.event_window_secs"), "{e}");
+        assert!(e.to_string().contains("at least 75"), "{e}");
+    }
+
+    #[test]
     fn zero_counts_are_rejected() {
         for key in [
             "event_window_count",
+            "event_window_bytes",
             "event_window_secs",
             "bookmark_interval_secs",
             "watcher_queue",

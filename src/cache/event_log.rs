@@ -1,6 +1,18 @@
 //! The window of recent events of one resource: [`CacheEvent`] (one change, with the frames
-//! every watcher shares), the ring of them in resourceVersion order, and its eviction by count
-//! and age.
+//! every watcher shares), the ring of them in resourceVersion order, and its eviction.
+//!
+//! **What the window keeps.** At least what kube-apiserver's watch cache would keep, so that a
+//! client resuming a watch (or reading an exact resourceVersion, or continuing a list) gets from
+//! watchmux what kube would give it, never a 410 kube would not send. kube keeps the last
+//! `capacity` events however old they are, `capacity` starting at 100 and, on each new event
+//! while the ring is full, doubled (up to 100 × 1024) when its oldest event is younger than the
+//! fresh duration (75 s), halved (down to 100) when the newest quarter is all older
+//! (`watch_cache.go`, `resizeCacheLocked`). The log replays that rule as events arrive
+//! ([`KubeWindow`]) and never drops an event inside kube's window for the count or bytes bound
+//! of its own; beyond it, it keeps older events too, while it holds at most `window_count`
+//! events and `window_bytes` bytes. An event's age alone never drops it: a quiet kind keeps its
+//! events for hours, as kube does. Only the memory budget's load shedding cuts into kube's
+//! window (see [`super::budget`]).
 //!
 //! The log is what a watch from an older resourceVersion replays and what a watcher that fell
 //! behind reads from its own cursor, so it also answers "where does the history start" (kube's
@@ -170,6 +182,64 @@ pub(super) struct EventLog {
     /// The bridged relists still above the start floor: (the cache's resourceVersion before,
     /// the list's).
     gaps: Vec<(u64, u64)>,
+    /// How many of the newest events kube-apiserver's watch cache would hold now.
+    kube: KubeWindow,
+}
+
+/// kube-apiserver's watch-cache ring, replayed over the log's events: its capacity and how many
+/// of the newest events it holds (`watch_cache.go`: `updateCache`, `resizeCacheLocked`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct KubeWindow {
+    /// The ring's capacity, between [`KubeWindow::LOWER`] and the upper bound.
+    pub capacity: usize,
+    /// Events the ring holds: the newest `len` of the log.
+    pub len: usize,
+}
+
+impl Default for KubeWindow {
+    fn default() -> Self {
+        KubeWindow {
+            capacity: Self::LOWER,
+            len: 0,
+        }
+    }
+}
+
+impl KubeWindow {
+    /// `defaultLowerBoundCapacity`.
+    pub const LOWER: usize = 100;
+    /// `defaultUpperBoundCapacity`, for kube's default fresh duration.
+    pub const UPPER: usize = 100 * 1024;
+    /// kube's default `eventFreshDuration` (`DefaultEventFreshDuration`).
+    pub const FRESH: Duration = Duration::from_secs(75);
+
+    /// kube's `capacityUpperBound`: 100 × 1024 up to the default fresh duration, then scaled by
+    /// the ratio of the two rounded up to a power of two.
+    pub fn upper_bound(fresh: Duration) -> usize {
+        if fresh <= Self::FRESH {
+            return Self::UPPER;
+        }
+        let exponent = (fresh.as_secs_f64() / Self::FRESH.as_secs_f64())
+            .log2()
+            .ceil()
+            .clamp(0.0, 14.0) as u32;
+        Self::UPPER << exponent
+    }
+
+    /// The ring before an event recorded at `now` enters it: kube resizes a full ring first
+    /// (`age_of(i)` is how long before `now` the `i`-th newest held event was recorded, 0 the
+    /// newest), then drops its oldest event if it is still full, then holds the new one.
+    fn admit(&mut self, now_ages: impl Fn(usize) -> Duration, fresh: Duration, upper: usize) {
+        if self.len == self.capacity {
+            if now_ages(self.len - 1) < fresh {
+                self.capacity = (self.capacity * 2).min(upper).max(self.capacity);
+            } else if now_ages(self.capacity / 4 - 1) > fresh {
+                self.capacity = (self.capacity / 2).max(Self::LOWER).min(self.capacity);
+                self.len = self.len.min(self.capacity);
+            }
+        }
+        self.len = (self.len + 1).min(self.capacity);
+    }
 }
 
 impl EventLog {
@@ -183,6 +253,8 @@ impl EventLog {
     pub(super) fn restart_at(&mut self, list_rv: u64) {
         self.list_rv = list_rv;
         self.events.clear();
+        // kube's Replace empties its ring and keeps its capacity.
+        self.kube.len = 0;
         self.evicted_since_list = false;
         self.max_evicted = list_rv;
         self.gaps.clear();
@@ -196,7 +268,17 @@ impl EventLog {
         obj: Arc<Cached>,
         prev: Option<Arc<Cached>>,
         account: &Arc<Account>,
+        settings: &CacheSettings,
     ) -> Arc<CacheEvent> {
+        let now = Instant::now();
+        let held = self.events.len();
+        self.kube.len = self.kube.len.min(held);
+        let events = &self.events;
+        self.kube.admit(
+            |i| now.saturating_duration_since(events[held - 1 - i].at),
+            settings.window_age,
+            KubeWindow::upper_bound(settings.window_age),
+        );
         self.cum_bytes += size_of_event(&obj);
         let ev = Arc::new(CacheEvent {
             rv: obj.rec.rv,
@@ -204,7 +286,7 @@ impl EventLog {
             obj,
             prev,
             cum_bytes: self.cum_bytes,
-            at: Instant::now(),
+            at: now,
             frames: Default::default(),
             derived: OnceLock::new(),
             charge: account.charge(size_of::<CacheEvent>() as u64 + 16),
@@ -213,34 +295,46 @@ impl EventLog {
         ev
     }
 
-    /// Drops the events beyond the window's count and age.
+    /// Drops the oldest events beyond `window_count`, and those beyond `window_bytes` that lie
+    /// outside kube's window (see the module doc). Never by age.
     pub(super) fn evict(&mut self, settings: &CacheSettings) {
-        let cutoff = Instant::now().checked_sub(settings.window_age);
         while self.events.len() > settings.window_count
-            || self
-                .events
-                .front()
-                .is_some_and(|e| cutoff.is_some_and(|c| e.at < c))
+            || (self.events.len() > self.kube.len && self.held_bytes() > settings.window_bytes)
         {
-            let Some(e) = self.events.pop_front() else {
-                break;
-            };
-            self.max_evicted = self.max_evicted.max(e.rv);
-            self.evicted_since_list = true;
+            self.pop_oldest();
         }
+        self.kube.len = self.kube.len.min(self.events.len());
+    }
+
+    fn pop_oldest(&mut self) -> bool {
+        let Some(e) = self.events.pop_front() else {
+            return false;
+        };
+        self.max_evicted = self.max_evicted.max(e.rv);
+        self.evicted_since_list = true;
+        true
+    }
+
+    /// The bytes of the events held (as counted for the lag: bodies and a fixed overhead).
+    pub(super) fn held_bytes(&self) -> u64 {
+        self.events
+            .front()
+            .map_or(0, |e| self.cum_bytes - e.bytes_before())
+    }
+
+    /// kube-apiserver's watch-cache ring as replayed over this log.
+    #[cfg(test)]
+    pub(super) fn kube_window(&self) -> KubeWindow {
+        self.kube
     }
 
     /// Drops the oldest events while `more()` says so (memory pressure); returns how many.
     pub(super) fn trim_while(&mut self, mut more: impl FnMut() -> bool) -> usize {
         let mut n = 0;
-        while more() {
-            let Some(e) = self.events.pop_front() else {
-                break;
-            };
-            self.max_evicted = self.max_evicted.max(e.rv);
-            self.evicted_since_list = true;
+        while more() && self.pop_oldest() {
             n += 1;
         }
+        self.kube.len = self.kube.len.min(self.events.len());
         n
     }
 

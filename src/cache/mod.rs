@@ -159,9 +159,13 @@ impl ResourceInfo {
 /// Cache tuning (from the config file).
 #[derive(Debug, Clone)]
 pub struct CacheSettings {
-    /// Events kept in the log.
+    /// Events kept in the log at most.
     pub window_count: usize,
-    /// Age after which events leave the log.
+    /// Bytes of events kept beyond what kube-apiserver's watch cache would keep
+    /// ([`event_log`]'s module doc).
+    pub window_bytes: u64,
+    /// kube-apiserver's `eventFreshDuration`, which its watch cache's size follows: events are
+    /// never dropped for their age.
     pub window_age: Duration,
     /// Per-watcher queue bound before the watcher switches to reading the log.
     pub watcher_queue: usize,
@@ -183,6 +187,7 @@ impl Default for CacheSettings {
     fn default() -> Self {
         CacheSettings {
             window_count: 102_400,
+            window_bytes: 32 << 20,
             window_age: Duration::from_secs(75),
             watcher_queue: 1024,
             max_lag_bytes: 64 << 20,
@@ -611,7 +616,7 @@ impl CacheWriter {
     /// Logs a change already stored and has the hub dispatch it. Caller holds the write lock.
     fn append(&self, st: &mut State, ty: EventType, obj: Arc<Cached>, prev: Option<Arc<Cached>>) {
         let c = &*self.cache;
-        let ev = st.log.push(ty, obj, prev, &c.account);
+        let ev = st.log.push(ty, obj, prev, &c.account, &c.settings);
         st.rv = ev.rv;
         self.persist(Record::Event {
             ty,
@@ -1036,6 +1041,94 @@ mod tests {
             );
         }
         assert_eq!(again.check_watch_start(14), Err(16));
+    }
+
+    /// Events of a quiet kind stay however old they are, as in kube's watch cache (its ring
+    /// keeps its last 100 events for ever): a watch from a resourceVersion two hours old replays,
+    /// an exact-resourceVersion read rebuilds the state there.
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_kinds_events_stay_however_old() {
+        let (cache, writer) = ResourceCache::new(pods(), CacheSettings::default());
+        writer.replace(vec![pod("a", "p1", "n1", 10)], 10);
+        for rv in 11..=15 {
+            writer.apply(EventType::Modified, pod("a", "p1", &format!("n{rv}"), rv));
+        }
+        tokio::time::advance(Duration::from_secs(2 * 3600)).await;
+        writer.apply(EventType::Added, pod("a", "p2", "n1", 16));
+        writer.reap();
+        assert_eq!(cache.check_watch_start(10), Ok(()));
+        let replay = cache.events_after(11, usize::MAX).unwrap().events;
+        assert_eq!(
+            replay.iter().map(|e| e.rv).collect::<Vec<_>>(),
+            [12, 13, 14, 15, 16]
+        );
+        let at_12 = cache.snapshot_at(12).expect("the state at 12");
+        assert_eq!(at_12.objects.len(), 1);
+        assert_eq!(at_12.objects.values().next().unwrap().rec.rv, 12);
+    }
+
+    /// Beyond kube's share, the window keeps older events within `window_bytes`; kube's share is
+    /// kept whatever the bytes, following its ring as it grows under a burst and shrinks once
+    /// the events come slower than its fresh duration.
+    #[tokio::test(start_paused = true)]
+    async fn the_window_keeps_kubes_share_and_bounds_the_rest_by_bytes() {
+        let settings = CacheSettings {
+            window_bytes: 1,
+            ..CacheSettings::default()
+        };
+        let (cache, writer) = ResourceCache::new(pods(), settings);
+        writer.replace(vec![], 1);
+        let mut rv = 1;
+        let mut write = |n: usize| {
+            for _ in 0..n {
+                rv += 1;
+                writer.apply(EventType::Added, pod("a", &format!("p{rv}"), "n1", rv));
+            }
+            rv
+        };
+        let held =
+            |cache: &ResourceCache| cache.events_after(0, usize::MAX).map(|b| b.events.len());
+        // A burst of 150: kube's ring grows from 100 to 200 and holds all of them.
+        write(150);
+        assert_eq!(held(&cache), Ok(150));
+        assert_eq!(cache.state.read().log.kube_window().capacity, 200);
+        // 100 s later, 51 more: the ring is full (200) but its newest quarter is fresh: no
+        // shrink, the oldest leave it and the byte bound drops them here too.
+        tokio::time::advance(Duration::from_secs(100)).await;
+        write(51);
+        assert_eq!(
+            cache.state.read().log.kube_window(),
+            event_log::KubeWindow {
+                capacity: 200,
+                len: 200,
+            }
+        );
+        assert_eq!(
+            held(&cache).ok(),
+            None,
+            "the oldest left: a cursor at 0 fell behind"
+        );
+        assert_eq!(cache.check_watch_start(1), Err(2));
+        assert_eq!(cache.check_watch_start(2), Ok(()));
+        // 100 s later again, one event: the newest quarter is older than 75 s, the ring halves
+        // (kube keeps its newest 100) and so does the window.
+        tokio::time::advance(Duration::from_secs(100)).await;
+        let last = write(1);
+        assert_eq!(cache.state.read().log.kube_window().capacity, 100);
+        assert_eq!(cache.check_watch_start(last - 100), Ok(()));
+        assert_eq!(cache.check_watch_start(last - 101), Err(last - 100));
+        // window_count is the hard bound, over kube's share too (its ring grew to 400 here).
+        let settings = CacheSettings {
+            window_count: 300,
+            ..CacheSettings::default()
+        };
+        let (roomy, w) = ResourceCache::new(pods(), settings);
+        w.replace(vec![], 1);
+        for rv in 2..=400 {
+            w.apply(EventType::Added, pod("a", &format!("p{rv}"), "n1", rv));
+        }
+        assert_eq!(roomy.check_watch_start(99), Err(100));
+        assert_eq!(roomy.check_watch_start(100), Ok(()));
     }
 
     #[test]

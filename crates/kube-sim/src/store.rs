@@ -287,10 +287,17 @@ struct Inner {
 /// How much history the store keeps per resource (its compaction policy).
 #[derive(Debug, Clone, Copy)]
 pub struct HistoryConfig {
-    /// Events older than this are evicted.
+    /// Events older than this are evicted, except a resource's newest
+    /// [`HistoryConfig::KUBE_RING_FLOOR`]: kube's watch-cache ring never holds fewer, however
+    /// old, so a watch on a quiet kind replays from minutes back.
     pub window: Duration,
     /// At most this many events per resource.
     pub max_events: usize,
+}
+
+impl HistoryConfig {
+    /// kube's watch-cache ring's lower bound (`defaultLowerBoundCapacity`).
+    pub const KUBE_RING_FLOOR: usize = 100;
 }
 
 impl Default for HistoryConfig {
@@ -730,14 +737,17 @@ impl Store {
         })
     }
 
-    /// Evicts events older than the history window (call periodically).
+    /// Evicts events older than the history window beyond each resource's newest
+    /// [`HistoryConfig::KUBE_RING_FLOOR`] (call periodically).
     pub fn compact_expired(&self) {
         let Some(cutoff) = Instant::now().checked_sub(self.history.window) else {
             return;
         };
         let mut inner = self.inner.write();
         for res in &mut inner.res {
-            while res.events.front().is_some_and(|e| e.at < cutoff) {
+            while res.events.len() > HistoryConfig::KUBE_RING_FLOOR
+                && res.events.front().is_some_and(|e| e.at < cutoff)
+            {
                 res.evict_front();
             }
         }
@@ -868,6 +878,28 @@ mod tests {
             1
         );
         assert!(s.events_after(&cm, r1, 10).is_err());
+    }
+
+    /// Age evicts only beyond the newest 100 events, as kube's watch-cache ring keeps them.
+    #[tokio::test(start_paused = true)]
+    async fn age_keeps_a_resources_newest_events() {
+        let (s, cm) = setup();
+        let r1 = put(&s, &cm, "a", "x", "1");
+        put(&s, &cm, "a", "x", "2");
+        tokio::time::advance(Duration::from_secs(7200)).await;
+        s.compact_expired();
+        assert!(
+            s.check_watch_start(&cm, r1).is_ok(),
+            "a quiet kind's events stay"
+        );
+        for i in 0..150 {
+            put(&s, &cm, "a", "x", &i.to_string());
+        }
+        tokio::time::advance(Duration::from_secs(7200)).await;
+        s.compact_expired();
+        let now = s.revision();
+        assert!(s.check_watch_start(&cm, now - 100).is_ok());
+        assert!(s.check_watch_start(&cm, now - 101).is_err());
     }
 
     #[test]
