@@ -413,15 +413,9 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     if !(rp.legacy_watch || kube_wire::options::is_watch_query(req.uri().query())) {
         kube_wire::options::request_timeout(req.uri().query())?;
     }
-    // kube has no route for a namespaced path of a cluster-scoped kind, nor for an object of a
-    // namespaced kind outside a namespace: 404 before the query is even parsed (known once
-    // discovery answered; otherwise checked below).
-    if slot.get().is_some_and(|c| no_route(&rp, c.info.namespaced)) {
-        return Err(RouteError::NoRoute);
-    }
-    let mut opts = ListOptions::from_query(req.uri().query())?;
-    opts.watch |= rp.legacy_watch;
-    let read = match (&rp.name, opts.watch) {
+    let query = req.uri().query();
+    let watch = rp.legacy_watch || kube_wire::options::is_watch_query(query);
+    let read = match (&rp.name, watch) {
         (_, true) => Read::Watch,
         (None, false) => Read::List,
         (Some(_), false) => Read::Get,
@@ -442,8 +436,14 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         Target::Object
     };
     let builtin = kube_wire::selector::selectable::is_builtin_group(&rp.group);
-    let Some(form) = form::negotiate(accept, req.uri().query(), target, builtin, opts.watch) else {
+    let Some(form) = form::negotiate(accept, query, target, builtin, watch) else {
         return Ok(Route::PassThrough(PassReason::Representation));
+    };
+    // The options as kube's handler decodes them (a GET reads only its resourceVersion); what
+    // they refuse is answered after authorization, as kube's handler runs after its filters.
+    let decoded = match read {
+        Read::Get => Ok(ListOptions::from_get_query(query)),
+        Read::List | Read::Watch => ListOptions::from_query(query),
     };
     // The cache will answer: with `server.authz = "delegated"`, authenticate and authorize now,
     // before anything (not even a validation error) is answered from it. Pass-through requests
@@ -462,8 +462,13 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
             resource: rp.resource.clone(),
             subresource: String::new(),
             namespace: rp.namespace.clone().unwrap_or_default(),
+            // kube's request info names a collection read by its field selector's
+            // `metadata.name`, when the options decode.
             name: rp.name.clone().unwrap_or_else(|| {
-                kube_wire::access::name_from_field_selector(&opts.field_selector)
+                decoded
+                    .as_ref()
+                    .ok()
+                    .and_then(|o| kube_wire::access::name_from_field_selector(&o.field_selector))
                     .unwrap_or_default()
             }),
         };
@@ -476,6 +481,23 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         Some(a) => format!("ip:{}", a.0),
         None => "ip:unknown".to_string(),
     });
+    // Then kube's router: no route for a namespaced path of a cluster-scoped kind, nor for an
+    // object of a namespaced kind outside a namespace (known once discovery answered;
+    // otherwise checked below).
+    if slot.get().is_some_and(|c| no_route(&rp, c.info.namespaced)) {
+        return Err(RouteError::NoRoute);
+    }
+    // Then kube's `listOpts`: decoding (400: malformed numbers, then selectors that do not
+    // parse), defaulting and validation (422); the kind's field labels come later, with the
+    // kind. Its storage (the cacher) sees the request only after all of these.
+    let mut opts = decoded?;
+    opts.watch |= rp.legacy_watch;
+    if read != Read::Get {
+        if opts.watch {
+            opts.apply_watch_list_defaults();
+        }
+        opts.validate()?;
+    }
     // Before discovery answered we do not know the kind: the resource is not ready. As kube's
     // cacher, a not-ready cache hands GETs, and LISTs with a limit and no selector, to the
     // storage (here: the upstream); every other read gets 429.
@@ -515,10 +537,6 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
             printer,
         });
     }
-    if opts.watch {
-        opts.apply_watch_list_defaults();
-    }
-    opts.validate()?;
     let parse = |opts: &ListOptions| {
         Filter::parse(
             &info.group,
@@ -531,8 +549,8 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         )
     };
     let mut filter = parse(&opts)?;
-    // kube's `listOpts` order: validation (422), field label conversion (400), then the rule
-    // folding a legacy `/watch/…/{name}` path's name into `metadata.name` (400 on mismatch).
+    // The rest of kube's `listOpts` order: field label conversion (400), then the rule folding
+    // a legacy `/watch/…/{name}` path's name into `metadata.name` (400 on mismatch).
     if let Some(name) = &rp.name {
         opts.fold_name(name)?;
         filter = parse(&opts)?;

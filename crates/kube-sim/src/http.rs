@@ -368,11 +368,21 @@ async fn resource(
         }
     }
     match (method, rp.name.clone()) {
+        // kube's handler negotiates first (406), then decodes the options (400: numbers, then
+        // selectors), validates them (422), then converts field labels (400).
         (Method::GET, None) => {
+            let watching = rp.legacy_watch || kube_wire::options::is_watch_query(query.as_deref());
+            let wire = negotiate(
+                if watching {
+                    Target::Object
+                } else {
+                    Target::List
+                },
+                watching,
+            )?;
             let mut opts = ListOptions::from_query(query.as_deref())?;
             opts.watch |= rp.legacy_watch;
             if opts.watch {
-                let wire = negotiate(Target::Object, true)?;
                 opts.apply_watch_list_defaults();
                 opts.validate()?;
                 let filter = Filter::new(&rt, ns, &opts)?;
@@ -389,7 +399,6 @@ async fn resource(
                 .await;
             }
             stats.list_requests.fetch_add(1, Ordering::Relaxed);
-            let wire = negotiate(Target::List, false)?;
             opts.validate()?;
             let filter = Filter::new(&rt, ns.clone(), &opts)?;
             list(
@@ -404,9 +413,9 @@ async fn resource(
             .await
         }
         (Method::GET, Some(name)) if rp.legacy_watch => {
+            let wire = negotiate(Target::Object, true)?;
             let mut opts = ListOptions::from_query(query.as_deref())?;
             opts.watch = true;
-            let wire = negotiate(Target::Object, true)?;
             opts.apply_watch_list_defaults();
             opts.validate()?;
             // kube's order: validation (422), field label conversion (400), then the name rule.
@@ -427,8 +436,8 @@ async fn resource(
         }
         (Method::GET, Some(name)) => {
             stats.other_requests.fetch_add(1, Ordering::Relaxed);
-            let opts = ListOptions::from_query(query.as_deref())?;
             let wire = negotiate(Target::Object, false)?;
+            let opts = ListOptions::from_get_query(query.as_deref());
             // kube's watch cache parses the resourceVersion of a GET: its 500 when it cannot.
             if let Some(rv) = opts.cacher_rv()?.filter(|r| *r > 0) {
                 wait_for(state, rv).await?;

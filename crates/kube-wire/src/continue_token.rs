@@ -92,6 +92,10 @@ impl ContinueToken {
     /// clean path, refused).
     pub fn decode(s: &str) -> Result<Self, ContinueError> {
         let data = go_base64(s)?;
+        // Go's `json.Unmarshal` checks the syntax of the whole input first, in its own words.
+        if let Some(e) = crate::goscan::syntax_error(&data) {
+            return Err(ContinueError::Malformed(e));
+        }
         let w: GoToken =
             serde_json::from_slice(&data).map_err(|e| ContinueError::Malformed(e.to_string()))?;
         if let Some(e) = w.type_error {
@@ -489,6 +493,24 @@ mod tests {
 
     /// Go's offsets (kube 1.36 answers `garbage!!` with byte 7): a bad byte where it stands,
     /// before any length check; a lone last symbol at its own offset; line breaks counted.
+    #[test]
+    fn json_that_does_not_scan_is_gos_syntax_error() {
+        let msg = |raw: &[u8]| ContinueToken::decode(&URL_SAFE_NO_PAD.encode(raw)).unwrap_err();
+        assert_eq!(
+            msg(b"\x81\x02\x03").to_string(),
+            r"continue key is not valid: invalid character '\x81' looking for beginning of value"
+        );
+        assert_eq!(
+            msg(b"{\"v\":\"meta.k8s.io/v1\",").to_string(),
+            "continue key is not valid: unexpected end of JSON input"
+        );
+        // Syntax first, even where a type error comes earlier in the text.
+        assert_eq!(
+            msg(b"{\"rv\":\"1\"} x").to_string(),
+            "continue key is not valid: invalid character 'x' after top-level value"
+        );
+    }
+
     #[test]
     fn base64_errors_name_gos_byte_offset() {
         let at = |s: &str| match ContinueToken::decode(s).unwrap_err() {

@@ -14,6 +14,7 @@ pub mod access;
 pub mod continue_token;
 pub mod event;
 pub mod gofmt;
+pub mod goscan;
 pub mod jsonpath;
 pub mod negotiate;
 pub mod options;

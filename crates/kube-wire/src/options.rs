@@ -137,10 +137,17 @@ pub fn is_watch_query(query: Option<&str>) -> bool {
 }
 
 impl ListOptions {
-    /// Decodes a raw query string. Unknown parameters are ignored, as kube does.
+    /// Decodes the query of a LIST or WATCH as kube's `DecodeParameters` does, in its order:
+    /// each parameter's first value into `metav1.ListOptions` field by field (Go struct order:
+    /// a malformed `timeoutSeconds` is refused before a malformed `limit`), then into the
+    /// internal options, which parses `labelSelector` and then `fieldSelector`. Every failure
+    /// is its 400 BadRequest, before any validation (422: [`ListOptions::validate`]) and before
+    /// field labels are converted (the kind's field selector rules). Unknown parameters are
+    /// ignored, as kube does.
     pub fn from_query(query: Option<&str>) -> Result<Self, Status> {
         let mut o = ListOptions::default();
         let Some(q) = query else { return Ok(o) };
+        let (mut timeout, mut limit) = (None, None);
         // kube's conversion reads the first value of a repeated parameter (`values[0]`).
         let mut seen: Vec<std::borrow::Cow<'_, str>> = Vec::new();
         for (k, v) in form_urlencoded::parse(q.as_bytes()) {
@@ -158,16 +165,40 @@ impl ListOptions {
                 }
                 "allowWatchBookmarks" => o.allow_watch_bookmarks = parse_bool(&v),
                 "sendInitialEvents" => o.send_initial_events = Some(parse_bool(&v)),
-                "timeoutSeconds" => o.timeout_seconds = Some(parse_int(&v)?),
-                // kube's storage pages only a limit > 0: a negative one is no limit.
-                "limit" => o.limit = parse_int(&v)?.max(0),
+                "timeoutSeconds" => timeout = Some(v),
+                "limit" => limit = Some(v),
                 "continue" => o.continue_token = Some(v.into_owned()).filter(|s| !s.is_empty()),
                 "labelSelector" => o.label_selector = v.into_owned(),
                 "fieldSelector" => o.field_selector = v.into_owned(),
                 _ => {}
             }
         }
+        if let Some(v) = timeout {
+            o.timeout_seconds = Some(parse_int(&v)?);
+        }
+        if let Some(v) = limit {
+            // kube's storage pages only a limit > 0: a negative one is no limit.
+            o.limit = parse_int(&v)?.max(0);
+        }
+        crate::selector::LabelSelector::parse(&o.label_selector)
+            .map_err(|e| Status::bad_request(e.to_string()))?;
+        crate::selector::FieldSelector::parse(&o.field_selector)
+            .map_err(|e| Status::bad_request(e.to_string()))?;
         Ok(o)
+    }
+
+    /// Decodes the query of a GET of one object as kube decodes `metav1.GetOptions`: only its
+    /// `resourceVersion` (first value) is read, and nothing in the query is refused.
+    pub fn from_get_query(query: Option<&str>) -> Self {
+        let resource_version = query.and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "resourceVersion")
+                .and_then(|(_, v)| Some(v.into_owned()).filter(|s| !s.is_empty()))
+        });
+        ListOptions {
+            resource_version,
+            ..ListOptions::default()
+        }
     }
 
     /// The resourceVersion of a LIST as a number: `None` when absent, `Some(0)` for "0" (and
@@ -511,6 +542,34 @@ mod tests {
             msg("timeout=1%C3%A9").message,
             "invalid timeout specified in the request URL - time: unknown unit \"\\xc3\\xa9\" in duration \"1\\xc3\\xa9\""
         );
+    }
+
+    /// kube's `DecodeParameters` order: numbers in `metav1.ListOptions` field order
+    /// (`timeoutSeconds` before `limit`), then the label selector, then the field selector; all
+    /// before validation (422), which the caller runs after.
+    #[test]
+    fn decoding_errors_come_in_kubes_order() {
+        let msg = |q: &str| ListOptions::from_query(Some(q)).unwrap_err();
+        let e = msg("limit=x&timeoutSeconds=y&labelSelector=a%20in%20(");
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, r#"strconv.ParseInt: parsing "y": invalid syntax"#)
+        );
+        let e = msg("fieldSelector=a&labelSelector=a%20in%20(&resourceVersionMatch=Exact");
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message.starts_with("unable to parse requirement"),
+            "{e:?}"
+        );
+        let e = msg("fieldSelector=a&resourceVersionMatch=Exact");
+        assert_eq!(e.message, "invalid selector: 'a'; can't understand 'a'");
+        // A query that decodes fails validation only then.
+        let o =
+            ListOptions::from_query(Some("resourceVersionMatch=Exact&labelSelector=a")).unwrap();
+        assert_eq!(o.validate().unwrap_err().code, 422);
+        // A GET reads its resourceVersion only.
+        let g = ListOptions::from_get_query(Some("limit=x&labelSelector=(&resourceVersion=5"));
+        assert_eq!(g.resource_version.as_deref(), Some("5"));
     }
 
     #[test]

@@ -449,6 +449,69 @@ async fn legacy_watch_path_name_conflicting_with_field_selector_is_400() {
 // 422
 // ---------------------------------------------------------------------------------------------
 
+/// kube's handler order (`ListResource`, `listOpts`): the query is decoded first (400: numbers
+/// in `metav1.ListOptions` field order, then the label selector, then the field selector's
+/// syntax), then validated (422), then the kind's field labels are converted (400); the
+/// continue token is the storage's, after all of these, and is Go's JSON error when its
+/// base64 holds no JSON.
+#[tokio::test]
+async fn errors_come_in_kubes_order() {
+    let sim = sim().await;
+    let u = sim.url();
+    let bad = |m: &str| status_json(400, "BadRequest", m, None);
+    let parse = "unable to parse requirement: found 'y', expected: in, notin, =, ==, !=, gt, lt";
+    let unless_rv = list_options_invalid(&[forbidden(
+        "resourceVersionMatch",
+        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+    )]);
+    for (q, code, want) in [
+        // A bad selector before a 422.
+        (
+            "resourceVersionMatch=Exact&labelSelector=x%20y",
+            400,
+            bad(parse),
+        ),
+        (
+            "resourceVersionMatch=Exact&fieldSelector=x",
+            400,
+            bad("invalid selector: 'x'; can't understand 'x'"),
+        ),
+        // The label selector before the field selector, numbers before both.
+        ("fieldSelector=x&labelSelector=x%20y", 400, bad(parse)),
+        (
+            "labelSelector=x%20y&limit=z&timeoutSeconds=q",
+            400,
+            bad(r#"strconv.ParseInt: parsing "q": invalid syntax"#),
+        ),
+        // A 422 before a field label the kind does not support.
+        (
+            "resourceVersionMatch=Exact&fieldSelector=x%3D1",
+            422,
+            unless_rv,
+        ),
+        // The continue token last; not JSON inside: Go's json error, as kube embeds it.
+        (
+            "fieldSelector=x%3D1&continue=gQID",
+            400,
+            bad("field label not supported: x"),
+        ),
+        (
+            "continue=gQID",
+            400,
+            bad(
+                r"invalid continue token: continue key is not valid: invalid character '\x81' looking for beginning of value",
+            ),
+        ),
+    ] {
+        expect_get(
+            &format!("{u}/api/v1/namespaces/default/pods?{q}"),
+            code,
+            &want,
+        )
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn list_options_validation_is_422_for_list_and_watch() {
     let sim = sim().await;
