@@ -184,6 +184,7 @@ impl App {
             window_count: c.event_window_count,
             window_bytes: c.event_window_bytes,
             window_age: c.event_window,
+            state_proof_max_objects: c.consistent_read_state_max_objects,
             watcher_queue: c.watcher_queue,
             max_lag_bytes: c.watcher_max_lag_bytes,
             retention: crate::cache::Retention {

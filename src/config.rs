@@ -305,6 +305,10 @@ pub struct CacheConfig {
     /// so that a restarted watchmux answers reads at once, also while the upstream is down, and
     /// clients resume their watches. Absent or empty: nothing is persisted.
     pub persist_dir: Option<std::path::PathBuf>,
+    /// `consistent_read_state_max_objects`: a consistent read of a resource holding at most this
+    /// many objects is proven fresh by comparing the cache with the upstream's metadata LIST
+    /// (one request, milliseconds) before the short watch is tried; 0: never.
+    pub consistent_read_state_max_objects: usize,
     /// `max_staleness_secs`: how long cached reads are served while the cache does not follow
     /// the upstream (its list/watch failing, or restored from disk and not reconciled yet),
     /// counted from when it last did; past it they get 503 and `/readyz` fails. `None` (0 in
@@ -320,6 +324,7 @@ impl Default for CacheConfig {
             event_window_count: 102_400,
             event_window_bytes: 32 << 20,
             event_window: Duration::from_secs(75),
+            consistent_read_state_max_objects: 200,
             bookmark_interval: Duration::from_secs(60),
             watcher_queue: 1024,
             watcher_max_lag_bytes: 64 << 20,
@@ -943,6 +948,7 @@ struct RawCache {
     event_window_count: usize,
     event_window_bytes: u64,
     event_window_secs: u64,
+    consistent_read_state_max_objects: usize,
     bookmark_interval_secs: u64,
     watcher_queue: usize,
     watcher_max_lag_bytes: u64,
@@ -965,6 +971,7 @@ impl Default for RawCache {
             event_window_count: d.event_window_count,
             event_window_bytes: d.event_window_bytes,
             event_window_secs: d.event_window.as_secs(),
+            consistent_read_state_max_objects: d.consistent_read_state_max_objects,
             bookmark_interval_secs: d.bookmark_interval.as_secs(),
             watcher_queue: d.watcher_queue,
             watcher_max_lag_bytes: d.watcher_max_lag_bytes,
@@ -1040,6 +1047,7 @@ impl RawConfig {
                 event_window_count: c.event_window_count,
                 event_window_bytes: c.event_window_bytes,
                 event_window: Duration::from_secs(c.event_window_secs),
+                consistent_read_state_max_objects: c.consistent_read_state_max_objects,
                 bookmark_interval: Duration::from_secs(c.bookmark_interval_secs),
                 watcher_queue: c.watcher_queue,
                 watcher_max_lag_bytes: c.watcher_max_lag_bytes,

@@ -589,7 +589,7 @@ impl Metrics {
         let freshness_checks = counter_vec(
             r,
             "watchmux_freshness_checks_total",
-            "Freshness checks of consistent reads (one per batch of waiting readers), by how the cache was proven fresh: ahead (already there), caught_up (its watch got there), event or bookmark (the short upstream watch proved it), failed (the readers went to the upstream).",
+            "Freshness checks of consistent reads (one per batch of waiting readers), by how the cache was proven fresh: ahead (already there), state (it held the upstream's state, by a metadata LIST), caught_up (its watch got there), event or bookmark (the short upstream watch proved it), failed (the readers went to the upstream).",
             &["resource", "outcome"],
         );
         let freshness_duration = histogram_vec(
@@ -694,7 +694,7 @@ impl Metrics {
                     reads.with_label_values(&[l, verb, SOURCE_PASS_THROUGH, reason.as_str()]);
                 }
             }
-            for outcome in ["ahead", "caught_up", "event", "bookmark", "failed"] {
+            for outcome in ["ahead", "state", "caught_up", "event", "bookmark", "failed"] {
                 freshness_checks.with_label_values(&[l, outcome]);
             }
             by_gvr.insert(

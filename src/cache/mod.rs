@@ -167,6 +167,9 @@ pub struct CacheSettings {
     /// kube-apiserver's `eventFreshDuration`, which its watch cache's size follows: events are
     /// never dropped for their age.
     pub window_age: Duration,
+    /// A consistent read is proven by comparing states while the cache holds at most this many
+    /// objects (`cache.consistent_read_state_max_objects`; see `reflector::freshness`).
+    pub state_proof_max_objects: usize,
     /// Per-watcher queue bound before the watcher switches to reading the log.
     pub watcher_queue: usize,
     /// A watcher lagging by more than this many bytes of events is closed.
@@ -189,6 +192,7 @@ impl Default for CacheSettings {
             window_count: 102_400,
             window_bytes: 32 << 20,
             window_age: Duration::from_secs(75),
+            state_proof_max_objects: 200,
             watcher_queue: 1024,
             max_lag_bytes: 64 << 20,
             retention: Retention {

@@ -224,6 +224,7 @@ fn serve(
             client,
             form,
             printer,
+            initial,
         } => {
             limits::check_memory(&app.budget)?;
             let permit = app.limits.acquire_watch(&client)?;
@@ -239,7 +240,7 @@ fn serve(
                 crate::metrics::TRANSPORT_CHUNKED
             };
             let binary = form.encoding() == Encoding::Protobuf;
-            let stream = watch::start(app, cache, opts, filter, transport, form, printer)?;
+            let stream = watch::start(app, cache, opts, filter, transport, form, printer, initial)?;
             match ws {
                 None if req.extensions().get::<super::h1::Direct>().is_some() => {
                     Ok(super::h1::direct_response(stream, binary, permit))
@@ -351,6 +352,8 @@ enum Route {
         form: Form,
         /// How its Tables are printed (for the whole watch, as kube's storage does).
         printer: TablePrinter,
+        /// For a consistent watch-list: the state its initial events are proven at.
+        initial: Option<Snapshot>,
     },
     /// A LIST the cache answers, from `from`.
     List {
@@ -560,13 +563,18 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         opts.cacher_rv()?;
         // Only a watch that sends initial events reads a state; one from a resourceVersion
         // replays the log (or waits for the future), as kube's cacher does.
+        let mut initial = None;
         if opts.send_initial_events != Some(true) {
             check_staleness(&cache, app.cache_config.max_staleness)?;
         } else {
             let point = ReadPoint::for_watch_list(&opts)?;
             match resolve(slot, &cache, point, app.cache_config.max_staleness).await? {
-                // The watch starts from a state at least this fresh (the cache only moves on).
-                Ok(snap) => opts.resource_version = Some(snap.rv.to_string()),
+                // The initial events are this state's; the watch goes on from its
+                // resourceVersion.
+                Ok(snap) => {
+                    opts.resource_version = Some(snap.rv.to_string());
+                    initial = Some(snap);
+                }
                 Err(reason) => return Ok(Route::PassThrough(reason)),
             }
         }
@@ -577,6 +585,7 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
             client,
             form,
             printer,
+            initial,
         });
     }
     let point = ReadPoint::for_list(&opts)?;
@@ -634,7 +643,7 @@ async fn resolve(
                 Err(PassReason::ResourceVersionAhead)
             }
         }
-        ReadPoint::Consistent => consistent(slot, cache).await,
+        ReadPoint::Consistent => consistent(slot).await,
         // kube 1.34+ (ListFromCacheSnapshot): the state at exactly N, or the rest of a paged
         // list, from the cache's snapshots while it has them (spec §1.5 L9–L11); otherwise the
         // upstream serves it, or answers 410 Expired (with a new token for a continuation).
@@ -643,19 +652,19 @@ async fn resolve(
             Ok(n) => exactly(cache, n).await,
             // rv −1, kube's "inconsistent continuation" after a 410: the rest of the list from
             // the token's key, at the latest state (L12).
-            Err(_) => consistent(slot, cache).await,
+            Err(_) => consistent(slot).await,
         },
     })
 }
 
-/// A consistent read: the current snapshot once the cache is proven to hold every write the
-/// upstream acknowledged before now.
-async fn consistent(slot: &CacheSlot, cache: &ResourceCache) -> Result<Snapshot, PassReason> {
+/// A consistent read: the snapshot the freshness check proved to hold every write the upstream
+/// acknowledged before now (not a later one: see `reflector::freshness`).
+async fn consistent(slot: &CacheSlot) -> Result<Snapshot, PassReason> {
     match slot.freshness() {
-        Some(f) => match f.ensure_fresh(list::BLOCK_TIMEOUT).await {
-            Ok(_) => Ok(cache.snapshot()),
-            Err(_) => Err(PassReason::NotFresh),
-        },
+        Some(f) => f
+            .ensure_fresh(list::BLOCK_TIMEOUT)
+            .await
+            .map_err(|_| PassReason::NotFresh),
         None => Err(PassReason::NotFresh),
     }
 }

@@ -32,7 +32,7 @@ use super::frames::{Yielder, generate};
 use super::list::BLOCK_TIMEOUT;
 use super::{protobuf, table};
 use crate::app::App;
-use crate::cache::{CacheEvent, ResourceCache};
+use crate::cache::{CacheEvent, ResourceCache, Snapshot};
 use crate::hub::Subscription;
 use crate::hub::watcher::{CUT_FOR_MEMORY, IN_BRIDGED_GAP};
 use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
@@ -82,7 +82,10 @@ impl Out {
 pub type WatchStream = super::frames::Generated<Out>;
 
 /// Starts a watch on `cache` and returns the stream of its events, in `form` (plain JSON, a
-/// Table per event, or PartialObjectMetadata). Validation already happened in the router.
+/// Table per event, or PartialObjectMetadata). Validation already happened in the router. A
+/// watch that sends initial events sends those of `initial`, the state a consistent start was
+/// proven at, when the router resolved one (else the cache's current state).
+#[allow(clippy::too_many_arguments)]
 pub fn start(
     proxy: &App,
     cache: Arc<ResourceCache>,
@@ -91,6 +94,7 @@ pub fn start(
     transport: &'static str,
     form: Form,
     printer: TablePrinter,
+    initial: Option<Snapshot>,
 ) -> Result<WatchStream, Status> {
     // A failed start answered with a Status is counted by the server (`Metrics::finish`).
     let rv = opts.cacher_rv()?;
@@ -128,7 +132,7 @@ pub fn start(
         // thousands of watchers would make that lock contended on every delivery.
         tokio::select! {
             biased;
-            _ = w.run(rv, sie) => {}
+            _ = w.run(rv, sie, initial) => {}
             _ = cancel.cancelled() => {}
         }
     }))
@@ -228,9 +232,9 @@ struct Watcher {
 struct Stop;
 
 impl Watcher {
-    async fn run(mut self, rv: Option<u64>, sie: Option<bool>) {
+    async fn run(mut self, rv: Option<u64>, sie: Option<bool>, initial: Option<Snapshot>) {
         // Boxed: the initial events' state is not kept, in the watch's own, for its whole life.
-        let started = Box::pin(self.start(rv, sie)).await;
+        let started = Box::pin(self.start(rv, sie, initial)).await;
         if !self.start_failed {
             self.metrics.watch_start(WatchOutcome::Ok);
         }
@@ -251,6 +255,7 @@ impl Watcher {
         &mut self,
         rv: Option<u64>,
         sie: Option<bool>,
+        initial: Option<Snapshot>,
     ) -> Result<(u64, Option<Subscription>), Stop> {
         let cache = self.cache.clone();
         match (sie, rv) {
@@ -266,7 +271,9 @@ impl Watcher {
                     self.send(self.error_frame(&s)).await;
                     return Err(Stop);
                 }
-                let snap = cache.snapshot();
+                // The state a consistent start was proven at (a later one may be older than
+                // the upstream's at the request: see `reflector::freshness`), else the latest.
+                let snap = initial.unwrap_or_else(|| cache.snapshot());
                 // Registered (catching up from the snapshot's RV) before the initial events, so
                 // a client that stops reading during them is closed like any slow watcher and
                 // the snapshot it pins is released.

@@ -1,4 +1,4 @@
-//! Consistent reads from the cache: proving, with two small upstream requests shared by every
+//! Consistent reads from the cache: proving, with one or two upstream requests shared by every
 //! reader that waits, that the cache holds every write the upstream acknowledged before a
 //! moment (kube-apiserver's "consistent reads from cache", KEP-2340, as a proxy can do it).
 //!
@@ -7,6 +7,20 @@
 //! progress on its watch, and the upstream's bookmarks come about once a minute, so a
 //! [`Freshness`] check proves freshness itself, per resource:
 //!
+//! 0. **The state, for a small resource.** While the cache holds at most
+//!    `cache.consistent_read_state_max_objects` objects, the check first asks for a consistent
+//!    LIST of the resource's metadata (no resourceVersion, `as=PartialObjectMetadataList`): the
+//!    upstream's state at its current resourceVersion `R`, as keys and object resourceVersions.
+//!    A snapshot of the cache taken after the answer arrived that holds exactly those objects
+//!    at exactly those resourceVersions *is* that state (an object's resourceVersion names one
+//!    version of it), whatever the cache's own resourceVersion: that snapshot serves every
+//!    reader of the round, in milliseconds, also for a quiet resource whose cache never reaches
+//!    `R` through its own events. The snapshot itself is handed out, not a resourceVersion: a
+//!    later one could hold an older state (a create at `x < R` whose delete, also `≤ R`, the
+//!    cache has not applied yet), so no [`Progress`] is sent either: equal states do not prove
+//!    that no event happened in between (a create and a delete cancel out), only that the
+//!    state is the same. When the states differ (the cache is behind), `R` is the target of
+//!    the steps below; the LIST replaces step 1's.
 //! 1. **The target.** A consistent LIST of one item (`?limit=1`, no resourceVersion) answers
 //!    with the upstream's current resourceVersion `R`: kube serves it from etcd (≤ 1.33) or from
 //!    its own cache after the same freshness wait (1.34+), so `R` is at least the revision of
@@ -26,9 +40,9 @@
 //!
 //! **Why it is linearizable.** A read that arrives at `t` waits for the next check whose LIST is
 //! sent after `t` (checks already under way started too early). That LIST's `R` covers every
-//! write acknowledged before `t`; the proof shows the cache then holds the resource's state at
-//! some resourceVersion `≥ R`, which is a state the upstream had at or after `t` and before the
-//! answer. Checks run one at a time per resource and every reader that arrived while one ran
+//! write acknowledged before `t`; the proof shows the snapshot handed out holds the resource's
+//! state at some resourceVersion `≥ R` (by step 2), or exactly its state at `R` (by step 0),
+//! which is a state the upstream had at or after `t` and before the answer. Checks run one at a time per resource and every reader that arrived while one ran
 //! shares the next, so the upstream sees at most two small requests per batch of readers, never
 //! one per reader. A check that cannot finish within kube's 3 s fails ([`NotFresh`]) and the
 //! caller does what kube-apiserver does: the upstream answers the read.
@@ -47,7 +61,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::watch::{Line, WatchLines, parse_line};
 use super::{ReflectorError, read_body};
-use crate::cache::ResourceCache;
+use crate::cache::{ResourceCache, Snapshot};
 use crate::metrics::ResourceMetrics;
 use crate::upstream::Upstream;
 
@@ -87,6 +101,8 @@ pub enum NotFresh {
 pub enum Proof {
     /// The cache was already at the target.
     Ahead,
+    /// The cache held the upstream's state at the target (step 0).
+    State,
     /// The cache's own watch reached the target during the check.
     Caught,
     /// The short watch showed an event at or after the target.
@@ -100,6 +116,7 @@ impl Proof {
     pub fn as_str(self) -> &'static str {
         match self {
             Proof::Ahead => "ahead",
+            Proof::State => "state",
             Proof::Caught => "caught_up",
             Proof::Event => "event",
             Proof::Bookmark => "bookmark",
@@ -107,7 +124,7 @@ impl Proof {
     }
 }
 
-type Outcome = Option<Result<u64, NotFresh>>;
+type Outcome = Option<Result<Snapshot, NotFresh>>;
 
 /// The readers waiting for the next check, and whether one runs.
 #[derive(Default)]
@@ -164,11 +181,11 @@ impl Freshness {
     }
 
     /// Waits, at most `within`, until a check that started after this call proved the cache
-    /// fresh; returns the resourceVersion the cache then had (at least the upstream's at the
-    /// call). A snapshot taken after this returns serves a consistent read.
-    pub async fn ensure_fresh(self: &Arc<Self>, within: Duration) -> Result<u64, NotFresh> {
+    /// fresh; returns the snapshot that serves a consistent read (the upstream's state at or
+    /// after the call).
+    pub async fn ensure_fresh(self: &Arc<Self>, within: Duration) -> Result<Snapshot, NotFresh> {
         if self.unchecked.load(Ordering::Relaxed) {
-            return Ok(self.cache.rv());
+            return Ok(self.cache.snapshot());
         }
         let deadline = Instant::now() + within;
         let mut rx = {
@@ -211,26 +228,42 @@ impl Freshness {
             if let Err(e) = &result {
                 tracing::debug!(resource = %self.cache.info.group_resource(), error = %e, "freshness check failed");
             }
-            round.send_replace(Some(result.map(|(rv, _)| rv)));
+            round.send_replace(Some(result.map(|(snap, _)| snap)));
         }
     }
 
     /// One check (see the module doc), bounded by `deadline`.
-    async fn check(&self, deadline: Instant) -> Result<(u64, Proof), NotFresh> {
+    async fn check(&self, deadline: Instant) -> Result<(Snapshot, Proof), NotFresh> {
         let budget = CHECK_BUDGET;
-        let target = timeout_at(deadline, self.upstream_rv())
-            .await
-            .map_err(|_| NotFresh::Timeout(budget))??;
-        loop {
-            let from = self.cache.rv();
-            if from >= target {
-                return Ok((from, Proof::Ahead));
+        let max = self.cache.settings().state_proof_max_objects;
+        let target = if max > 0 && self.cache.len() <= max {
+            let state = timeout_at(deadline, self.upstream_state(max))
+                .await
+                .map_err(|_| NotFresh::Timeout(budget))??;
+            let snap = self.cache.snapshot();
+            if snap.rv >= state.rv {
+                return Ok((snap, Proof::Ahead));
             }
+            if state.held_by(&snap) {
+                return Ok((snap, Proof::State));
+            }
+            state.rv
+        } else {
+            timeout_at(deadline, self.upstream_rv())
+                .await
+                .map_err(|_| NotFresh::Timeout(budget))??
+        };
+        loop {
+            let snap = self.cache.snapshot();
+            if snap.rv >= target {
+                return Ok((snap, Proof::Ahead));
+            }
+            let from = snap.rv;
             let proof = tokio::select! {
                 biased;
                 caught = self.cache.wait_rv(target, deadline.saturating_duration_since(Instant::now())) => {
                     if caught {
-                        return Ok((self.cache.rv(), Proof::Caught));
+                        return Ok((self.cache.snapshot(), Proof::Caught));
                     }
                     return Err(NotFresh::Timeout(budget));
                 }
@@ -257,26 +290,42 @@ impl Freshness {
                     return Err(NotFresh::Timeout(budget));
                 }
             }
-            return Ok((self.cache.rv(), how));
+            return Ok((self.cache.snapshot(), how));
         }
+    }
+
+    /// Step 0: the upstream's current state, as keys and object resourceVersions, from a
+    /// consistent LIST of the resource's metadata. At most `max + 1` items are asked for: a
+    /// `continue` in the answer means more objects than the cache holds.
+    async fn upstream_state(&self, max: usize) -> Result<UpstreamState, NotFresh> {
+        let q = format!("{}?limit={}", self.path, max + 1);
+        let body = self.consistent_list(&q, METADATA_LIST).await?;
+        UpstreamState::parse(&body, self.cache.info.namespaced)
+            .map_err(|e| NotFresh::Upstream(Arc::new(ReflectorError::malformed(&q, e))))
+    }
+
+    /// The body of the consistent LIST `q` (a path and query), asked for in `accept`.
+    async fn consistent_list(&self, q: &str, accept: &str) -> Result<bytes::Bytes, NotFresh> {
+        let resp = self.up.get(q, accept).await;
+        self.metrics
+            .upstream_request("freshness", resp.as_ref().ok().map(|r| r.status().as_u16()));
+        let resp = resp.map_err(|e| NotFresh::Upstream(Arc::new(e.into())))?;
+        let code = resp.status();
+        let body = read_body(resp, q)
+            .await
+            .map_err(|e| NotFresh::Upstream(Arc::new(e)))?;
+        if !code.is_success() {
+            return Err(NotFresh::Upstream(Arc::new(ReflectorError::from_answer(
+                code, q, &body,
+            ))));
+        }
+        Ok(body)
     }
 
     /// Step 1: the upstream's current resourceVersion, from a consistent LIST of one item.
     async fn upstream_rv(&self) -> Result<u64, NotFresh> {
         let q = format!("{}?limit=1", self.path);
-        let resp = self.up.get(&q, "application/json").await;
-        self.metrics
-            .upstream_request("freshness", resp.as_ref().ok().map(|r| r.status().as_u16()));
-        let resp = resp.map_err(|e| NotFresh::Upstream(Arc::new(e.into())))?;
-        let code = resp.status();
-        let body = read_body(resp, &q)
-            .await
-            .map_err(|e| NotFresh::Upstream(Arc::new(e)))?;
-        if !code.is_success() {
-            return Err(NotFresh::Upstream(Arc::new(ReflectorError::from_answer(
-                code, &q, &body,
-            ))));
-        }
+        let body = self.consistent_list(&q, "application/json").await?;
         #[derive(Deserialize)]
         struct Head {
             metadata: Meta,
@@ -350,5 +399,85 @@ impl Freshness {
             }
         }
         Ok(None)
+    }
+}
+
+/// What step 0 asks for: PartialObjectMetadataList, or the full list from an upstream that does
+/// not serve it (its items have the same metadata).
+const METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+
+/// The upstream's state in step 0: its resourceVersion, and each object's key and
+/// resourceVersion (in the answer's order).
+#[derive(Debug)]
+struct UpstreamState {
+    rv: u64,
+    objects: Vec<(String, u64)>,
+    /// The answer had a `continue`: there are more objects than were asked for.
+    more: bool,
+}
+
+impl UpstreamState {
+    fn parse(body: &[u8], namespaced: bool) -> Result<UpstreamState, super::MalformedData> {
+        #[derive(Deserialize)]
+        struct List {
+            metadata: ListMeta,
+            #[serde(default)]
+            items: Vec<Item>,
+        }
+        #[derive(Deserialize)]
+        struct ListMeta {
+            #[serde(rename = "resourceVersion")]
+            resource_version: String,
+            #[serde(rename = "continue", default)]
+            continue_token: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Item {
+            metadata: ItemMeta,
+        }
+        #[derive(Deserialize)]
+        struct ItemMeta {
+            #[serde(default)]
+            namespace: String,
+            name: String,
+            #[serde(rename = "resourceVersion")]
+            resource_version: String,
+        }
+        let list: List = serde_json::from_slice(body).map_err(super::MalformedData::from)?;
+        let rv = |value: &str| {
+            crate::cache::record::parse_rv(value).map_err(|source| {
+                super::MalformedData::ListResourceVersion {
+                    value: value.to_string(),
+                    source,
+                }
+            })
+        };
+        let mut objects = Vec::with_capacity(list.items.len());
+        for i in list.items {
+            let m = i.metadata;
+            let key = if namespaced {
+                format!("{}/{}", m.namespace, m.name)
+            } else {
+                m.name
+            };
+            objects.push((key, rv(&m.resource_version)?));
+        }
+        Ok(UpstreamState {
+            rv: rv(&list.metadata.resource_version)?,
+            objects,
+            more: list.metadata.continue_token.is_some_and(|c| !c.is_empty()),
+        })
+    }
+
+    /// Whether `snap` holds exactly these objects, each at its resourceVersion.
+    fn held_by(&self, snap: &Snapshot) -> bool {
+        !self.more
+            && snap.objects.len() == self.objects.len()
+            && self.objects.iter().all(|(key, rv)| {
+                snap.objects
+                    .get(key.as_str())
+                    .is_some_and(|o| o.rec.rv == *rv)
+            })
     }
 }

@@ -153,14 +153,28 @@ async fn reads_after_writes(sim_url: &str, proxy_url: &str, rounds: usize) -> Ve
     missed
 }
 
-async fn setup() -> (kube_sim::Simulator, TestProxy) {
+/// How the freshness check may prove a quiet resource's cache current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proofs {
+    /// Comparing the states first (the default: configmaps are few), then the short watch.
+    State,
+    /// The short watch only (`consistent_read_state_max_objects = 0`).
+    Watch,
+}
+
+async fn setup(proofs: Proofs) -> (kube_sim::Simulator, TestProxy) {
     // kube's bookmark frequency (the test kit's default is 1 s): the cache's own watch does not
     // tell it that the upstream moved on.
     let sim = sim_with(|c| c.bookmark_interval = Duration::from_secs(60)).await;
     for i in 0..CMS {
         write_as(&sim.url(), i, true).await;
     }
-    let p = proxy_for(&sim, |_| {}).await;
+    let p = proxy_for(&sim, |c| {
+        if proofs == Proofs::Watch {
+            c.cache.consistent_read_state_max_objects = 0;
+        }
+    })
+    .await;
     sim.faults().set_watch_lag(WATCH_LAG);
     (sim, p)
 }
@@ -176,9 +190,31 @@ fn freshness(p: &TestProxy) -> &std::sync::Arc<watchmux::reflector::Freshness> {
         .expect("configmaps are cached")
 }
 
+/// The checks' outcomes for configmaps, as watchmux counts them.
+fn outcomes(p: &TestProxy) -> Vec<(String, f64)> {
+    let prefix = "watchmux_freshness_checks_total{outcome=\"";
+    p.proxy
+        .metrics
+        .render()
+        .lines()
+        .filter(|l| l.starts_with(prefix) && l.contains("resource=\"configmaps\""))
+        .filter_map(|l| {
+            let outcome = l[prefix.len()..].split('"').next()?.to_string();
+            Some((outcome, l.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn outcome(p: &TestProxy, name: &str) -> f64 {
+    outcomes(p)
+        .iter()
+        .find(|(o, _)| o == name)
+        .map_or(0.0, |(_, n)| *n)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_reads_see_every_acknowledged_write_and_stay_in_the_cache() {
-    let (sim, p) = setup().await;
+    let (sim, p) = setup(Proofs::Watch).await;
     let before = configmaps(&sim);
     let rounds = 12;
     let missed = reads_after_writes(&sim.url(), &p.url, rounds).await;
@@ -193,22 +229,46 @@ async fn consistent_reads_see_every_acknowledged_write_and_stay_in_the_cache() {
         items <= lists && lists > 0,
         "upstream saw {lists} LISTs with {items} items for {rounds} rounds of reads"
     );
-    let m = p.proxy.metrics.render();
     assert!(
-        m.lines().any(|l| l.starts_with(
-            "watchmux_freshness_checks_total{outcome=\"bookmark\",resource=\"configmaps\"}"
-        ) && !l.ends_with(" 0")),
-        "a quiet resource was proven fresh by the upstream's bookmark:\n{}",
-        m.lines()
-            .filter(|l| l.contains("freshness"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        outcome(&p, "bookmark") > 0.0,
+        "a quiet resource was proven fresh by the upstream's bookmark: {:?}",
+        outcomes(&p)
     );
+}
+
+/// With the state comparison (the default for a resource this small), the same reads see
+/// every write; a quiet resource is proven by one metadata LIST, without a watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_proofs_see_every_acknowledged_write_and_prove_a_quiet_resource_in_one_request() {
+    let (sim, p) = setup(Proofs::State).await;
+    let missed = reads_after_writes(&sim.url(), &p.url, 9).await;
+    assert!(missed.is_empty(), "read-your-writes violated: {missed:#?}");
+    assert!(
+        outcome(&p, "state") > 0.0 && outcome(&p, "bookmark") == 0.0,
+        "the quiet reads were proven by comparing states: {:?}",
+        outcomes(&p)
+    );
+    // Quiet configmaps while pods move the global resourceVersion: one consistent read costs
+    // the upstream one LIST (of metadata), no watch.
+    churn_other(&sim.url(), 5, "quiet").await;
+    tokio::time::sleep(WATCH_LAG * 2).await;
+    let before = configmaps(&sim);
+    let state_before = outcome(&p, "state");
+    assert!(list_sees(&p.url, "cm-0").await.is_some());
+    let after = configmaps(&sim);
+    let delta = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    assert_eq!(
+        (delta("listRequests"), delta("watchRequests")),
+        (1, 0),
+        "{:?}",
+        outcomes(&p)
+    );
+    assert_eq!(outcome(&p, "state"), state_before + 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_freshness_check_serves_stale_reads() {
-    let (sim, p) = setup().await;
+    let (sim, p) = setup(Proofs::State).await;
     freshness(&p).set_unchecked(true);
     let missed = reads_after_writes(&sim.url(), &p.url, 6).await;
     assert!(
@@ -219,7 +279,7 @@ async fn a_broken_freshness_check_serves_stale_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_consistent_reads_share_the_freshness_requests() {
-    let (sim, p) = setup().await;
+    let (sim, p) = setup(Proofs::Watch).await;
     write(&sim.url(), 1000).await;
     let before = configmaps(&sim);
     let readers = 50;
@@ -241,7 +301,7 @@ async fn concurrent_consistent_reads_share_the_freshness_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unprovable_read_goes_to_the_upstream() {
-    let (sim, p) = setup().await;
+    let (sim, p) = setup(Proofs::Watch).await;
     // The upstream fails the freshness check's first request: the read cannot be proven fresh
     // from the cache, so the upstream answers it, as kube-apiserver falls back to etcd.
     let i = 2000;
@@ -304,7 +364,7 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
 async fn property_every_consistent_read_shows_the_last_acknowledged_write() {
     use proptest::strategy::{Strategy, ValueTree};
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-    let (sim, p) = setup().await;
+    let (sim, p) = setup(Proofs::State).await;
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         TestRng::from_seed(RngAlgorithm::ChaCha, &[13; 32]),

@@ -855,11 +855,13 @@ fn list_response(
     wire: Negotiated,
     include: IncludeObject,
 ) -> Result<Response<Body>, Status> {
-    state
-        .stats
-        .resource(rt.index)
-        .list_items_sent
-        .fetch_add(page.items.len() as u64, Ordering::Relaxed);
+    let stats = state.stats.resource(rt.index);
+    let sent = if wire.repr == Repr::Metadata {
+        &stats.list_metadata_items_sent
+    } else {
+        &stats.list_items_sent
+    };
+    sent.fetch_add(page.items.len() as u64, Ordering::Relaxed);
     let mut meta = serde_json::Map::new();
     meta.insert("resourceVersion".into(), json!(page.rev.to_string()));
     if let Some(t) = &token {

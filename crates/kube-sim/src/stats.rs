@@ -17,9 +17,12 @@ pub struct ResourceStats {
     pub watch_requests: AtomicU64,
     /// List requests served.
     pub list_requests: AtomicU64,
-    /// Items in the LIST answers sent (a freshness check's `limit=1` LIST adds at most one; a
-    /// full LIST adds every object).
+    /// Objects in the LIST answers sent (a freshness check's `limit=1` LIST adds at most one; a
+    /// full LIST adds every object). PartialObjectMetadataList items count apart.
     pub list_items_sent: AtomicU64,
+    /// Items of PartialObjectMetadataList answers (metadata only: a freshness check's state
+    /// comparison, metadata informers).
+    pub list_metadata_items_sent: AtomicU64,
     /// Other requests (get, create, update, patch, delete).
     pub other_requests: AtomicU64,
     /// Response bytes sent for this resource (lists, watch frames, objects).
@@ -109,6 +112,7 @@ impl Stats {
                     "watchRequests": s.watch_requests.load(Ordering::Relaxed),
                     "listRequests": s.list_requests.load(Ordering::Relaxed),
                     "listItemsSent": s.list_items_sent.load(Ordering::Relaxed),
+                    "listMetadataItemsSent": s.list_metadata_items_sent.load(Ordering::Relaxed),
                     "otherRequests": s.other_requests.load(Ordering::Relaxed),
                     "bytesSent": s.bytes_sent.load(Ordering::Relaxed),
                 }),
