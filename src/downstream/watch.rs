@@ -263,17 +263,24 @@ impl Watcher {
             // defaulted to a watch-list: kube's cacher serves it as the legacy RV=0 watch (the
             // state as ADDED events, no initial-events-end bookmark).
             (Some(true), _) | (None, Some(0)) => {
-                let target = rv.unwrap_or(0);
-                if target > cache.rv() && !cache.wait_rv(target, BLOCK_TIMEOUT).await {
-                    let s = Status::too_large_resource_version(target, cache.rv());
-                    self.start_failed = true;
-                    self.metrics.watch_start(WatchOutcome::Error);
-                    self.send(self.error_frame(&s)).await;
-                    return Err(Stop);
-                }
                 // The state a consistent start was proven at (a later one may be older than
-                // the upstream's at the request: see `reflector::freshness`), else the latest.
-                let snap = initial.unwrap_or_else(|| cache.snapshot());
+                // the upstream's at the request, and its resourceVersion may be the upstream's,
+                // ahead of the cache's: see `reflector::freshness`), else the latest, once the
+                // cache reached the requested resourceVersion.
+                let snap = match initial {
+                    Some(s) => s,
+                    None => {
+                        let target = rv.unwrap_or(0);
+                        if target > cache.rv() && !cache.wait_rv(target, BLOCK_TIMEOUT).await {
+                            let s = Status::too_large_resource_version(target, cache.rv());
+                            self.start_failed = true;
+                            self.metrics.watch_start(WatchOutcome::Error);
+                            self.send(self.error_frame(&s)).await;
+                            return Err(Stop);
+                        }
+                        cache.snapshot()
+                    }
+                };
                 // Registered (catching up from the snapshot's RV) before the initial events, so
                 // a client that stops reading during them is closed like any slow watcher and
                 // the snapshot it pins is released.

@@ -13,14 +13,21 @@
 //!    upstream's state at its current resourceVersion `R`, as keys and object resourceVersions.
 //!    A snapshot of the cache taken after the answer arrived that holds exactly those objects
 //!    at exactly those resourceVersions *is* that state (an object's resourceVersion names one
-//!    version of it), whatever the cache's own resourceVersion: that snapshot serves every
-//!    reader of the round, in milliseconds, also for a quiet resource whose cache never reaches
-//!    `R` through its own events. The snapshot itself is handed out, not a resourceVersion: a
-//!    later one could hold an older state (a create at `x < R` whose delete, also `≤ R`, the
-//!    cache has not applied yet), so no [`Progress`] is sent either: equal states do not prove
-//!    that no event happened in between (a create and a delete cancel out), only that the
-//!    state is the same. When the states differ (the cache is behind), `R` is the target of
-//!    the steps below; the LIST replaces step 1's.
+//!    version of it), whatever the cache's own resourceVersion: that snapshot, stamped with
+//!    `R`, serves every reader of the round, in milliseconds, also for a quiet resource whose
+//!    cache never reaches `R` through its own events. While they differ, each snapshot after
+//!    the next event the cache's own watch applies is compared again (those events are in
+//!    flight), until one holds the state or the cache reaches `R`; no watch of the check's own.
+//!    The snapshot itself is handed out: a later one could hold an older state (a create at
+//!    `x < R` whose delete, also `≤ R`, the cache has not applied yet). Equal states do not
+//!    prove that no event happened between the cache's resourceVersion and `R` (such a create
+//!    and delete cancel out), so the cache's resourceVersion is not advanced (no
+//!    [`Progress`]): its watchers still get those events when they arrive. A client that read
+//!    the state at `R` and watches from `R` starts at once and gets the events after `R`,
+//!    as from kube. The metadata LIST costs more bytes than step 1's, so a check begins with
+//!    it only while the resource's cache is found behind (a quiet resource in a busy
+//!    cluster); a check that begins with step 1 and finds the cache behind takes the state
+//!    next: at most two requests, as before, and no wait for a bookmark.
 //! 1. **The target.** A consistent LIST of one item (`?limit=1`, no resourceVersion) answers
 //!    with the upstream's current resourceVersion `R`: kube serves it from etcd (≤ 1.33) or from
 //!    its own cache after the same freshness wait (1.34+), so `R` is at least the revision of
@@ -41,8 +48,8 @@
 //! **Why it is linearizable.** A read that arrives at `t` waits for the next check whose LIST is
 //! sent after `t` (checks already under way started too early). That LIST's `R` covers every
 //! write acknowledged before `t`; the proof shows the snapshot handed out holds the resource's
-//! state at some resourceVersion `≥ R` (by step 2), or exactly its state at `R` (by step 0),
-//! which is a state the upstream had at or after `t` and before the answer. Checks run one at a time per resource and every reader that arrived while one ran
+//! state at some resourceVersion `≥ R` (by step 2), or exactly its state at `R` (by step 0,
+//! stamped `R`), which is a state the upstream had at or after `t` and before the answer. Checks run one at a time per resource and every reader that arrived while one ran
 //! shares the next, so the upstream sees at most two small requests per batch of readers, never
 //! one per reader. A check that cannot finish within kube's 3 s fails ([`NotFresh`]) and the
 //! caller does what kube-apiserver does: the upstream answers the read.
@@ -142,6 +149,8 @@ pub struct Freshness {
     metrics: Arc<ResourceMetrics>,
     rounds: Mutex<Rounds>,
     unchecked: AtomicBool,
+    /// The last check found the cache behind the upstream: begin with the state (step 0).
+    state_first: AtomicBool,
 }
 
 impl std::fmt::Debug for Freshness {
@@ -170,6 +179,7 @@ impl Freshness {
             metrics,
             rounds: Mutex::new(Rounds::default()),
             unchecked: AtomicBool::new(false),
+            state_first: AtomicBool::new(true),
         })
     }
 
@@ -236,23 +246,22 @@ impl Freshness {
     async fn check(&self, deadline: Instant) -> Result<(Snapshot, Proof), NotFresh> {
         let budget = CHECK_BUDGET;
         let max = self.cache.settings().state_proof_max_objects;
-        let target = if max > 0 && self.cache.len() <= max {
-            let state = timeout_at(deadline, self.upstream_state(max))
-                .await
-                .map_err(|_| NotFresh::Timeout(budget))??;
-            let snap = self.cache.snapshot();
-            if snap.rv >= state.rv {
-                return Ok((snap, Proof::Ahead));
-            }
-            if state.held_by(&snap) {
-                return Ok((snap, Proof::State));
-            }
-            state.rv
+        let small = max > 0 && self.cache.len() <= max;
+        // A resource whose cache is usually at the upstream's resourceVersion is asked for one
+        // item first (cheaper); one that is usually behind, for its state at once.
+        let state_first = small && self.state_first.load(Ordering::Relaxed);
+        let target = if state_first {
+            return self.by_state(max, deadline).await;
         } else {
             timeout_at(deadline, self.upstream_rv())
                 .await
                 .map_err(|_| NotFresh::Timeout(budget))??
         };
+        if small && self.cache.rv() < target {
+            // Behind: the state proves it without a watch (a second request, not a wait).
+            self.state_first.store(true, Ordering::Relaxed);
+            return self.by_state(max, deadline).await;
+        }
         loop {
             let snap = self.cache.snapshot();
             if snap.rv >= target {
@@ -291,6 +300,44 @@ impl Freshness {
                 }
             }
             return Ok((self.cache.snapshot(), how));
+        }
+    }
+
+    /// Step 0 (see the module doc): the upstream's state at `R` against the cache's snapshots,
+    /// the current one and each one after it while the cache's own watch catches up, until one
+    /// holds that state (or the cache reaches `R`). No watch of its own: the events the cache
+    /// misses are in flight on its watch.
+    async fn by_state(&self, max: usize, deadline: Instant) -> Result<(Snapshot, Proof), NotFresh> {
+        let budget = CHECK_BUDGET;
+        let state = timeout_at(deadline, self.upstream_state(max))
+            .await
+            .map_err(|_| NotFresh::Timeout(budget))??;
+        let mut checked_behind = false;
+        loop {
+            let snap = self.cache.snapshot();
+            if snap.rv >= state.rv {
+                if !checked_behind {
+                    // Usually current: the next check asks for one item first.
+                    self.state_first.store(false, Ordering::Relaxed);
+                    return Ok((snap, Proof::Ahead));
+                }
+                return Ok((snap, Proof::Caught));
+            }
+            if state.held_by(&snap) {
+                // The upstream's state at `R`: handed out as the state at `R`.
+                return Ok((
+                    Snapshot {
+                        rv: state.rv,
+                        ..snap
+                    },
+                    Proof::State,
+                ));
+            }
+            checked_behind = true;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !self.cache.wait_rv(snap.rv + 1, left).await {
+                return Err(NotFresh::Timeout(budget));
+            }
         }
     }
 

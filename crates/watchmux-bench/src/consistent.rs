@@ -10,6 +10,11 @@
 //! watchmux) idle and under writes, for a resource that is written to and one that is not,
 //! with watchmux's own count of how its checks ended.
 //!
+//! S7.2 runs two watchmux processes one after the other against the same simulator: one that
+//! proves a quiet resource by the short watch alone (`consistent_read_state_max_objects = 0`,
+//! the mechanism before the state comparison), and one with the default, which first compares
+//! the cache with the upstream's metadata LIST: the two proofs side by side in one run.
+//!
 //! Drives clients and reads usage and counters; starting and stopping processes is
 //! [`targets`]'s. nginx and the limit program are left out: a consistent read through nginx is
 //! the simulator's answer, and the limit program has no freshness to prove.
@@ -36,7 +41,13 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(120);
 const CASE_BOUND: Duration = Duration::from_secs(60);
 
 /// How watchmux's checks end: the `outcome` label values of `watchmux_freshness_checks_total`.
-const OUTCOMES: [&str; 5] = ["ahead", "caught_up", "event", "bookmark", "failed"];
+const OUTCOMES: [&str; 6] = ["ahead", "state", "caught_up", "event", "bookmark", "failed"];
+
+/// The two ways S7.2 runs watchmux: its case label, and the `[cache]` line that sets it.
+const PROOFS: [(&str, &str); 2] = [
+    ("watch proof", "consistent_read_state_max_objects = 0"),
+    ("state proof", ""),
+];
 const CHECKS: &str = "watchmux_freshness_checks_total";
 const READS: &str = "watchmux_reads_total";
 
@@ -97,7 +108,7 @@ fn check_spec(s: &Sizes) -> ScenarioSpec {
         id: CHECK_ID,
         name: "freshness check",
         about: format!(
-            "The latency a freshness check adds, through watchmux caching pods and namespaces from a simulator with {} pods in 50 namespaces: on one connection, {} rounds of a consistent LIST (no resourceVersion) and a `resourceVersion=0` LIST (served from the cache without a check) of the same resource, alternating which goes first; added = median consistent − median RV=0. Idle: no writes. Busy: the simulator makes {} status writes/s to its pods (S1's churn), so the global resourceVersion moves; pods are the busy resource (written to), namespaces the quiet one (no writes of their own: the cache cannot reach the upstream's resourceVersion through its own events, so the check needs the short watch's bookmark, which the upstream sends about a second after the watch starts). Checks = watchmux's `watchmux_freshness_checks_total` for the resource during the case, by outcome (ahead: the cache was already there; caught_up: its own watch got there; event, bookmark: the short upstream watch proved it; failed: the read went upstream); passed through = consistent LISTs watchmux handed to the upstream; upstream requests = the simulator's LISTs and WATCHes of the resource during the case (a check is one or two); writes/s = the simulator's resourceVersion rate over all cases of the load.",
+            "The latency a freshness check adds, through watchmux caching pods and namespaces from a simulator with {} pods in 50 namespaces: on one connection, {} rounds of a consistent LIST (no resourceVersion) and a `resourceVersion=0` LIST (served from the cache without a check) of the same resource, alternating which goes first; added = median consistent − median RV=0; p99 = the 99th percentile of the consistent LISTs (nearest rank; with few rounds, their maximum). Idle: no writes. Busy: the simulator makes {} status writes/s to its pods (S1's churn), so the global resourceVersion moves; pods are the busy resource (written to), namespaces the quiet one (no writes of their own: the cache cannot reach the upstream's resourceVersion through its own events). Two watchmux processes, one after the other: `watch proof` proves a quiet resource only by a short upstream watch, which ends at the upstream's bookmark about a second after it starts (`consistent_read_state_max_objects = 0`, the mechanism before the state comparison); `state proof` (the default) first compares its cache with a consistent metadata LIST of the resource (50 namespaces; pods are above the 200-object bound and keep the watch proof). Checks = watchmux's `watchmux_freshness_checks_total` for the resource during the case, by outcome (ahead: the cache was already there; state: it held the upstream's state; caught_up: its own watch got there; event, bookmark: the short upstream watch proved it; failed: the read went upstream); passed through = consistent LISTs watchmux handed to the upstream; upstream requests = the simulator's LISTs and WATCHes of the resource during the case (a check is one or two); upstream KB = the bytes the simulator sent for the resource during the case; writes/s = the simulator's resourceVersion rate over all cases of the load.",
             s.freshness_pods, s.freshness_rounds, s.freshness_rate
         ),
         case_label: "resource, load",
@@ -105,15 +116,18 @@ fn check_spec(s: &Sizes) -> ScenarioSpec {
             m("consistent_ms", "consistent ms", false),
             m("rv0_ms", "RV=0 ms", false),
             m("added_ms", "added ms", false),
+            m("consistent_p99_ms", "consistent p99 ms", false),
             m("consistent_max_ms", "consistent max ms", false),
             m("lists", "consistent LISTs", true),
             m("ahead", "ahead", false),
+            m("state", "state", false),
             m("caught_up", "caught_up", false),
             m("event", "event", false),
             m("bookmark", "bookmark", false),
             m("failed", "failed", false),
             m("passed_through", "passed through", false),
             m("upstream_requests", "upstream requests", false),
+            m("upstream_kb", "upstream KB", false),
             m("writes_per_s", "writes/s", true),
         ],
         ratio_metrics: vec![],
@@ -275,23 +289,41 @@ async fn list_run(
     Ok(v)
 }
 
-/// S7.2: a small simulator, watchmux caching pods and namespaces, each resource idle and busy.
+/// S7.2: a small simulator, watchmux caching pods and namespaces, each resource idle and busy,
+/// with each of the two proofs.
 async fn checks(env: &Env, s: &Sizes, out: &mut Vec<Sample>) -> Result<(), BenchError> {
     let sim = targets::start_sim(env, 50, s.freshness_pods).await?;
-    let t = targets::start(env, TargetKind::Watchmux, &sim, &["pods", "namespaces"]).await?;
-    let result = check_loads(&sim, &t, s, out).await;
-    // Stop the writes even when a case failed: the simulator is stopped next anyway, but a
-    // failed control request must not hide the case's error.
-    let stopped = targets::set_churn(sim.addr, 0.0, "status").await;
-    t.stop().await;
+    let mut result = Ok(());
+    for (proof, setting) in PROOFS {
+        let t =
+            match targets::start_watchmux_with(env, &sim, &["pods", "namespaces"], setting, None)
+                .await
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+        result = check_loads(&sim, &t, s, proof, out).await;
+        // Stop the writes even when a case failed: a failed control request must not hide
+        // the case's error.
+        let stopped = targets::set_churn(sim.addr, 0.0, "status").await;
+        t.stop().await;
+        result = result.and(stopped);
+        if result.is_err() {
+            break;
+        }
+    }
     sim.stop().await;
-    result.and(stopped)
+    result
 }
 
 async fn check_loads(
     sim: &Proc,
     t: &Target,
     s: &Sizes,
+    proof: &str,
     out: &mut Vec<Sample>,
 ) -> Result<(), BenchError> {
     let busy = format!("{} writes/s", s.freshness_rate);
@@ -307,7 +339,7 @@ async fn check_loads(
                 let values = check_case(sim, t, resource, s.freshness_rounds).await?;
                 phase.push(Sample {
                     scenario: CHECK_ID,
-                    case: format!("{resource} {load}"),
+                    case: format!("{resource} {load}, {proof}"),
                     target: t.kind,
                     repeat: r,
                     values,
@@ -339,7 +371,7 @@ async fn check_case(
 ) -> Result<Vec<(&'static str, f64)>, BenchError> {
     let consistent = format!("/api/v1/{resource}");
     let any = format!("/api/v1/{resource}?resourceVersion=0");
-    let (l0, w0, _) = targets::sim_requests(sim.addr, resource).await?;
+    let (l0, w0, b0) = targets::sim_requests(sim.addr, resource).await?;
     let m0 = scrape::scrape(t.addr).await?;
     let mut conn = connect(t).await?;
     let (mut cons, mut rv0_lat) = (Vec::new(), Vec::new());
@@ -361,18 +393,27 @@ async fn check_case(
         }
     }
     let m1 = scrape::scrape(t.addr).await?;
-    let (l1, w1, _) = targets::sim_requests(sim.addr, resource).await?;
+    let (l1, w1, b1) = targets::sim_requests(sim.addr, resource).await?;
     let (c, a) = (median(&cons), median(&rv0_lat));
+    let mut sorted = cons.clone();
+    sorted.sort_by(f64::total_cmp);
+    // Nearest rank: the smallest value with at least 99 % of the values at or below it.
+    let p99 = sorted
+        .get((sorted.len() * 99).div_ceil(100).saturating_sub(1))
+        .copied()
+        .unwrap_or(f64::NAN);
     let mut v = vec![
         ("consistent_ms", c),
         ("rv0_ms", a),
         ("added_ms", c - a),
+        ("consistent_p99_ms", p99),
         (
             "consistent_max_ms",
             cons.iter().copied().fold(f64::NAN, f64::max),
         ),
         ("lists", cons.len() as f64),
         ("upstream_requests", ((l1 - l0) + (w1 - w0)) as f64),
+        ("upstream_kb", b1.saturating_sub(b0) as f64 / 1000.0),
     ];
     for outcome in OUTCOMES {
         let at = [("resource", resource), ("outcome", outcome)];
