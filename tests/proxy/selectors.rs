@@ -1307,7 +1307,8 @@ async fn dispatch_cost_per_event_does_not_grow_with_kubelets() {
         for _ in 0..K {
             last = write(sim);
         }
-        assert!(cache.wait_rv(last, Duration::from_secs(10)).await);
+        // A bound on the wait, not a timing: 2,005 watchers on a loaded CI machine.
+        assert!(cache.wait_rv(last, Duration::from_secs(60)).await);
         let e1 = cache.counters.selector_evaluations.load(Ordering::SeqCst);
         let d1 = cache.counters.deliveries.load(Ordering::SeqCst);
         ((e1 - e0) as f64 / K as f64, d1 - d0)
