@@ -215,7 +215,7 @@ impl KubeWindow {
 
     /// kube's `capacityUpperBound`: 100 × 1024 up to the default fresh duration, then scaled by
     /// the ratio of the two rounded up to a power of two.
-    pub fn upper_bound(fresh: Duration) -> usize {
+    fn upper_bound(fresh: Duration) -> usize {
         if fresh <= Self::FRESH {
             return Self::UPPER;
         }
@@ -226,14 +226,17 @@ impl KubeWindow {
         Self::UPPER << exponent
     }
 
-    /// The ring before an event recorded at `now` enters it: kube resizes a full ring first
-    /// (`age_of(i)` is how long before `now` the `i`-th newest held event was recorded, 0 the
-    /// newest), then drops its oldest event if it is still full, then holds the new one.
-    fn admit(&mut self, now_ages: impl Fn(usize) -> Duration, fresh: Duration, upper: usize) {
+    /// The ring as an event enters it: kube resizes a full ring first (`age(i)` is how long
+    /// before the new event the `i`-th newest held event was recorded, 0 the newest; `fresh`
+    /// is its `eventFreshDuration`), then drops its oldest event if it is still full, then
+    /// holds the new one.
+    fn admit(&mut self, age: impl Fn(usize) -> Duration, fresh: Duration) {
         if self.len == self.capacity {
-            if now_ages(self.len - 1) < fresh {
-                self.capacity = (self.capacity * 2).min(upper).max(self.capacity);
-            } else if now_ages(self.capacity / 4 - 1) > fresh {
+            if age(self.len - 1) < fresh {
+                self.capacity = (self.capacity * 2)
+                    .min(Self::upper_bound(fresh))
+                    .max(self.capacity);
+            } else if age(self.capacity / 4 - 1) > fresh {
                 self.capacity = (self.capacity / 2).max(Self::LOWER).min(self.capacity);
                 self.len = self.len.min(self.capacity);
             }
@@ -271,13 +274,10 @@ impl EventLog {
         settings: &CacheSettings,
     ) -> Arc<CacheEvent> {
         let now = Instant::now();
-        let held = self.events.len();
-        self.kube.len = self.kube.len.min(held);
         let events = &self.events;
         self.kube.admit(
-            |i| now.saturating_duration_since(events[held - 1 - i].at),
+            |i| now.saturating_duration_since(events[events.len() - 1 - i].at),
             settings.window_age,
-            KubeWindow::upper_bound(settings.window_age),
         );
         self.cum_bytes += size_of_event(&obj);
         let ev = Arc::new(CacheEvent {
@@ -303,13 +303,14 @@ impl EventLog {
         {
             self.pop_oldest();
         }
-        self.kube.len = self.kube.len.min(self.events.len());
     }
 
+    /// Drops the oldest event, if any; kube's ring never holds more events than the log.
     fn pop_oldest(&mut self) -> bool {
         let Some(e) = self.events.pop_front() else {
             return false;
         };
+        self.kube.len = self.kube.len.min(self.events.len());
         self.max_evicted = self.max_evicted.max(e.rv);
         self.evicted_since_list = true;
         true
@@ -334,7 +335,6 @@ impl EventLog {
         while more() && self.pop_oldest() {
             n += 1;
         }
-        self.kube.len = self.kube.len.min(self.events.len());
         n
     }
 
