@@ -50,11 +50,17 @@ impl ObjectRecord {
 
     /// Storage key: `ns/name`, or `name` for cluster-scoped objects (kube's key order).
     pub fn key(&self) -> String {
-        if self.namespace.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}/{}", self.namespace, self.name)
-        }
+        object_key(&self.namespace, &self.name)
+    }
+}
+
+/// The store's key of the object `name` in `namespace` ("" for a cluster-scoped one): `ns/name`,
+/// or the name alone.
+pub fn object_key(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
     }
 }
 

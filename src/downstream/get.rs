@@ -8,6 +8,7 @@
 //! decide what the cache answers.
 
 use super::form::Form;
+use crate::cache::record::object_key;
 use crate::cache::{ResourceInfo, Snapshot};
 use kube_wire::response::Body;
 use kube_wire::status::Status;
@@ -23,10 +24,10 @@ pub fn serve(
     form: &Form,
     printer: &TablePrinter,
 ) -> Result<http::Response<Body>, Status> {
-    let key = match namespace.filter(|_| info.namespaced) {
-        Some(ns) => format!("{ns}/{name}"),
-        None => name.to_string(),
-    };
+    let key = object_key(
+        namespace.filter(|_| info.namespaced).unwrap_or_default(),
+        name,
+    );
     match snap.objects.get(key.as_str()) {
         Some(obj) => Ok(super::table::object_response(info, printer, obj, form)),
         None => Err(Status::not_found(&info.group, &info.resource, name)),

@@ -235,9 +235,8 @@ async fn list(up: &Upstream) -> Result<(Vec<Value>, u64), ReflectorError> {
         token = meta("continue");
         if token.is_none() {
             let value = meta("resourceVersion").unwrap_or_default();
-            let rv = crate::cache::record::parse_rv(&value).map_err(|source| {
-                ReflectorError::malformed(&q, MalformedData::ListResourceVersion { value, source })
-            })?;
+            let rv = MalformedData::parse_list_rv(&value)
+                .map_err(|e| ReflectorError::malformed(&q, e))?;
             return Ok((items, rv));
         }
     }

@@ -117,6 +117,14 @@ pub enum MalformedData {
 }
 
 impl MalformedData {
+    /// A list's `metadata.resourceVersion` as a number, or [`MalformedData::ListResourceVersion`].
+    pub fn parse_list_rv(value: &str) -> Result<u64, MalformedData> {
+        crate::cache::record::parse_rv(value).map_err(|source| MalformedData::ListResourceVersion {
+            value: value.to_string(),
+            source,
+        })
+    }
+
     /// Whether this is one of the size bounds (counted in `watchmux_upstream_oversize_total`).
     pub fn is_oversize(&self) -> bool {
         matches!(

@@ -49,8 +49,9 @@
 //! sent after `t` (checks already under way started too early). That LIST's `R` covers every
 //! write acknowledged before `t`; the proof shows the snapshot handed out holds the resource's
 //! state at some resourceVersion `≥ R` (by step 2), or exactly its state at `R` (by step 0,
-//! stamped `R`), which is a state the upstream had at or after `t` and before the answer. Checks run one at a time per resource and every reader that arrived while one ran
-//! shares the next, so the upstream sees at most two small requests per batch of readers, never
+//! stamped `R`), which is a state the upstream had at or after `t` and before the answer.
+//! Checks run one at a time per resource and every reader that arrived while one ran shares
+//! the next, so the upstream sees at most two small requests per batch of readers, never
 //! one per reader. A check that cannot finish within kube's 3 s fails ([`NotFresh`]) and the
 //! caller does what kube-apiserver does: the upstream answers the read.
 //!
@@ -67,7 +68,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout_at};
 
 use super::watch::{Line, WatchLines, parse_line};
-use super::{ReflectorError, read_body};
+use super::{MalformedData, ReflectorError, read_body};
+use crate::cache::record::object_key;
 use crate::cache::{ResourceCache, Snapshot};
 use crate::metrics::ResourceMetrics;
 use crate::upstream::Upstream;
@@ -249,14 +251,12 @@ impl Freshness {
         let small = max > 0 && self.cache.len() <= max;
         // A resource whose cache is usually at the upstream's resourceVersion is asked for one
         // item first (cheaper); one that is usually behind, for its state at once.
-        let state_first = small && self.state_first.load(Ordering::Relaxed);
-        let target = if state_first {
+        if small && self.state_first.load(Ordering::Relaxed) {
             return self.by_state(max, deadline).await;
-        } else {
-            timeout_at(deadline, self.upstream_rv())
-                .await
-                .map_err(|_| NotFresh::Timeout(budget))??
-        };
+        }
+        let target = timeout_at(deadline, self.upstream_rv())
+            .await
+            .map_err(|_| NotFresh::Timeout(budget))??;
         if small && self.cache.rv() < target {
             // Behind: the state proves it without a watch (a second request, not a wait).
             self.state_first.store(true, Ordering::Relaxed);
@@ -347,7 +347,7 @@ impl Freshness {
     async fn upstream_state(&self, max: usize) -> Result<UpstreamState, NotFresh> {
         let q = format!("{}?limit={}", self.path, max + 1);
         let body = self.consistent_list(&q, METADATA_LIST).await?;
-        UpstreamState::parse(&body, self.cache.info.namespaced)
+        UpstreamState::parse(&body)
             .map_err(|e| NotFresh::Upstream(Arc::new(ReflectorError::malformed(&q, e))))
     }
 
@@ -382,17 +382,10 @@ impl Freshness {
             #[serde(rename = "resourceVersion")]
             resource_version: String,
         }
-        let head: Head = serde_json::from_slice(&body)
-            .map_err(|e| NotFresh::Upstream(Arc::new(ReflectorError::malformed(&q, e))))?;
-        crate::cache::record::parse_rv(&head.metadata.resource_version).map_err(|source| {
-            NotFresh::Upstream(Arc::new(ReflectorError::malformed(
-                &q,
-                super::MalformedData::ListResourceVersion {
-                    value: head.metadata.resource_version.clone(),
-                    source,
-                },
-            )))
-        })
+        let malformed = |e| NotFresh::Upstream(Arc::new(ReflectorError::malformed(&q, e)));
+        let head: Head =
+            serde_json::from_slice(&body).map_err(|e| malformed(MalformedData::from(e)))?;
+        MalformedData::parse_list_rv(&head.metadata.resource_version).map_err(malformed)
     }
 
     /// Step 2: a short watch from `from`, read until it proves that every event of the resource
@@ -465,7 +458,7 @@ struct UpstreamState {
 }
 
 impl UpstreamState {
-    fn parse(body: &[u8], namespaced: bool) -> Result<UpstreamState, super::MalformedData> {
+    fn parse(body: &[u8]) -> Result<UpstreamState, MalformedData> {
         #[derive(Deserialize)]
         struct List {
             metadata: ListMeta,
@@ -491,27 +484,15 @@ impl UpstreamState {
             #[serde(rename = "resourceVersion")]
             resource_version: String,
         }
-        let list: List = serde_json::from_slice(body).map_err(super::MalformedData::from)?;
-        let rv = |value: &str| {
-            crate::cache::record::parse_rv(value).map_err(|source| {
-                super::MalformedData::ListResourceVersion {
-                    value: value.to_string(),
-                    source,
-                }
-            })
-        };
+        let list: List = serde_json::from_slice(body)?;
         let mut objects = Vec::with_capacity(list.items.len());
         for i in list.items {
             let m = i.metadata;
-            let key = if namespaced {
-                format!("{}/{}", m.namespace, m.name)
-            } else {
-                m.name
-            };
-            objects.push((key, rv(&m.resource_version)?));
+            let rv = MalformedData::parse_list_rv(&m.resource_version)?;
+            objects.push((object_key(&m.namespace, &m.name), rv));
         }
         Ok(UpstreamState {
-            rv: rv(&list.metadata.resource_version)?,
+            rv: MalformedData::parse_list_rv(&list.metadata.resource_version)?,
             objects,
             more: list.metadata.continue_token.is_some_and(|c| !c.is_empty()),
         })

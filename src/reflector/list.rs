@@ -99,16 +99,8 @@ pub async fn list_all(
         }
         items.extend(page.items);
         if list_rv == 0 {
-            let value = page.resource_version;
-            list_rv = crate::cache::record::parse_rv(&value).map_err(|source| {
-                ReflectorError::malformed(
-                    &q,
-                    MalformedData::ListResourceVersion {
-                        value: value.clone(),
-                        source,
-                    },
-                )
-            })?;
+            list_rv = MalformedData::parse_list_rv(&page.resource_version)
+                .map_err(|e| ReflectorError::malformed(&q, e))?;
         }
         if page.continue_token.is_empty() {
             return Ok((items, list_rv));
