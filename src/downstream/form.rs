@@ -82,7 +82,7 @@ pub fn negotiate(
     // naming exactly a type it produces (`application/*` included) before kube negotiates: the
     // upstream says that 406 too.
     let collection_read = target == Target::List || watch;
-    if builtin && !route_matches_accept(accept, &route_produces(collection_read)) {
+    if builtin && !route_matches_accept(accept, route_produces(collection_read)) {
         return None;
     }
     // kube's negotiation: its 406 is left to the upstream to say.

@@ -487,7 +487,7 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     // Then kube's router: no route for a namespaced path of a cluster-scoped kind, nor for an
     // object of a namespaced kind outside a namespace (known once discovery answered;
     // otherwise checked below).
-    if slot.get().is_some_and(|c| no_route(&rp, c.info.namespaced)) {
+    if slot.get().is_some_and(|c| !rp.has_route(c.info.namespaced)) {
         return Err(RouteError::NoRoute);
     }
     // Then kube's `listOpts`: decoding (400: malformed numbers, then selectors that do not
@@ -518,7 +518,7 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         return Err(RouteError::NotReady);
     };
     let info = &cache.info;
-    if no_route(&rp, info.namespaced) {
+    if !rp.has_route(info.namespaced) {
         return Err(RouteError::NoRoute);
     }
     // How a Table is printed (a custom resource's: with its CRD's columns, once known).
@@ -602,17 +602,6 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         form,
         printer,
     })
-}
-
-/// Whether kube registers no route for `rp` of a kind that is (or is not) `namespaced`: it
-/// serves a cluster-scoped kind only outside namespaces, and a namespaced kind's objects only
-/// inside one (its cluster-wide path is the collection alone, for LIST and WATCH).
-fn no_route(rp: &path::ResourcePath, namespaced: bool) -> bool {
-    if namespaced {
-        rp.namespace.is_none() && rp.name.is_some()
-    } else {
-        rp.namespace.is_some()
-    }
 }
 
 /// The snapshot a read at `point` is served from, or why the upstream must answer it instead.

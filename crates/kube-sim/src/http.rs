@@ -295,14 +295,7 @@ async fn resource(
         .get(&rp.group, &rp.version, &rp.resource)
         .cloned()
         .ok_or_else(Status::path_not_found)?;
-    // kube registers a cluster-scoped kind's routes outside namespaces only, and a namespaced
-    // kind's objects (and their subresources) inside one only: `/api/v1/pods/NAME` is no route.
-    let no_route = if rt.namespaced {
-        rp.namespace.is_none() && rp.name.is_some()
-    } else {
-        rp.namespace.is_some()
-    };
-    if no_route {
+    if !rp.has_route(rt.namespaced) {
         return Err(Status::path_not_found());
     }
     if rt.group.is_empty()
@@ -362,7 +355,7 @@ async fn resource(
                 && header(&req, http::header::CONTENT_LENGTH).is_none_or(|l| l == "0");
             kube_wire::negotiate::route_accept(
                 accept,
-                &kube_wire::negotiate::route_produces(collection_read),
+                kube_wire::negotiate::route_produces(collection_read),
                 bodiless,
             )?;
         }

@@ -491,8 +491,6 @@ mod tests {
         );
     }
 
-    /// Go's offsets (kube 1.36 answers `garbage!!` with byte 7): a bad byte where it stands,
-    /// before any length check; a lone last symbol at its own offset; line breaks counted.
     #[test]
     fn json_that_does_not_scan_is_gos_syntax_error() {
         let msg = |raw: &[u8]| ContinueToken::decode(&URL_SAFE_NO_PAD.encode(raw)).unwrap_err();
@@ -511,6 +509,8 @@ mod tests {
         );
     }
 
+    /// Go's offsets (kube 1.36 answers `garbage!!` with byte 7): a bad byte where it stands,
+    /// before any length check; a lone last symbol at its own offset; line breaks counted.
     #[test]
     fn base64_errors_name_gos_byte_offset() {
         let at = |s: &str| match ContinueToken::decode(s).unwrap_err() {

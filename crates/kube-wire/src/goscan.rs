@@ -317,22 +317,18 @@ impl Scanner {
 }
 
 /// Go's `quoteChar` as Go 1.21+ writes it: `'\''` and `'"'` themselves, ASCII as
-/// `strconv.Quote` escapes it (`'\x00'`, `'\n'`, `'\\'`), and a byte above ASCII as `'\xNN'`,
-/// the byte it is (not the Latin-1 character older Go versions printed).
+/// `strconv.Quote` escapes it ([`crate::gofmt::quote`]: `'\x00'`, `'\n'`, `'\\'`) between
+/// single quotes, and a byte above ASCII as `'\xNN'`, the byte it is (not the Latin-1
+/// character older Go versions printed).
 pub fn quote_char(c: u8) -> String {
     match c {
         b'\'' => r"'\''".into(),
         b'"' => r#"'"'"#.into(),
-        b'\\' => r"'\\'".into(),
-        0x07 => r"'\a'".into(),
-        0x08 => r"'\b'".into(),
-        0x0c => r"'\f'".into(),
-        b'\n' => r"'\n'".into(),
-        b'\r' => r"'\r'".into(),
-        b'\t' => r"'\t'".into(),
-        0x0b => r"'\v'".into(),
-        0x20..=0x7e => format!("'{}'", c as char),
-        _ => format!("'\\x{c:02x}'"),
+        0x80.. => format!("'\\x{c:02x}'"),
+        _ => {
+            let q = crate::gofmt::quote(char::from(c).encode_utf8(&mut [0; 4]));
+            format!("'{}'", &q[1..q.len() - 1])
+        }
     }
 }
 

@@ -192,18 +192,21 @@ pub fn media_ranges(accept: &str) -> Vec<MediaRange<'_>> {
 const KUBE: [Encoding; 3] = [Encoding::Json, Encoding::Yaml, Encoding::Protobuf];
 
 /// What a built-in kind's go-restful route declares it produces (`installer.go`): kube's
-/// serializers, and for a collection's LIST and WATCH (the legacy `/watch/` paths too) their
-/// stream forms after them (`MediaTypesForSerializer`).
-pub fn route_produces(collection_read: bool) -> Vec<String> {
-    let mut out: Vec<String> = KUBE.iter().map(|e| e.media_type().to_string()).collect();
+/// serializers ([`KUBE`]'s media types), and for a collection's LIST and WATCH (the legacy
+/// `/watch/` paths too) their stream forms after them (`MediaTypesForSerializer`).
+pub fn route_produces(collection_read: bool) -> &'static [&'static str] {
+    const COLLECTION: [&str; 5] = [
+        "application/json",
+        "application/yaml",
+        PROTOBUF,
+        "application/json;stream=watch",
+        "application/vnd.kubernetes.protobuf;stream=watch",
+    ];
     if collection_read {
-        out.extend(
-            [Encoding::Json, Encoding::Protobuf]
-                .iter()
-                .map(|e| format!("{};stream=watch", e.media_type())),
-        );
+        &COLLECTION
+    } else {
+        &COLLECTION[..3]
     }
-    out
 }
 
 /// Whether go-restful's router lets a request with this `Accept` header reach a route that
@@ -211,7 +214,7 @@ pub fn route_produces(collection_read: bool) -> Vec<String> {
 /// `;` and trimmed of spaces, is `*/*` or exactly (case and all) a produced type. No header is
 /// `*/*`. Wildcards such as `application/*` match nothing here, although kube's own negotiation
 /// would take them: the router runs first.
-pub fn route_matches_accept(accept: Option<&str>, produces: &[String]) -> bool {
+pub fn route_matches_accept(accept: Option<&str>, produces: &[&str]) -> bool {
     let accept = accept.filter(|a| !a.is_empty()).unwrap_or("*/*");
     accept.split(',').any(|clause| {
         let media = clause
@@ -219,7 +222,7 @@ pub fn route_matches_accept(accept: Option<&str>, produces: &[String]) -> bool {
             .next()
             .unwrap_or_default()
             .trim_matches(' ');
-        media == "*/*" || produces.iter().any(|p| p == "*/*" || p == media)
+        media == "*/*" || produces.iter().any(|p| *p == "*/*" || *p == media)
     })
 }
 
@@ -230,7 +233,7 @@ pub fn route_matches_accept(accept: Option<&str>, produces: &[String]) -> bool {
 /// `NewGenericServerResponse`: go-restful's message, empty details.
 pub fn route_accept(
     accept: Option<&str>,
-    produces: &[String],
+    produces: &[&str],
     write_without_body: bool,
 ) -> Result<(), Status> {
     if route_matches_accept(accept, produces) {
@@ -448,6 +451,8 @@ mod tests {
     fn go_restful_routes_take_only_exact_types_or_any() {
         let list = route_produces(true);
         let get = route_produces(false);
+        // kube's serializers, in its order.
+        assert_eq!(get, KUBE.map(Encoding::media_type));
         for ok in [
             None,
             Some(""),
@@ -459,8 +464,8 @@ mod tests {
             Some("image/png,application/vnd.kubernetes.protobuf;stream=watch"),
             Some("application/yaml"),
         ] {
-            assert!(route_matches_accept(ok, &list), "{ok:?}");
-            assert!(route_matches_accept(ok, &get), "{ok:?}");
+            assert!(route_matches_accept(ok, list), "{ok:?}");
+            assert!(route_matches_accept(ok, get), "{ok:?}");
         }
         for refused in [
             "application/*",
@@ -473,17 +478,17 @@ mod tests {
             "text/html",
             "application/json/x;q=1",
         ] {
-            assert!(!route_matches_accept(Some(refused), &list), "{refused}");
+            assert!(!route_matches_accept(Some(refused), list), "{refused}");
         }
         // kube's handler would have taken it; the router refuses first, in its own words.
         assert_eq!(enc("application/*"), Encoding::Json);
-        let e = route_accept(Some("application/*"), &list, false).unwrap_err();
+        let e = route_accept(Some("application/*"), list, false).unwrap_err();
         assert_eq!((e.code, e.reason.as_str()), (406, "NotAcceptable"));
         assert_eq!(
             e.message,
             "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
         );
-        let e = route_accept(Some("text/html"), &get, true).unwrap_err();
+        let e = route_accept(Some("text/html"), get, true).unwrap_err();
         assert_eq!(
             (e.code, e.message.as_str()),
             (

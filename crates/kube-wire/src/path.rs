@@ -22,6 +22,20 @@ pub struct ResourcePath {
     pub legacy_watch: bool,
 }
 
+impl ResourcePath {
+    /// Whether kube registers a route for this path of a kind that is (or is not) `namespaced`:
+    /// a cluster-scoped kind's paths lie outside namespaces only, and a namespaced kind's objects
+    /// (and their subresources) inside one only (its cluster-wide path is the collection alone,
+    /// for LIST and WATCH): `/api/v1/pods/NAME` is no route.
+    pub fn has_route(&self, namespaced: bool) -> bool {
+        if namespaced {
+            self.namespace.is_some() || self.name.is_none()
+        } else {
+            self.namespace.is_none()
+        }
+    }
+}
+
 /// What a request path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiPath {
@@ -122,6 +136,20 @@ fn resource(group: String, version: &str, mut rest: &[&str]) -> ApiPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routes_by_scope() {
+        let rp = |p: &str| match parse(p) {
+            ApiPath::Resource(rp) => rp,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert!(rp("/api/v1/pods").has_route(true));
+        assert!(rp("/api/v1/namespaces/a/pods/x").has_route(true));
+        assert!(!rp("/api/v1/pods/x").has_route(true));
+        assert!(!rp("/api/v1/watch/pods/x").has_route(true));
+        assert!(rp("/api/v1/nodes/x").has_route(false));
+        assert!(!rp("/api/v1/namespaces/a/nodes").has_route(false));
+    }
 
     fn res(p: &str) -> ResourcePath {
         match parse(p) {

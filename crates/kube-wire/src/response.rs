@@ -130,18 +130,18 @@ pub fn protobuf_status_response(s: &Status) -> Response<Body> {
     let Ok(body) = crate::proto::envelope::status(&s.to_json()) else {
         return status_response(s);
     };
-    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut r = protobuf_response(code, body);
-    if let Some(ra) = s.retry_after() {
-        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(ra));
-    }
-    r
+    for_status(s, |code| protobuf_response(code, body))
 }
 
 /// The HTTP answer for a Status (with `Retry-After` when it carries one).
 pub fn status_response(s: &Status) -> Response<Body> {
+    for_status(s, |code| json_response(code, s.to_json()))
+}
+
+/// The answer `build` makes for `s`'s HTTP code, with `s`'s `Retry-After` when it carries one.
+fn for_status(s: &Status, build: impl FnOnce(StatusCode) -> Response<Body>) -> Response<Body> {
     let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut r = json_response(code, s.to_json());
+    let mut r = build(code);
     if let Some(ra) = s.retry_after() {
         r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(ra));
     }
@@ -152,9 +152,12 @@ pub fn status_response(s: &Status) -> Response<Body> {
 /// its serializers (see [`crate::negotiate::status_encoding`]): indented as `json.MarshalIndent`
 /// does, without the trailing newline of its serializers.
 pub fn raw_status_response(s: &Status) -> Response<Body> {
-    let mut r = status_response(s);
-    *r.body_mut() = full(crate::gofmt::indent(&s.to_json()));
-    r
+    for_status(s, |code| {
+        with_json_headers(
+            Response::new(full(crate::gofmt::indent(&s.to_json()))),
+            code,
+        )
+    })
 }
 
 /// A streamed JSON response (a watch, or a list built from stored items).
