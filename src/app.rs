@@ -1,43 +1,73 @@
-//! The application: what one running watchmux is, and its life cycle. [`App::start`] creates a
-//! cache slot per configured resource and starts its reflector; the downstream server routes
-//! requests to the slots; [`App::shutdown_within`] drains it.
+//! The application: what one running watchmux is, and its life cycle. [`App::start`] starts the
+//! reflectors of `cache.resources` and, in on-demand mode, what decides which other kinds are
+//! cached: the upstream's discovery ([`Catalog`]) and CRDs ([`Crds`]); the downstream server
+//! routes requests to the kinds' slots; [`App::shutdown_within`] drains it.
 //!
-//! Owns the state every request handler shares (slots, upstream client, limits, metrics, the
-//! printer columns of cached custom resources, the cancellation tokens and task trackers). It
-//! must not serve HTTP itself (that is [`crate::downstream`]) nor touch the upstream directly
-//! (that is [`crate::reflector`], whose CRD watch it starts).
+//! Owns the state every request handler shares (the table of cached kinds, upstream client,
+//! limits, metrics, the CRDs, the cancellation tokens and task trackers), and the life of each
+//! cached kind:
+//! * **started** at start (`cache.resources`), or by its first read in on-demand mode
+//!   ([`App::slot_for_read`]) when the upstream serves it with `list` and `watch`, it is a
+//!   built-in kind or a CRD's (aggregated APIs always pass through: their data is another
+//!   server's, which kube-apiserver itself only proxies), `cache.include`/`cache.exclude` allow
+//!   it, and the memory budget has room;
+//! * **dropped** ([`App::drop_kind`]) when nobody has read it for `cache.idle_secs` (a kind
+//!   with open watchers is being read), when it is the least recently read and
+//!   `cache.memory_limit` is near, or when the upstream no longer serves it (its CRD deleted;
+//!   its watchers' streams end, as kube-apiserver ends them, and the next reads get the
+//!   upstream's 404); a kind whose CRD changed its scope, kind or selectable fields is dropped
+//!   and starts afresh on its next read. Dropping stops the reflector, ends the watchers and
+//!   frees the cache; the next read starts it again.
+//!
+//! It must not serve HTTP itself (that is [`crate::downstream`]) nor touch the upstream directly
+//! (that is [`crate::reflector`], whose CRD watch and discovery reads it starts).
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch as tokio_watch;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::cache::budget::MemoryBudget;
+use crate::cache::budget::{MemoryBudget, Pressure};
 use crate::cache::{CacheSettings, ResourceCache};
-use crate::config::{CacheConfig, Config, ResourceSpec};
+use crate::config::{CacheConfig, CacheMode, Config, ResourceSpec};
 use crate::downstream::limits;
-use crate::reflector::crd::CrdColumns;
+use crate::metrics::ResourceMetrics;
+use crate::reflector::catalog::{Catalog, Gvr};
+use crate::reflector::crd::Crds;
 use crate::reflector::{Freshness, Reflector};
 use crate::upstream::Upstream;
 
-/// Where a resource's cache will be once upstream discovery has answered.
+/// How often idle kinds and the memory budget are looked at.
+const KEEPER_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where a kind's cache is: made once upstream discovery has answered, until the kind is
+/// dropped.
 #[derive(Debug)]
 pub struct CacheSlot {
     tx: tokio_watch::Sender<Option<Arc<ResourceCache>>>,
     freshness: std::sync::OnceLock<Arc<Freshness>>,
+    spec: ResourceSpec,
+    /// Listed in `cache.resources` (or listed mode): started at start, never dropped, and
+    /// reads before its first sync wait for it as kube's do.
+    pinned: bool,
+    /// Stops its reflector.
+    cancel: CancellationToken,
+    /// Milliseconds since the App's epoch of its last read (or, while it has watchers, of the
+    /// last look at it).
+    last_read_ms: AtomicU64,
+    metrics: Arc<ResourceMetrics>,
+    /// Its reflector's task, awaited before the kind is started again (its persisted
+    /// directory's lock).
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl CacheSlot {
-    fn new() -> Self {
-        CacheSlot {
-            tx: tokio_watch::channel(None).0,
-            freshness: std::sync::OnceLock::new(),
-        }
-    }
-
     /// The freshness check of consistent reads, once discovered.
     pub fn freshness(&self) -> Option<&Arc<Freshness>> {
         self.freshness.get()
@@ -46,6 +76,12 @@ impl CacheSlot {
     /// The cache, if discovered.
     pub fn get(&self) -> Option<Arc<ResourceCache>> {
         self.tx.borrow().clone()
+    }
+
+    /// Whether it was started by a read (on-demand) rather than listed: its reads pass through
+    /// until it has synced.
+    pub fn on_demand(&self) -> bool {
+        !self.pinned
     }
 
     /// Waits up to `timeout` for a synced cache.
@@ -61,10 +97,15 @@ impl CacheSlot {
     }
 }
 
-/// The running proxy: one cache slot per configured resource, the upstream client, the
-/// downstream settings and limits, metrics, and the tasks and tokens of its life cycle.
+/// The running proxy: the cached kinds' slots, the upstream client, the downstream settings and
+/// limits, metrics, and the tasks and tokens of its life cycle.
 pub struct App {
-    pub(crate) slots: HashMap<(String, String, String), CacheSlot>,
+    slots: RwLock<HashMap<Gvr, Arc<CacheSlot>>>,
+    /// Reflectors of dropped kinds, still stopping.
+    retiring: Mutex<HashMap<Gvr, JoinHandle<()>>>,
+    epoch: Instant,
+    /// In on-demand mode, the kinds the upstream serves.
+    pub catalog: Option<Arc<Catalog>>,
     /// Pass-through client.
     pub upstream: Upstream,
     /// Cache settings from the config.
@@ -93,9 +134,10 @@ pub struct App {
     pub max_header_bytes: usize,
     /// `server.header_read_timeout_secs`.
     pub header_read_timeout: Duration,
-    /// The printer columns of the cached custom resources, kept current by one upstream watch
-    /// of their CRDs (started only when a custom resource is cached).
-    pub crd_columns: Arc<CrdColumns>,
+    /// The upstream's CRDs (all of them in on-demand mode, those of the cached custom
+    /// resources in listed mode), kept current by one upstream watch (started only when a
+    /// custom resource may be cached).
+    pub crds: Arc<Crds>,
     /// `cache.memory_limit`: what every cache counts in, and the load shedding it drives.
     pub budget: Arc<MemoryBudget>,
 }
@@ -109,28 +151,23 @@ impl std::fmt::Debug for App {
 }
 
 impl App {
-    /// Builds the proxy and starts one reflector per cached resource.
+    /// Builds the proxy and starts the reflectors of `cache.resources` and, in on-demand mode,
+    /// the discovery reads, the CRD watch and the keeper of idle kinds and the memory budget.
     pub fn start(config: &Config, upstream: Upstream) -> Arc<App> {
-        let mut slots = HashMap::new();
-        for spec in &config.cache.resources {
-            slots.insert(
-                (
-                    spec.group.clone(),
-                    spec.version.clone(),
-                    spec.resource.clone(),
-                ),
-                CacheSlot::new(),
-            );
-        }
         let cancel = CancellationToken::new();
-        let crd_columns = Arc::new(CrdColumns::new(
-            config
-                .cache
-                .resources
-                .iter()
-                .filter(|s| !kube_wire::selector::selectable::is_builtin_group(&s.group))
-                .map(|s| (s.group.as_str(), s.resource.as_str())),
-        ));
+        let on_demand = config.cache.mode == CacheMode::OnDemand;
+        let crds = Arc::new(if on_demand {
+            Crds::all()
+        } else {
+            Crds::new(
+                config
+                    .cache
+                    .resources
+                    .iter()
+                    .filter(|s| !kube_wire::selector::selectable::is_builtin_group(&s.group))
+                    .map(|s| (s.group.as_str(), s.resource.as_str())),
+            )
+        });
         let authz =
             (config.server.authz_mode() == crate::config::AuthzMode::Delegated).then(|| {
                 Arc::new(crate::downstream::authz::Authorizer::new(
@@ -139,8 +176,16 @@ impl App {
                 ))
             });
         let budget = MemoryBudget::new(config.cache.memory_limit);
+        let metrics = Arc::new(crate::metrics::Metrics::with_budget(config, budget.clone()));
+        let catalog = on_demand.then(Catalog::new);
+        if let Some(c) = &catalog {
+            metrics.set_discovery(c.clone());
+        }
         let proxy = Arc::new(App {
-            slots,
+            slots: RwLock::new(HashMap::new()),
+            retiring: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
+            catalog,
             upstream,
             cache_config: config.cache.clone(),
             min_request_timeout: Duration::from_secs(1800),
@@ -156,26 +201,79 @@ impl App {
             header_read_timeout: config.server.header_read_timeout,
             tasks: TaskTracker::new(),
             conns: TaskTracker::new(),
-            metrics: Arc::new(crate::metrics::Metrics::with_budget(config, budget.clone())),
-            crd_columns,
+            metrics,
+            crds,
             budget,
         });
-        if proxy.crd_columns.wants_any() {
-            let (up, columns, cancel) = (
+        if proxy.crds.wants_any() {
+            let (up, crds, cancel) = (
                 proxy.upstream.watch_client(),
-                proxy.crd_columns.clone(),
+                proxy.crds.clone(),
                 proxy.cancel.clone(),
             );
             proxy
                 .tasks
-                .spawn(crate::reflector::crd::run(up, columns, cancel));
+                .spawn(crate::reflector::crd::run(up, crds, cancel));
+        }
+        if let Some(catalog) = &proxy.catalog {
+            let (up, catalog, cancel) = (
+                proxy.upstream.clone(),
+                catalog.clone(),
+                proxy.cancel.clone(),
+            );
+            proxy
+                .tasks
+                .spawn(crate::reflector::catalog::run(up, catalog, cancel));
+            let p = proxy.clone();
+            proxy.tasks.spawn(async move { p.keep_kinds().await });
         }
         for spec in &config.cache.resources {
-            let p = proxy.clone();
-            let spec = spec.clone();
-            proxy.tasks.spawn(async move { p.run_resource(spec).await });
+            proxy.start_kind(spec.clone(), true);
         }
         proxy
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Starts caching `spec` (unless it is cached already): its slot, metrics and reflector.
+    fn start_kind(self: &Arc<Self>, spec: ResourceSpec, pinned: bool) -> Arc<CacheSlot> {
+        let key = (
+            spec.group.clone(),
+            spec.version.clone(),
+            spec.resource.clone(),
+        );
+        let mut slots = self.slots.write();
+        if let Some(s) = slots.get(&key) {
+            return s.clone();
+        }
+        let slot = Arc::new(CacheSlot {
+            tx: tokio_watch::channel(None).0,
+            freshness: std::sync::OnceLock::new(),
+            metrics: self.metrics.start_kind(&spec, pinned),
+            spec,
+            pinned,
+            cancel: self.cancel.child_token(),
+            last_read_ms: AtomicU64::new(self.now_ms()),
+            task: Mutex::new(None),
+        });
+        slots.insert(key.clone(), slot.clone());
+        drop(slots);
+        if !pinned {
+            tracing::info!(resource = %slot.spec, "caching a kind on its first read");
+        }
+        self.metrics.kind_change("started");
+        let previous = self.retiring.lock().remove(&key);
+        let (app, s) = (self.clone(), slot.clone());
+        let task = self.tasks.spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            app.run_resource(s).await;
+        });
+        *slot.task.lock() = Some(task);
+        slot
     }
 
     fn settings(&self) -> CacheSettings {
@@ -198,47 +296,222 @@ impl App {
         }
     }
 
-    /// The reflector of `spec`: discovery, then list and watch, until `cancel`. Once discovery
-    /// answered, it hands the new cache to [`App::publish`].
-    async fn run_resource(self: Arc<Self>, spec: ResourceSpec) {
-        let app = self.clone();
-        let published = spec.clone();
+    /// The reflector of a slot: discovery, then list and watch, until the slot's `cancel`.
+    /// Once discovery answered, it hands the new cache to the slot and the metrics.
+    async fn run_resource(self: Arc<Self>, slot: Arc<CacheSlot>) {
+        let (metrics, s) = (self.metrics.clone(), slot.clone());
         let reflector = Reflector::new(
             self.upstream.watch_client(),
-            spec.clone(),
+            slot.spec.clone(),
             self.settings(),
             self.cache_config.list_page_size,
-            self.metrics.for_spec(&spec),
-            move |cache, freshness| app.publish(&published, cache, freshness),
-        );
-        reflector.run(self.cancel.clone()).await;
+            slot.metrics.clone(),
+            move |cache, freshness| {
+                // A kind dropped before its cache was made: nothing to publish.
+                if s.cancel.is_cancelled() {
+                    return;
+                }
+                let _ = s.freshness.set(freshness);
+                s.tx.send_replace(Some(cache.clone()));
+                metrics.attach_cache(&s.metrics, cache);
+            },
+        )
+        .with_crds(self.crds.clone());
+        reflector.run(slot.cancel.clone()).await;
     }
 
-    /// Makes a resource's new cache reachable: requests route to its slot, the scrape reads it.
-    fn publish(&self, spec: &ResourceSpec, cache: Arc<ResourceCache>, freshness: Arc<Freshness>) {
-        if let Some(slot) = self.slot(&spec.group, &spec.version, &spec.resource) {
-            let _ = slot.freshness.set(freshness);
-            slot.tx.send_replace(Some(cache.clone()));
-        }
-        self.metrics.attach_cache(spec, cache);
-    }
-
-    /// The slot of a cached resource.
-    pub fn slot(&self, group: &str, version: &str, resource: &str) -> Option<&CacheSlot> {
-        self.slots
+    /// The slot of a cached kind (a read of it: its last-read time is now).
+    pub fn slot(&self, group: &str, version: &str, resource: &str) -> Option<Arc<CacheSlot>> {
+        let slot = self
+            .slots
+            .read()
             .get(&(group.to_string(), version.to_string(), resource.to_string()))
+            .cloned()?;
+        slot.last_read_ms.store(self.now_ms(), Ordering::Relaxed);
+        Some(slot)
+    }
+
+    /// The slot for a read of `group`/`version`/`resource`: the cached kind's, or in on-demand
+    /// mode a new one when the kind may be cached (see the module doc); `None`: the read passes
+    /// through.
+    pub fn slot_for_read(
+        self: &Arc<Self>,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<CacheSlot>> {
+        if let Some(s) = self.slot(group, version, resource) {
+            return Some(s);
+        }
+        let catalog = self.catalog.as_ref()?;
+        if !self.cache_config.may_cache(group, resource) {
+            return None;
+        }
+        let Some(served) = catalog.get(group, version, resource) else {
+            // Perhaps new (a CRD just created, an aggregated API just registered).
+            catalog.refresh_soon();
+            return None;
+        };
+        if !served.list_watch {
+            return None;
+        }
+        if !kube_wire::selector::selectable::is_builtin_group(group)
+            && self.crds.custom(group, version, resource).is_none()
+        {
+            // An aggregated API (or a CRD the watch has not seen yet): passed through.
+            return None;
+        }
+        let spec = ResourceSpec::new(group, version, resource);
+        if self.budget.pressure() >= Pressure::Soft && !self.drop_least_recent(false) {
+            self.metrics.kind_change("refused_memory");
+            tracing::debug!(resource = %spec, used = self.budget.used(), limit = self.budget.limit(), "not caching a kind: cache.memory_limit is near and no other kind can be dropped; its reads pass through");
+            return None;
+        }
+        Some(self.start_kind(spec, false))
     }
 
     /// The cache of a resource, if discovered.
     pub fn cache(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceCache>> {
-        self.slot(group, version, resource)?.get()
+        self.slots
+            .read()
+            .get(&(group.to_string(), version.to_string(), resource.to_string()))?
+            .get()
     }
 
-    /// Whether every cached resource has synced.
+    /// The kinds cached now.
+    pub fn cached_kinds(&self) -> Vec<ResourceSpec> {
+        self.slots.read().values().map(|s| s.spec.clone()).collect()
+    }
+
+    /// Whether every listed resource has synced and, in on-demand mode, discovery was read.
     pub fn ready(&self) -> bool {
-        self.slots
-            .values()
-            .all(|s| s.get().is_some_and(|c| c.is_synced()))
+        self.catalog.as_ref().is_none_or(|c| c.is_loaded())
+            && self
+                .slots
+                .read()
+                .values()
+                .filter(|s| s.pinned)
+                .all(|s| s.get().is_some_and(|c| c.is_synced()))
+    }
+
+    /// Stops caching a kind: its reflector stops, its watchers' streams end (they re-watch:
+    /// from the upstream, or from the kind's next cache), its memory is freed once the last
+    /// reader lets go. `change` is the `watchmux_cache_kind_changes_total` label.
+    pub fn drop_kind(&self, key: &Gvr, change: &'static str, why: &str) {
+        let Some(slot) = self.slots.write().remove(key) else {
+            return;
+        };
+        slot.cancel.cancel();
+        if let Some(c) = slot.tx.send_replace(None) {
+            c.close_all("the kind is no longer cached");
+        }
+        self.metrics
+            .stop_kind(&slot.metrics, change == "dropped_removed");
+        if let Some(task) = slot.task.lock().take() {
+            self.retiring.lock().insert(key.clone(), task);
+        }
+        self.metrics.kind_change(change);
+        tracing::info!(resource = %slot.spec, change, "{why}");
+    }
+
+    /// Drops the least recently read on-demand kind (`with_watchers`: also one that has
+    /// watchers). Returns whether one was dropped.
+    fn drop_least_recent(&self, with_watchers: bool) -> bool {
+        let victim = self
+            .slots
+            .read()
+            .iter()
+            .filter(|(_, s)| !s.pinned)
+            .filter(|(_, s)| with_watchers || s.get().is_none_or(|c| c.watcher_count() == 0))
+            .min_by_key(|(_, s)| s.last_read_ms.load(Ordering::Relaxed))
+            .map(|(k, _)| k.clone());
+        let Some(key) = victim else {
+            return false;
+        };
+        self.drop_kind(
+            &key,
+            "dropped_memory",
+            &format!(
+                "dropped the least recently read kind: cache.memory_limit is near ({} of {} bytes)",
+                self.budget.used(),
+                self.budget.limit()
+            ),
+        );
+        true
+    }
+
+    /// On-demand mode's keeper, until `cancel`: once a second (and at once when a CRD changes),
+    /// drops kinds the upstream no longer serves (or whose CRD changed), idle kinds, and the
+    /// least recently read one while the budget is at its trim level.
+    async fn keep_kinds(self: Arc<Self>) {
+        let mut crds = self.crds.subscribe();
+        let mut tick = tokio::time::interval(KEEPER_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                _ = tick.tick() => {}
+                r = crds.changed() => if r.is_err() { return },
+            }
+            self.look_at_kinds();
+        }
+    }
+
+    /// One look of the keeper (see [`App::keep_kinds`]).
+    fn look_at_kinds(&self) {
+        let now = self.now_ms();
+        let mut gone = Vec::new();
+        let mut changed = Vec::new();
+        let mut idle = Vec::new();
+        for (key, slot) in self.slots.read().iter() {
+            let (group, version, resource) = key;
+            let cache = slot.get();
+            if !kube_wire::selector::selectable::is_builtin_group(group) && !slot.pinned {
+                match self.crds.custom(group, version, resource) {
+                    None => {
+                        gone.push(key.clone());
+                        continue;
+                    }
+                    Some(c) => {
+                        if cache.as_ref().is_some_and(|cache| {
+                            let i = &cache.info;
+                            i.kind != c.kind
+                                || i.namespaced != c.namespaced
+                                || i.selectable_fields != c.selectable_fields
+                        }) {
+                            changed.push(key.clone());
+                            continue;
+                        }
+                    }
+                }
+            }
+            if cache.as_ref().is_some_and(|c| c.watcher_count() > 0) {
+                // Watched: being read.
+                slot.last_read_ms.store(now, Ordering::Relaxed);
+            } else if let Some(limit) = self.cache_config.idle
+                && !slot.pinned
+                && now.saturating_sub(slot.last_read_ms.load(Ordering::Relaxed))
+                    >= limit.as_millis() as u64
+            {
+                idle.push(key.clone());
+            }
+        }
+        for key in gone {
+            self.drop_kind(&key, "dropped_removed", "the upstream no longer serves this kind (its CRD was deleted or is no longer established): its cache is dropped and its watchers' streams end");
+        }
+        for key in changed {
+            self.drop_kind(&key, "restarted_changed", "the kind's CRD changed its scope, kind or selectable fields: its cache is dropped and starts afresh on the next read");
+        }
+        for key in idle {
+            self.drop_kind(
+                &key,
+                "dropped_idle",
+                "dropped a kind nobody read for cache.idle_secs; the next read starts it again",
+            );
+        }
+        if self.budget.pressure() >= Pressure::Trim {
+            self.drop_least_recent(true);
+        }
+        self.retiring.lock().retain(|_, t| !t.is_finished());
     }
 
     /// Graceful shutdown with no delay and a 20 s bound (see [`App::shutdown_within`]).
@@ -262,7 +535,8 @@ impl App {
         }
         let deadline = tokio::time::Instant::now() + timeout;
         self.draining.cancel();
-        for slot in self.slots.values() {
+        let slots: Vec<_> = self.slots.read().values().cloned().collect();
+        for slot in slots {
             if let Some(c) = slot.get() {
                 c.close_all("server shutting down");
             }

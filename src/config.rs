@@ -314,8 +314,130 @@ pub struct CacheConfig {
     /// counted from when it last did; past it they get 503 and `/readyz` fails. `None` (0 in
     /// the file, the default): no bound, as an edge cache wants.
     pub max_staleness: Option<Duration>,
-    /// `[[cache.resources]]`: the resources served from the cache; everything else passes through.
+    /// `mode`: which kinds are cached: on demand (any kind a client reads, within `include`,
+    /// `exclude` and the memory budget) or only `resources`.
+    pub mode: CacheMode,
+    /// `include`: the kinds on-demand mode may cache (`group/resource` patterns).
+    pub include: Vec<KindPattern>,
+    /// `exclude`: the kinds it never caches; wins over `include`.
+    pub exclude: Vec<KindPattern>,
+    /// `idle_secs`: an on-demand kind nobody has read for this long is dropped (its reflector
+    /// stopped, its memory freed); `None` (0 in the file): never.
+    pub idle: Option<Duration>,
+    /// `[[cache.resources]]`: in listed mode, the resources served from the cache (everything
+    /// else passes through); in on-demand mode, the ones cached from the start and never dropped.
     pub resources: Vec<ResourceSpec>,
+}
+
+/// `cache.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheMode {
+    /// Any kind the upstream can list and watch, started by its first read.
+    #[default]
+    OnDemand,
+    /// Only `cache.resources`.
+    Listed,
+}
+
+/// A `group/resource` pattern of `cache.include` / `cache.exclude`: `apps/deployments`,
+/// `core/secrets` (the core group is `core`, or empty: `/secrets`), `*.example.com/*`; `*`
+/// matches any run of characters within its part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindPattern {
+    group: String,
+    resource: String,
+}
+
+impl KindPattern {
+    /// Parses `group/resource`.
+    pub fn parse(text: &str) -> Result<KindPattern, String> {
+        let Some((group, resource)) = text.split_once('/') else {
+            return Err(format!(
+                "{text:?} is not a group/resource pattern like \"apps/deployments\", \"core/secrets\" or \"*.example.com/*\""
+            ));
+        };
+        let valid = |p: &str| {
+            p.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-.*".contains(&c))
+        };
+        if resource.is_empty() || !valid(group) || !valid(resource) {
+            return Err(format!(
+                "{text:?}: a group and a resource are lower-case names, with `*` as a wildcard (the core group is \"core\")"
+            ));
+        }
+        Ok(KindPattern {
+            group: if group == "core" {
+                String::new()
+            } else {
+                group.to_string()
+            },
+            resource: resource.to_string(),
+        })
+    }
+
+    /// Whether the kind `group`/`resource` matches.
+    pub fn matches(&self, group: &str, resource: &str) -> bool {
+        glob(&self.group, group) && glob(&self.resource, resource)
+    }
+
+    /// Whether it names exactly this kind (no wildcard): what opts secrets in.
+    pub fn names(&self, group: &str, resource: &str) -> bool {
+        self.group == group && self.resource == resource
+    }
+}
+
+impl fmt::Display for KindPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        write!(f, "{g}/{}", self.resource)
+    }
+}
+
+/// `*`-glob matching: `*` matches any run of characters, everything else itself.
+fn glob(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for p in middle {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+impl CacheConfig {
+    /// Whether on-demand mode may cache `group`/`resource`: listed in `resources`, or matched
+    /// by `include` and not by `exclude`; secrets only when an `include` pattern or a
+    /// `resources` entry names them (see config.toml for why).
+    pub fn may_cache(&self, group: &str, resource: &str) -> bool {
+        if self
+            .resources
+            .iter()
+            .any(|r| r.group == group && r.resource == resource)
+        {
+            return true;
+        }
+        if self.exclude.iter().any(|p| p.matches(group, resource)) {
+            return false;
+        }
+        if group.is_empty() && resource == "secrets" {
+            return self.include.iter().any(|p| p.names(group, resource));
+        }
+        self.include.iter().any(|p| p.matches(group, resource))
+    }
 }
 
 impl Default for CacheConfig {
@@ -337,6 +459,13 @@ impl Default for CacheConfig {
             max_object_bytes: 16 << 20,
             persist_dir: None,
             max_staleness: None,
+            mode: CacheMode::OnDemand,
+            include: vec![KindPattern {
+                group: "*".into(),
+                resource: "*".into(),
+            }],
+            exclude: Vec::new(),
+            idle: Some(Duration::from_secs(900)),
             resources: Vec::new(),
         }
     }
@@ -614,6 +743,9 @@ impl Config {
         check_count("cache.max_object_bytes", c.max_object_bytes)?;
         if let Some(d) = c.max_staleness {
             check_duration("cache.max_staleness_secs", d, false)?;
+        }
+        if let Some(d) = c.idle {
+            check_duration("cache.idle_secs", d, false)?;
         }
         let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
         for (i, r) in c.resources.iter().enumerate() {
@@ -961,6 +1093,10 @@ struct RawCache {
     max_object_bytes: u64,
     persist_dir: String,
     max_staleness_secs: u64,
+    mode: CacheMode,
+    include: Vec<String>,
+    exclude: Vec<String>,
+    idle_secs: u64,
     resources: Vec<ResourceSpec>,
 }
 
@@ -984,6 +1120,10 @@ impl Default for RawCache {
             max_object_bytes: d.max_object_bytes,
             persist_dir: String::new(),
             max_staleness_secs: 0,
+            mode: d.mode,
+            include: d.include.iter().map(ToString::to_string).collect(),
+            exclude: Vec::new(),
+            idle_secs: d.idle.map_or(0, |d| d.as_secs()),
             resources: d.resources,
         }
     }
@@ -1012,6 +1152,14 @@ impl RawConfig {
             }
         };
         let c = self.cache;
+        let patterns = |key: &str, list: &[String]| {
+            list.iter()
+                .enumerate()
+                .map(|(i, t)| KindPattern::parse(t).map_err(|m| problem(format!("{key}[{i}]"), m)))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let include = patterns("cache.include", &c.include)?;
+        let exclude = patterns("cache.exclude", &c.exclude)?;
         Ok(Config {
             server: ServerConfig {
                 listen,
@@ -1061,6 +1209,10 @@ impl RawConfig {
                 persist_dir: (!c.persist_dir.is_empty()).then(|| c.persist_dir.into()),
                 max_staleness: (c.max_staleness_secs > 0)
                     .then(|| Duration::from_secs(c.max_staleness_secs)),
+                mode: c.mode,
+                include,
+                exclude,
+                idle: (c.idle_secs > 0).then(|| Duration::from_secs(c.idle_secs)),
                 resources: c.resources,
             },
         })
@@ -1215,25 +1367,11 @@ mod tests {
     }
 
     #[test]
-    fn example_file_parses_to_the_defaults_plus_resources() {
+    fn example_file_parses_to_the_defaults() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml");
         let c = Config::from_file(path).unwrap();
         let mut want = Config::default();
         want.upstream.url = Some("http://127.0.0.1:8001".parse().unwrap());
-        want.cache.resources = vec![
-            ResourceSpec::new("", "v1", "pods"),
-            ResourceSpec::new("", "v1", "nodes"),
-            ResourceSpec::new("", "v1", "namespaces"),
-            ResourceSpec::new("", "v1", "services"),
-            ResourceSpec::new("", "v1", "configmaps"),
-            ResourceSpec::new("discovery.k8s.io", "v1", "endpointslices"),
-            ResourceSpec::new("apps", "v1", "deployments"),
-            ResourceSpec::new("apps", "v1", "replicasets"),
-            ResourceSpec::new("apps", "v1", "statefulsets"),
-            ResourceSpec::new("apps", "v1", "daemonsets"),
-            ResourceSpec::new("batch", "v1", "jobs"),
-            ResourceSpec::new("coordination.k8s.io", "v1", "leases"),
-        ];
         assert_eq!(c, want);
         c.validate().unwrap();
     }
@@ -1648,6 +1786,80 @@ version = "v1"
         let e = err("[cache]\nevent_window_secs = 18446744073709551615\n");
         assert_eq!(e.key(), Some("cache.event_window_secs"), "{e}");
         assert!(e.to_string().contains("at most"), "{e}");
+    }
+
+    #[test]
+    fn on_demand_patterns_choose_the_kinds() {
+        let c = Config::from_toml_str(
+            "[cache]\ninclude = [\"core/*\", \"apps/deploy*\", \"*.example.com/*\"]\nexclude = [\"core/events\"]\nidle_secs = 0\n",
+            "t",
+        )
+        .unwrap()
+        .cache;
+        assert_eq!(c.mode, CacheMode::OnDemand);
+        assert_eq!(c.idle, None);
+        assert!(c.may_cache("", "pods"));
+        assert!(!c.may_cache("", "events"), "excluded");
+        assert!(!c.may_cache("", "secrets"), "not named");
+        assert!(c.may_cache("apps", "deployments"));
+        assert!(!c.may_cache("apps", "daemonsets"));
+        assert!(c.may_cache("a.example.com", "widgets"));
+        assert!(
+            !c.may_cache("example.com", "widgets"),
+            "`*.` needs a label before"
+        );
+        // The defaults: everything but secrets, which only an exact name (or a listed
+        // resource) opts in; exclude wins over include, not over a listed resource.
+        let d = CacheConfig::default();
+        assert!(d.may_cache("", "configmaps") && d.may_cache("x.io", "things"));
+        assert!(!d.may_cache("", "secrets"));
+        let named = Config::from_toml_str(
+            "[cache]\ninclude = [\"*/*\", \"/secrets\"]\nexclude = [\"apps/*\"]\n[[cache.resources]]\ngroup = \"apps\"\nversion = \"v1\"\nresource = \"deployments\"\n",
+            "t",
+        )
+        .unwrap()
+        .cache;
+        assert!(named.may_cache("", "secrets"));
+        assert!(!named.may_cache("apps", "replicasets"));
+        assert!(named.may_cache("apps", "deployments"));
+        assert_eq!(
+            Config::from_toml_str("[cache]\nmode = \"listed\"\n", "t")
+                .unwrap()
+                .cache
+                .mode,
+            CacheMode::Listed
+        );
+        for (text, key) in [
+            ("include = [\"pods\"]", "cache.include[0]"),
+            (
+                "include = [\"*/*\", \"apps/Deployments\"]",
+                "cache.include[1]",
+            ),
+            ("exclude = [\"core/\"]", "cache.exclude[0]"),
+        ] {
+            let e = err(&format!("[cache]\n{text}\n"));
+            assert_eq!(e.key(), Some(key), "{e}");
+            assert_eq!(e.line(), Some(2), "{e}");
+        }
+        assert_eq!(err("[cache]\nmode = \"lazy\"\n").key(), Some("cache.mode"));
+    }
+
+    #[test]
+    fn glob_matches_runs() {
+        for (p, t, want) in [
+            ("*", "", true),
+            ("*", "abc", true),
+            ("a*c", "abbc", true),
+            ("a*c", "abcd", false),
+            ("*.x.io", "a.x.io", true),
+            ("*.x.io", "x.io", false),
+            ("a*b*c", "aXbYc", true),
+            ("a*b*c", "acb", false),
+            ("abc", "abc", true),
+            ("ab*ab", "ab", false),
+        ] {
+            assert_eq!(glob(p, t), want, "{p} ~ {t}");
+        }
     }
 
     #[test]

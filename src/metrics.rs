@@ -32,7 +32,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{
@@ -149,7 +149,11 @@ struct Fanout {
 pub struct ResourceMetrics {
     label: String,
     epoch: Instant,
-    cache: OnceLock<Arc<ResourceCache>>,
+    /// Listed in `cache.resources`: not ready until synced (an on-demand kind passes its reads
+    /// through meanwhile).
+    pinned: bool,
+    /// The kind's cache while it has one (an on-demand kind's is dropped when idle).
+    cache: RwLock<Option<Arc<ResourceCache>>>,
     upstream_requests: IntCounterVec,
     upstream_list_duration: Histogram,
     upstream_connects: IntCounter,
@@ -188,9 +192,9 @@ impl ResourceMetrics {
         self.epoch.elapsed().as_millis() as u64 + 1
     }
 
-    /// The cache, once discovery created it.
-    pub fn cache(&self) -> Option<&Arc<ResourceCache>> {
-        self.cache.get()
+    /// The cache, once discovery created it (and until it is dropped).
+    pub fn cache(&self) -> Option<Arc<ResourceCache>> {
+        self.cache.read().clone()
     }
 
     // ---- upstream (the reflector) ----
@@ -383,7 +387,10 @@ pub struct Check {
 
 struct Shared {
     epoch: Instant,
-    resources: Vec<Arc<ResourceMetrics>>,
+    /// The kinds cached now (the scrape's gauges and `/readyz` checks are theirs).
+    resources: RwLock<Vec<Arc<ResourceMetrics>>>,
+    /// On-demand caching's catalog of the upstream's kinds: `/readyz` waits for its first read.
+    discovery: OnceLock<Arc<crate::reflector::catalog::Catalog>>,
     ready_outage: Duration,
     max_staleness: Option<Duration>,
     shutting_down: AtomicBool,
@@ -396,7 +403,9 @@ impl Shared {
     /// `crate::downstream::health`).
     fn resource_check(&self, r: &ResourceMetrics) -> Check {
         let mut stale = None;
-        let error = match r.cache.get() {
+        let error = match r.cache() {
+            // An on-demand kind passes its reads through until it has synced.
+            None | Some(_) if !r.pinned && !r.cache().is_some_and(|c| c.is_synced()) => None,
             None => Some("waiting for upstream discovery".to_string()),
             Some(c) if !c.is_synced() => Some("not synced: the initial list is not in".to_string()),
             Some(c) => {
@@ -447,7 +456,16 @@ impl Shared {
                     .then(|| "the process is shutting down".to_string()),
             },
         ];
-        out.extend(self.resources.iter().map(|r| self.resource_check(r)));
+        if let Some(catalog) = self.discovery.get() {
+            out.push(Check {
+                name: "discovery".into(),
+                stale: None,
+                error: (!catalog.is_loaded())
+                    .then(|| "the upstream's discovery has not been read yet".to_string()),
+            });
+        }
+        let resources = self.resources.read().clone();
+        out.extend(resources.iter().map(|r| self.resource_check(r)));
         out
     }
 }
@@ -471,11 +489,103 @@ pub struct RequestInfo {
 #[derive(Debug, Clone, Copy)]
 pub struct PassedThrough(pub PassReason);
 
+/// `watchmux_cache_kind_changes_total{change}` values.
+pub const KIND_CHANGES: [&str; 6] = [
+    "started",
+    "dropped_idle",
+    "dropped_memory",
+    "dropped_removed",
+    "restarted_changed",
+    "refused_memory",
+];
+
+/// The metric families with a `resource` label, to make a kind's series when it is first
+/// cached.
+struct Families {
+    epoch: Instant,
+    upstream_requests: IntCounterVec,
+    upstream_list_duration: HistogramVec,
+    upstream_connects: IntCounterVec,
+    upstream_oversize: IntCounterVec,
+    upstream_watch_ends: IntCounterVec,
+    upstream_relists: IntCounterVec,
+    upstream_events: IntCounterVec,
+    upstream_bytes: IntCounterVec,
+    watch_starts: IntCounterVec,
+    freshness_checks: IntCounterVec,
+    freshness_duration: HistogramVec,
+    reads: IntCounterVec,
+    request_duration: HistogramVec,
+    list_requests: IntCounterVec,
+    list_duration: HistogramVec,
+}
+
+impl Families {
+    /// The metrics of one kind, labelled `label`, with every series a dashboard or an alert
+    /// reads created (at 0). `pinned`: listed in `cache.resources` (its readiness counts from
+    /// the start).
+    fn resource(&self, label: String, pinned: bool) -> ResourceMetrics {
+        let l = label.as_str();
+        let rm = ResourceMetrics {
+            epoch: self.epoch,
+            pinned,
+            cache: RwLock::new(None),
+            upstream_requests: self.upstream_requests.clone(),
+            upstream_list_duration: self.upstream_list_duration.with_label_values(&[l]),
+            upstream_connects: self.upstream_connects.with_label_values(&[l]),
+            upstream_oversize: self.upstream_oversize.with_label_values(&[l]),
+            upstream_watch_ends: self.upstream_watch_ends.clone(),
+            upstream_relists: self.upstream_relists.clone(),
+            upstream_events: EVENT_TYPES.map(|t| self.upstream_events.with_label_values(&[l, t])),
+            upstream_list_bytes: self.upstream_bytes.with_label_values(&[l, "list"]),
+            upstream_watch_bytes: self.upstream_bytes.with_label_values(&[l, "watch"]),
+            last_event_ms: AtomicU64::new(0),
+            broken_since_ms: AtomicU64::new(0),
+            watching: AtomicBool::new(false),
+            watch_starts: WatchOutcome::ALL
+                .map(|o| self.watch_starts.with_label_values(&[l, o.label()])),
+            freshness_checks: self.freshness_checks.clone(),
+            freshness_duration: self.freshness_duration.with_label_values(&[l]),
+            fanout: Mutex::new(Fanout::default()),
+            label: label.clone(),
+        };
+        for reason in ["closed", "expired", "error"] {
+            self.upstream_watch_ends.with_label_values(&[l, reason]);
+        }
+        for reason in ["initial", "expired"] {
+            self.upstream_relists.with_label_values(&[l, reason]);
+        }
+        for verb in ["list", "watch"] {
+            self.upstream_requests.with_label_values(&[l, verb, "200"]);
+        }
+        for source in [SOURCE_CACHE, SOURCE_PASS_THROUGH] {
+            self.list_requests.with_label_values(&[l, source]);
+            self.list_duration.with_label_values(&[l, source]);
+        }
+        for verb in ["list", "watch", "get"] {
+            self.request_duration.with_label_values(&[verb, l]);
+            self.reads.with_label_values(&[l, verb, SOURCE_CACHE, ""]);
+            for reason in PassReason::ALL {
+                self.reads
+                    .with_label_values(&[l, verb, SOURCE_PASS_THROUGH, reason.as_str()]);
+            }
+        }
+        for outcome in ["ahead", "state", "caught_up", "event", "bookmark", "failed"] {
+            self.freshness_checks.with_label_values(&[l, outcome]);
+        }
+        rm
+    }
+}
+
 /// The proxy's metrics registry and health state.
 pub struct Metrics {
     registry: Registry,
     shared: Arc<Shared>,
-    by_gvr: HashMap<(String, String, String), Arc<ResourceMetrics>>,
+    families: Families,
+    /// Every kind cached since the start (its series stay, counting on, when it is dropped and
+    /// started again), until the upstream stops serving it.
+    by_gvr: RwLock<HashMap<(String, String, String), Arc<ResourceMetrics>>>,
+    kind_changes: IntCounterVec,
     requests: IntCounterVec,
     request_duration: HistogramVec,
     list_requests: IntCounterVec,
@@ -644,59 +754,39 @@ impl Metrics {
             &["verb"],
         );
         let epoch = Instant::now();
+        let families = Families {
+            epoch,
+            upstream_requests,
+            upstream_list_duration,
+            upstream_connects,
+            upstream_oversize,
+            upstream_watch_ends,
+            upstream_relists,
+            upstream_events,
+            upstream_bytes,
+            watch_starts,
+            freshness_checks,
+            freshness_duration,
+            reads: reads.clone(),
+            request_duration: request_duration.clone(),
+            list_requests: list_requests.clone(),
+            list_duration: list_duration.clone(),
+        };
+        let kinds = counter_vec(
+            r,
+            "watchmux_cache_kind_changes_total",
+            "Kinds whose cache was started or dropped, by what happened: started (its first read, or at start for cache.resources), dropped_idle (not read for cache.idle_secs), dropped_memory (least recently read while cache.memory_limit was near), dropped_removed (the upstream no longer serves it, e.g. its CRD was deleted), restarted_changed (its CRD changed its scope, kind or selectable fields), refused_memory (a kind passed through instead of being cached, near cache.memory_limit).",
+            &["change"],
+        );
+        for c in KIND_CHANGES {
+            kinds.with_label_values(&[c]);
+        }
         let specs = &config.cache.resources;
         let labels = resource_labels(specs);
         let mut by_gvr = HashMap::new();
         let mut resources = Vec::new();
         for (spec, label) in specs.iter().zip(labels) {
-            let l = label.as_str();
-            let rm = Arc::new(ResourceMetrics {
-                epoch,
-                cache: OnceLock::new(),
-                upstream_requests: upstream_requests.clone(),
-                upstream_list_duration: upstream_list_duration.with_label_values(&[l]),
-                upstream_connects: upstream_connects.with_label_values(&[l]),
-                upstream_oversize: upstream_oversize.with_label_values(&[l]),
-                upstream_watch_ends: upstream_watch_ends.clone(),
-                upstream_relists: upstream_relists.clone(),
-                upstream_events: EVENT_TYPES.map(|t| upstream_events.with_label_values(&[l, t])),
-                upstream_list_bytes: upstream_bytes.with_label_values(&[l, "list"]),
-                upstream_watch_bytes: upstream_bytes.with_label_values(&[l, "watch"]),
-                last_event_ms: AtomicU64::new(0),
-                broken_since_ms: AtomicU64::new(0),
-                watching: AtomicBool::new(false),
-                watch_starts: WatchOutcome::ALL
-                    .map(|o| watch_starts.with_label_values(&[l, o.label()])),
-                freshness_checks: freshness_checks.clone(),
-                freshness_duration: freshness_duration.with_label_values(&[l]),
-                fanout: Mutex::new(Fanout::default()),
-                label,
-            });
-            // Every series a dashboard or an alert reads exists from the start (at 0).
-            let l = rm.label.as_str();
-            for reason in ["closed", "expired", "error"] {
-                upstream_watch_ends.with_label_values(&[l, reason]);
-            }
-            for reason in ["initial", "expired"] {
-                upstream_relists.with_label_values(&[l, reason]);
-            }
-            for verb in ["list", "watch"] {
-                upstream_requests.with_label_values(&[l, verb, "200"]);
-            }
-            for source in [SOURCE_CACHE, SOURCE_PASS_THROUGH] {
-                list_requests.with_label_values(&[l, source]);
-                list_duration.with_label_values(&[l, source]);
-            }
-            for verb in ["list", "watch", "get"] {
-                request_duration.with_label_values(&[verb, l]);
-                reads.with_label_values(&[l, verb, SOURCE_CACHE, ""]);
-                for reason in PassReason::ALL {
-                    reads.with_label_values(&[l, verb, SOURCE_PASS_THROUGH, reason.as_str()]);
-                }
-            }
-            for outcome in ["ahead", "state", "caught_up", "event", "bookmark", "failed"] {
-                freshness_checks.with_label_values(&[l, outcome]);
-            }
+            let rm = Arc::new(families.resource(label, true));
             by_gvr.insert(
                 (
                     spec.group.clone(),
@@ -715,7 +805,8 @@ impl Metrics {
         }
         let shared = Arc::new(Shared {
             epoch,
-            resources,
+            resources: RwLock::new(resources),
+            discovery: OnceLock::new(),
             ready_outage: config.server.ready_outage,
             max_staleness: config.cache.max_staleness,
             shutting_down: AtomicBool::new(false),
@@ -736,7 +827,9 @@ impl Metrics {
         Metrics {
             registry,
             shared,
-            by_gvr,
+            families,
+            by_gvr: RwLock::new(by_gvr),
+            kind_changes: kinds,
             requests,
             request_duration,
             list_requests,
@@ -746,45 +839,90 @@ impl Metrics {
         }
     }
 
-    /// The metrics of a configured resource.
+    /// The metrics of a cached kind (cached now or before).
     pub fn resource(
         &self,
         group: &str,
         version: &str,
         resource: &str,
-    ) -> Option<&Arc<ResourceMetrics>> {
+    ) -> Option<Arc<ResourceMetrics>> {
         self.by_gvr
+            .read()
             .get(&(group.to_string(), version.to_string(), resource.to_string()))
+            .cloned()
     }
 
-    /// The metrics of the resource a cache holds (a detached set if it is not configured, which
-    /// never happens in [`crate::app::App`]: it creates caches for configured resources only).
+    /// The metrics of the resource a cache holds (a detached set if it is not a cached kind,
+    /// which never happens in [`crate::app::App`]).
     pub fn for_info(&self, info: &ResourceInfo) -> Arc<ResourceMetrics> {
-        self.for_gvr(&info.group, &info.version, &info.resource)
+        match self.resource(&info.group, &info.version, &info.resource) {
+            Some(r) => r,
+            None => Arc::new(
+                Metrics::new(&Config::default())
+                    .families
+                    .resource(info.group_resource(), false),
+            ),
+        }
     }
 
-    /// The metrics of a configured resource, for its reflector (which has no cache yet while
-    /// it runs discovery); a detached set if it is not configured, as [`Metrics::for_info`].
-    pub fn for_spec(&self, spec: &ResourceSpec) -> Arc<ResourceMetrics> {
-        self.for_gvr(&spec.group, &spec.version, &spec.resource)
-    }
-
-    fn for_gvr(&self, group: &str, version: &str, resource: &str) -> Arc<ResourceMetrics> {
-        match self.resource(group, version, resource) {
-            Some(r) => r.clone(),
-            None => {
-                let mut c = Config::default();
-                c.cache.resources = vec![ResourceSpec::new(group, version, resource)];
-                Metrics::new(&c).shared.resources[0].clone()
+    /// The metrics of a kind whose cache starts now (made at its first start, kept through
+    /// restarts): from now on its gauges are scraped and `/readyz` checks it.
+    pub fn start_kind(&self, spec: &ResourceSpec, pinned: bool) -> Arc<ResourceMetrics> {
+        let key = (
+            spec.group.clone(),
+            spec.version.clone(),
+            spec.resource.clone(),
+        );
+        let rm = {
+            let mut by_gvr = self.by_gvr.write();
+            if let Some(rm) = by_gvr.get(&key) {
+                rm.clone()
+            } else {
+                // `pods`, or `pods.v1` when another version of the kind is cached too.
+                let gr = kube_wire::status::group_resource(&spec.group, &spec.resource);
+                let label = if by_gvr.values().any(|r| r.label == gr) {
+                    spec.to_string()
+                } else {
+                    gr
+                };
+                let rm = Arc::new(self.families.resource(label, pinned));
+                by_gvr.insert(key, rm.clone());
+                rm
             }
+        };
+        let mut live = self.shared.resources.write();
+        if !live.iter().any(|r| Arc::ptr_eq(r, &rm)) {
+            live.push(rm.clone());
+        }
+        rm
+    }
+
+    /// Lets the scrape read a kind's cache once discovery created it.
+    pub fn attach_cache(&self, rm: &ResourceMetrics, cache: Arc<ResourceCache>) {
+        *rm.cache.write() = Some(cache);
+    }
+
+    /// A kind's cache was dropped: no gauges, no readiness check, the cache freed. `vanished`:
+    /// the upstream no longer serves the kind, so its series go too.
+    pub fn stop_kind(&self, rm: &Arc<ResourceMetrics>, vanished: bool) {
+        *rm.cache.write() = None;
+        self.shared
+            .resources
+            .write()
+            .retain(|r| !Arc::ptr_eq(r, rm));
+        if vanished {
+            self.by_gvr.write().retain(|_, r| !Arc::ptr_eq(r, rm));
         }
     }
 
-    /// Lets the scrape read the cache of `spec` once discovery created it.
-    pub fn attach_cache(&self, spec: &ResourceSpec, cache: Arc<ResourceCache>) {
-        if let Some(r) = self.resource(&spec.group, &spec.version, &spec.resource) {
-            let _ = r.cache.set(cache);
-        }
+    /// Counts a kind started, dropped or refused ([`KIND_CHANGES`]).
+    pub fn kind_change(&self, change: &str) {
+        self.kind_changes.with_label_values(&[change]).inc();
+    }
+
+    /// `/readyz` waits for on-demand caching's first read of discovery.
+    pub fn set_discovery(&self, catalog: Arc<crate::reflector::catalog::Catalog>) {
+        let _ = self.shared.discovery.set(catalog);
     }
 
     /// The whole registry in the Prometheus text format.
@@ -829,7 +967,7 @@ impl Metrics {
     /// Works out what a request is, before it is handled.
     pub fn classify<B>(&self, req: &Request<B>) -> RequestInfo {
         let (verb, cached) = classify(req.method(), req.uri(), req.headers(), |g, v, r| {
-            self.resource(g, v, r).cloned()
+            self.resource(g, v, r)
         });
         RequestInfo {
             verb,
@@ -1313,7 +1451,8 @@ impl Collector for ScrapeCollector {
     fn collect(&self) -> Vec<MetricFamily> {
         let s = Sink::new();
         let now = self.shared.epoch.elapsed().as_millis() as u64 + 1;
-        for r in &self.shared.resources {
+        let resources = self.shared.resources.read().clone();
+        for r in &resources {
             let l = r.label.as_str();
             let (mut objects, mut bytes, mut rv, mut window, mut age, mut synced) =
                 (0usize, 0u64, 0u64, 0usize, 0.0f64, false);
@@ -1322,7 +1461,7 @@ impl Collector for ScrapeCollector {
             let mut memory = 0;
             let mut persist = None;
             let mut staleness = 0.0;
-            if let Some(c) = r.cache.get() {
+            if let Some(c) = r.cache() {
                 staleness = c.staleness.age().as_secs_f64();
                 memory = c.account().used();
                 persist = c.persist_stats().cloned();

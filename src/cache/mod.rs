@@ -280,6 +280,9 @@ pub struct ResourceCache {
     pub counters: CacheCounters,
     /// What the persisted cache's writer has done, once the cache has one.
     persist_stats: std::sync::OnceLock<Arc<crate::persist::writer::Stats>>,
+    /// The resourceVersion of the first state installed (the initial list, or the state
+    /// restored from disk): the cache knows nothing of what happened before it.
+    first_rv: std::sync::OnceLock<u64>,
     /// This resource's share of the memory budget.
     account: Arc<Account>,
     /// Whether the cache follows the upstream, and since when it has not (the reflector marks
@@ -315,6 +318,7 @@ impl ResourceCache {
             snapshots: snapshots::Retained::default(),
             counters: CacheCounters::default(),
             persist_stats: std::sync::OnceLock::new(),
+            first_rv: std::sync::OnceLock::new(),
             staleness: staleness::Staleness::default(),
         });
         (
@@ -324,6 +328,12 @@ impl ResourceCache {
                 persist: None,
             },
         )
+    }
+
+    /// The resourceVersion of the first state the cache held (its initial list, or what it
+    /// restored from disk), once synced.
+    pub fn first_rv(&self) -> Option<u64> {
+        self.first_rv.get().copied()
     }
 
     /// Settings in use.
@@ -812,6 +822,7 @@ impl CacheWriter {
             st.rv = list_rv;
             st.log.begin_at(list_rv);
             st.synced = true;
+            let _ = c.first_rv.set(list_rv);
             self.persist_state();
             drop(st);
             c.rv_tx.send_replace(list_rv);

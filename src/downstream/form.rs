@@ -14,7 +14,7 @@
 //!
 //! A Table is printed like kube only for the kinds it has a printer for: the built-in kinds whose
 //! printers kube-wire reproduces, and custom resources once their CRD's printer columns are
-//! known ([`printer`], from [`CrdColumns`]).
+//! known ([`printer`], from [`Crds`]).
 //!
 //! Owns the decision only: it must not build bodies ([`super::table`] and [`super::list`] do)
 //! nor decide whether a read is served from the cache at all (the router does).
@@ -26,7 +26,7 @@ use kube_wire::table::{IncludeObject, TablePrinter};
 
 use super::protobuf;
 use crate::cache::ResourceInfo;
-use crate::reflector::crd::CrdColumns;
+use crate::reflector::crd::Crds;
 
 pub use kube_wire::negotiate::Form;
 
@@ -35,7 +35,7 @@ pub use kube_wire::negotiate::Form;
 /// per-type printer in [`kube_wire::table::has_printer`]: custom resources and the built-in
 /// kinds whose printers are not reproduced.
 pub fn renders(form: &Form, info: &ResourceInfo) -> bool {
-    printer(form, info, &CrdColumns::default()).is_some()
+    printer(form, info, &Crds::default()).is_some()
 }
 
 /// How the cache prints `form` of `info`'s objects exactly as kube-apiserver does, or `None`
@@ -44,7 +44,7 @@ pub fn renders(form: &Form, info: &ResourceInfo) -> bool {
 /// printers are not reproduced go upstream), a custom resource with its CRD version's
 /// `additionalPrinterColumns` once `crds` knows them (until then, or when a column's JSONPath is
 /// beyond kube-wire's, it goes upstream). An aggregated API's kind is not a CRD's: never known.
-pub fn printer(form: &Form, info: &ResourceInfo, crds: &CrdColumns) -> Option<TablePrinter> {
+pub fn printer(form: &Form, info: &ResourceInfo, crds: &Crds) -> Option<TablePrinter> {
     let for_kind = TablePrinter::for_kind(&info.group, &info.kind);
     match form {
         // A built-in kind the transcoder has no schema for (an aggregated API's, a newer one's).
@@ -257,7 +257,7 @@ mod tests {
         assert!(renders(&Form::Metadata, &widgets));
         assert!(renders(&Form::Json, &deployments));
         // A custom resource's Table once its CRD's columns are known.
-        let crds = CrdColumns::new([("example.com", "widgets")]);
+        let crds = Crds::new([("example.com", "widgets")]);
         assert!(printer(&table, &widgets, &crds).is_none());
         crds.replace_for_test(
             &serde_json::json!({"metadata": {"name": "widgets.example.com"},

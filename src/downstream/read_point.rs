@@ -85,8 +85,13 @@ pub enum PassReason {
     ResourceVersionAhead,
     /// An exact resourceVersion or a continue token outside what the cache keeps.
     OutsideWindow,
-    /// The cache has not synced yet (kube's cacher hands these reads to the storage).
+    /// The cache has not synced yet (kube's cacher hands these reads to the storage; an
+    /// on-demand kind's cache hands all of them).
     NotReady,
+    /// A watch of an on-demand kind from a resourceVersion before its cache began (from a LIST
+    /// the upstream answered while the cache was starting): only the upstream knows what
+    /// happened since.
+    BeforeCache,
 }
 
 impl PassReason {
@@ -99,17 +104,19 @@ impl PassReason {
             PassReason::ResourceVersionAhead => "resource_version_ahead",
             PassReason::OutsideWindow => "outside_window",
             PassReason::NotReady => "not_ready",
+            PassReason::BeforeCache => "before_cache",
         }
     }
 
     /// Every label value (so the metric's series exist from the start).
-    pub const ALL: [PassReason; 6] = [
+    pub const ALL: [PassReason; 7] = [
         PassReason::NotCached,
         PassReason::Representation,
         PassReason::NotFresh,
         PassReason::ResourceVersionAhead,
         PassReason::OutsideWindow,
         PassReason::NotReady,
+        PassReason::BeforeCache,
     ];
 }
 

@@ -96,6 +96,7 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
             None => r,
         };
     }
+    admit(&app, &req);
     let info = app.metrics.classify(&req);
     let requested_audit_id = req.headers().get(kube_wire::response::AUDIT_ID).cloned();
     // kube negotiates the encoding of an error's Status too: protobuf for kubelets, indented
@@ -400,6 +401,20 @@ enum Read {
     Watch,
 }
 
+/// In on-demand mode, a read (GET) of a kind not cached yet starts its cache, before the request
+/// is classified (so that it is counted under its kind). The read itself passes through until
+/// the cache has synced.
+fn admit(app: &Arc<App>, req: &Request<ReqBody>) {
+    if app.catalog.is_none() || req.method() != Method::GET {
+        return;
+    }
+    if let ApiPath::Resource(rp) = path::parse(req.uri().path())
+        && rp.subresource.is_none()
+    {
+        app.slot_for_read(&rp.group, &rp.version, &rp.resource);
+    }
+}
+
 async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     let ApiPath::Resource(rp) = path::parse(req.uri().path()) else {
         return Ok(Route::PassThrough(PassReason::NotCached));
@@ -407,8 +422,7 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     if req.method() != Method::GET || rp.subresource.is_some() {
         return Ok(Route::PassThrough(PassReason::NotCached));
     }
-    let key = (rp.group.clone(), rp.version.clone(), rp.resource.clone());
-    let Some(slot) = app.slots.get(&key) else {
+    let Some(slot) = app.slot(&rp.group, &rp.version, &rp.resource) else {
         return Ok(Route::PassThrough(PassReason::NotCached));
     };
     // kube's `WithRequestDeadline` filter reads the `timeout` of a request that is not a watch
@@ -504,7 +518,17 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     // Before discovery answered we do not know the kind: the resource is not ready. As kube's
     // cacher, a not-ready cache hands GETs, and LISTs with a limit and no selector, to the
     // storage (here: the upstream); every other read gets 429.
-    let Some(cache) = slot.synced(app.cache_config.not_ready_wait).await else {
+    // An on-demand kind's cache hands every read to the upstream until it has synced; a watch
+    // waits for the sync as long as one of a listed kind does (one upstream watch per kind).
+    let wait = if slot.on_demand() && read != Read::Watch {
+        Duration::ZERO
+    } else {
+        app.cache_config.not_ready_wait
+    };
+    let Some(cache) = slot.synced(wait).await else {
+        if slot.on_demand() {
+            return Ok(Route::PassThrough(PassReason::NotReady));
+        }
         let delegated = match read {
             Read::Get => true,
             Read::List => {
@@ -522,12 +546,12 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         return Err(RouteError::NoRoute);
     }
     // How a Table is printed (a custom resource's: with its CRD's columns, once known).
-    let Some(printer) = form::printer(&form, info, &app.crd_columns) else {
+    let Some(printer) = form::printer(&form, info, &app.crds) else {
         return Ok(Route::PassThrough(PassReason::Representation));
     };
     if read == Read::Get {
         let point = ReadPoint::for_get(&opts)?;
-        let snap = match resolve(slot, &cache, point, app.cache_config.max_staleness).await? {
+        let snap = match resolve(&slot, &cache, point, app.cache_config.max_staleness).await? {
             Ok(s) => s,
             Err(reason) => return Ok(Route::PassThrough(reason)),
         };
@@ -560,7 +584,17 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     }
     if read == Read::Watch {
         // Then kube's watch cache parses the resourceVersion: its 500 when it cannot.
-        opts.cacher_rv()?;
+        let from = opts.cacher_rv()?;
+        // A watch from before an on-demand kind's cache began (its LIST passed through while
+        // the cache was starting): the upstream knows what happened since, the cache does not.
+        if slot.on_demand()
+            && opts.send_initial_events != Some(true)
+            && let Some(n) = from.filter(|n| *n > 0)
+            && cache.first_rv().is_some_and(|first| n < first)
+            && cache.check_watch_start(n).is_err()
+        {
+            return Ok(Route::PassThrough(PassReason::BeforeCache));
+        }
         // Only a watch that sends initial events reads a state; one from a resourceVersion
         // replays the log (or waits for the future), as kube's cacher does.
         let mut initial = None;
@@ -568,7 +602,7 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
             check_staleness(&cache, app.cache_config.max_staleness)?;
         } else {
             let point = ReadPoint::for_watch_list(&opts)?;
-            match resolve(slot, &cache, point, app.cache_config.max_staleness).await? {
+            match resolve(&slot, &cache, point, app.cache_config.max_staleness).await? {
                 // The initial events are this state's; the watch goes on from its
                 // resourceVersion.
                 Ok(snap) => {
@@ -589,7 +623,7 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
         });
     }
     let point = ReadPoint::for_list(&opts)?;
-    let snap = match resolve(slot, &cache, point.clone(), app.cache_config.max_staleness).await? {
+    let snap = match resolve(&slot, &cache, point.clone(), app.cache_config.max_staleness).await? {
         Ok(s) => s,
         Err(reason) => return Ok(Route::PassThrough(reason)),
     };

@@ -1,19 +1,21 @@
-//! The printer columns of cached custom resources, learnt from the upstream's
-//! `CustomResourceDefinition` objects and kept current by one upstream watch of
-//! `apiextensions.k8s.io/v1` `customresourcedefinitions` for all of them, so that a Table of a
-//! custom resource is printed from the cache exactly as kube-apiserver prints it (its CRD
-//! version's `additionalPrinterColumns`, [`kube_wire::table::PrinterColumns`]).
+//! The upstream's `CustomResourceDefinition`s, kept current by one upstream watch of
+//! `apiextensions.k8s.io/v1` `customresourcedefinitions`: which custom resources exist (so
+//! on-demand caching knows a custom resource from an aggregated API, which is never cached), their
+//! scope, kind and selectable fields (kube 1.31+ `selectableFields`, honoured in field
+//! selectors), and their printer columns, so that a Table of a custom resource is printed from
+//! the cache exactly as kube-apiserver prints it (its CRD version's `additionalPrinterColumns`,
+//! [`kube_wire::table::PrinterColumns`]).
 //!
 //! It lives with the reflectors because it is one: a list-then-watch of one resource against the
 //! upstream, with watchmux's own credentials, relisting after a 410 and backing off after
-//! errors; what it writes is not a cache of objects but [`CrdColumns`], the one table of columns
-//! that request handlers read ([`CrdColumns::printer`]). Until a CRD's columns are known (or when
-//! a column's JSONPath is beyond what kube-wire evaluates), the columns are unknown, and a Table
-//! of that resource goes to the upstream. When the upstream refuses the watch (401/403: watchmux
-//! may not read CRDs), nothing is known, every such Table keeps going to the upstream, and this
-//! is logged once (until a LIST succeeds again).
+//! errors; what it writes is not a cache of objects but [`Crds`], the one table that request
+//! handlers and the on-demand caching read. Every change is announced ([`Crds::subscribe`]).
+//! Until a CRD is known (or when a column's JSONPath is beyond what kube-wire evaluates), its
+//! columns are unknown, and a Table of that resource goes to the upstream. When the upstream
+//! refuses the watch (401/403: watchmux may not read CRDs), nothing is known, every custom
+//! resource passes through, and this is logged once (until a LIST succeeds again).
 //!
-//! It must not serve requests (`crate::downstream` reads [`CrdColumns`]) nor touch the caches.
+//! It must not serve requests (`crate::downstream` reads [`Crds`]) nor touch the caches.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use rand::Rng;
 use serde_json::Value;
+use tokio::sync::watch as tokio_watch;
 use tokio_util::sync::CancellationToken;
 
 use super::watch::WatchLines;
@@ -36,30 +39,69 @@ const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 /// CRDs per LIST page (they can be large: each carries its schemas).
 const PAGE: usize = 100;
 
-/// The printer columns of the cached custom resources, per CRD and version. Written by the CRD
-/// watch ([`run`]), read by request handlers.
+/// What a CRD says of its custom resource.
+#[derive(Debug, Clone, PartialEq)]
+struct Crd {
+    group: String,
+    resource: String,
+    kind: String,
+    namespaced: bool,
+    /// Its `Established` condition is true: kube serves it.
+    established: bool,
+    versions: HashMap<String, CrdVersion>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct CrdVersion {
+    served: bool,
+    /// `selectableFields` without the JSONPath's leading dot: `spec.color`.
+    selectable_fields: Vec<String>,
+    /// `None` when a column cannot be printed here.
+    printer: Option<TablePrinter>,
+}
+
+/// A custom resource version kube serves, as its CRD describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomKind {
+    /// `Widget`.
+    pub kind: String,
+    /// Namespace-scoped.
+    pub namespaced: bool,
+    /// Its `selectableFields`.
+    pub selectable_fields: Vec<String>,
+}
+
+/// The CRDs of interest, by name. Written by the CRD watch ([`run`]), read by request
+/// handlers and on-demand caching.
 #[derive(Debug, Default)]
-pub struct CrdColumns {
-    /// The CRDs of interest, by name (`widgets.example.com`): the cached custom resources.
-    wanted: HashSet<String>,
-    /// Per CRD name, per version: the printer, or `None` when a column cannot be printed here.
-    known: RwLock<HashMap<String, HashMap<String, Option<TablePrinter>>>>,
+pub struct Crds {
+    /// The CRDs of interest, by name (`widgets.example.com`); `None`: all of them.
+    wanted: Option<HashSet<String>>,
+    /// Per CRD name.
+    known: RwLock<HashMap<String, Crd>>,
+    /// Bumped by every change of what is known.
+    changed: tokio_watch::Sender<u64>,
     /// The refusal of the upstream was logged (reset by a successful LIST).
     denial_logged: AtomicBool,
 }
 
-impl CrdColumns {
-    /// The columns of the CRDs of these custom resources (`(group, resource)`); none known yet.
-    pub fn new<'a>(resources: impl IntoIterator<Item = (&'a str, &'a str)>) -> CrdColumns {
-        CrdColumns {
-            wanted: resources.into_iter().map(|(g, r)| crd_name(g, r)).collect(),
-            ..CrdColumns::default()
+impl Crds {
+    /// The CRDs of these custom resources (`(group, resource)`); none known yet.
+    pub fn new<'a>(resources: impl IntoIterator<Item = (&'a str, &'a str)>) -> Crds {
+        Crds {
+            wanted: Some(resources.into_iter().map(|(g, r)| crd_name(g, r)).collect()),
+            ..Crds::default()
         }
+    }
+
+    /// Every CRD (on-demand caching); none known yet.
+    pub fn all() -> Crds {
+        Crds::default()
     }
 
     /// Whether any custom resource is of interest (else no CRD watch is needed).
     pub fn wants_any(&self) -> bool {
-        !self.wanted.is_empty()
+        self.wanted.as_ref().is_none_or(|w| !w.is_empty())
     }
 
     /// How a Table of `resource` in `group`/`version` is printed, if its CRD's columns for that
@@ -68,31 +110,65 @@ impl CrdColumns {
         self.known
             .read()
             .get(&crd_name(group, resource))?
+            .versions
             .get(version)?
+            .printer
             .clone()
+    }
+
+    /// The custom resource `group`/`version`/`resource`, if an established CRD serves it.
+    pub fn custom(&self, group: &str, version: &str, resource: &str) -> Option<CustomKind> {
+        let known = self.known.read();
+        let crd = known.get(&crd_name(group, resource))?;
+        let v = crd.versions.get(version)?;
+        (crd.established && v.served && crd.group == group && crd.resource == resource).then(|| {
+            CustomKind {
+                kind: crd.kind.clone(),
+                namespaced: crd.namespaced,
+                selectable_fields: v.selectable_fields.clone(),
+            }
+        })
+    }
+
+    /// Changes with every change of what is known.
+    pub fn subscribe(&self) -> tokio_watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|g| *g += 1);
     }
 
     /// Replaces everything known with the CRDs of a LIST.
     fn replace(&self, crds: &[Value]) {
         let mut next = HashMap::new();
         for crd in crds {
-            if let Some((name, versions)) = self.read_crd(crd) {
-                next.insert(name, versions);
+            if let Some((name, c)) = self.read_crd(crd) {
+                next.insert(name, c);
             }
         }
-        *self.known.write() = next;
+        let mut known = self.known.write();
+        if *known != next {
+            *known = next;
+            drop(known);
+            self.bump();
+        }
     }
 
     /// Applies one watch event's CRD.
     fn apply(&self, deleted: bool, crd: &Value) {
-        let Some((name, versions)) = self.read_crd(crd) else {
+        let Some((name, c)) = self.read_crd(crd) else {
             return;
         };
         let mut known = self.known.write();
-        if deleted {
-            known.remove(&name);
+        let before = if deleted {
+            known.remove(&name)
         } else {
-            known.insert(name, versions);
+            known.insert(name, c.clone())
+        };
+        drop(known);
+        if deleted || before.as_ref() != Some(&c) {
+            self.bump();
         }
     }
 
@@ -102,23 +178,25 @@ impl CrdColumns {
         self.replace(std::slice::from_ref(crd));
     }
 
-    /// Forgets everything: the columns can no longer be kept current.
+    /// Forgets everything: the CRDs can no longer be kept current.
     fn clear(&self) {
-        self.known.write().clear();
+        let had = !std::mem::take(&mut *self.known.write()).is_empty();
+        if had {
+            self.bump();
+        }
     }
 
-    /// The name and per-version printers of a CRD of interest.
-    #[allow(clippy::type_complexity)]
-    fn read_crd(&self, crd: &Value) -> Option<(String, HashMap<String, Option<TablePrinter>>)> {
+    /// The name and description of a CRD of interest.
+    fn read_crd(&self, crd: &Value) -> Option<(String, Crd)> {
         let name = crd.pointer("/metadata/name")?.as_str()?;
-        if !self.wanted.contains(name) {
+        if self.wanted.as_ref().is_some_and(|w| !w.contains(name)) {
             return None;
         }
-        let versions = crd
-            .pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+        let text = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        let established = items(crd, "/status/conditions")
+            .iter()
+            .any(|c| c["type"] == "Established" && c["status"] == "True");
+        let versions = items(crd, "/spec/versions")
             .iter()
             .filter_map(|v| {
                 let version = v.get("name")?.as_str()?;
@@ -129,11 +207,40 @@ impl CrdColumns {
                         None
                     }
                 };
-                Some((version.to_string(), printer))
+                let selectable_fields = items(v, "/selectableFields")
+                    .iter()
+                    .filter_map(|f| f.get("jsonPath")?.as_str())
+                    .map(|p| p.trim_start_matches('.').to_string())
+                    .collect();
+                Some((
+                    version.to_string(),
+                    CrdVersion {
+                        served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
+                        selectable_fields,
+                        printer,
+                    },
+                ))
             })
             .collect();
-        Some((name.to_string(), versions))
+        Some((
+            name.to_string(),
+            Crd {
+                group: text("/spec/group").to_string(),
+                resource: text("/spec/names/plural").to_string(),
+                kind: text("/spec/names/kind").to_string(),
+                namespaced: text("/spec/scope") == "Namespaced",
+                established,
+                versions,
+            },
+        ))
     }
+}
+
+/// The array at `pointer` in `v` (none when absent or not an array).
+fn items<'a>(v: &'a Value, pointer: &str) -> &'a [Value] {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
 /// `widgets.example.com`: the name kube requires of the CRD of `widgets` in `example.com`.
@@ -143,14 +250,14 @@ fn crd_name(group: &str, resource: &str) -> String {
 
 /// Keeps `columns` current until `cancel`: LIST the CRDs, then watch them from the list's
 /// resourceVersion; relist after a 410, back off after errors.
-pub async fn run(up: Upstream, columns: Arc<CrdColumns>, cancel: CancellationToken) {
+pub async fn run(up: Upstream, columns: Arc<Crds>, cancel: CancellationToken) {
     tokio::select! {
         _ = cancel.cancelled() => {}
         _ = keep_current(&up, &columns) => {}
     }
 }
 
-async fn keep_current(up: &Upstream, columns: &CrdColumns) {
+async fn keep_current(up: &Upstream, columns: &Crds) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
     loop {
         let mut rv = match list(up).await {
@@ -194,7 +301,7 @@ fn is_denied(e: &ReflectorError) -> bool {
 }
 
 /// Logs a failure; a refusal clears the columns (they cannot be kept current) and is logged once.
-fn failed(columns: &CrdColumns, e: &ReflectorError, what: &str) {
+fn failed(columns: &Crds, e: &ReflectorError, what: &str) {
     if is_denied(e) {
         columns.clear();
         if !columns.denial_logged.swap(true, Ordering::Relaxed) {
@@ -244,11 +351,7 @@ async fn list(up: &Upstream) -> Result<(Vec<Value>, u64), ReflectorError> {
 
 /// One watch from `rv` (moved along with the events and bookmarks): `Some(events received)`
 /// when the stream ended, `None` when `rv` expired.
-async fn watch(
-    up: &Upstream,
-    columns: &CrdColumns,
-    rv: &mut u64,
-) -> Result<Option<u64>, ReflectorError> {
+async fn watch(up: &Upstream, columns: &Crds, rv: &mut u64) -> Result<Option<u64>, ReflectorError> {
     let timeout = rand::rng().random_range(300..600u64);
     let q = format!(
         "{CRDS}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}"
@@ -312,7 +415,7 @@ mod tests {
 
     #[test]
     fn learns_forgets_and_refuses_columns() {
-        let c = CrdColumns::new([("example.com", "widgets")]);
+        let c = Crds::new([("example.com", "widgets")]);
         assert!(c.wants_any());
         assert!(c.printer("example.com", "v1", "widgets").is_none());
         c.replace(&[
@@ -335,12 +438,12 @@ mod tests {
         assert!(c.printer("example.com", "v2", "widgets").is_some());
         c.apply(true, &crd(json!([])));
         assert!(c.printer("example.com", "v2", "widgets").is_none());
-        assert!(!CrdColumns::new([]).wants_any());
+        assert!(!Crds::new([]).wants_any());
     }
 
     #[test]
     fn a_refusal_forgets_the_columns_and_is_logged_once() {
-        let c = CrdColumns::new([("example.com", "widgets")]);
+        let c = Crds::new([("example.com", "widgets")]);
         c.replace(&[crd(json!([]))]);
         let other = ReflectorError::Status {
             what: "list".into(),

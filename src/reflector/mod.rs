@@ -28,6 +28,7 @@
 //! `crate::hub`); it writes to the cache only through its [`CacheWriter`].
 
 mod backoff;
+pub mod catalog;
 pub mod crd;
 mod discovery;
 mod error;
@@ -107,6 +108,8 @@ pub struct Reflector<P> {
     /// Where the cache's freshness check sends its proofs ([`Progress`]).
     progress_tx: mpsc::Sender<Progress>,
     progress_rx: Option<mpsc::Receiver<Progress>>,
+    /// The CRDs, for a custom resource's selectable fields.
+    crds: Option<Arc<crd::Crds>>,
 }
 
 impl<P> std::fmt::Debug for Reflector<P> {
@@ -142,7 +145,29 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             persist_thread: parking_lot::Mutex::new(None),
             progress_tx,
             progress_rx: Some(progress_rx),
+            crds: None,
         }
+    }
+
+    /// Reads a custom resource's selectable fields from `crds` when discovery describes it.
+    pub fn with_crds(mut self, crds: Arc<crd::Crds>) -> Self {
+        self.crds = Some(crds);
+        self
+    }
+
+    /// What discovery said, with what the config and the CRDs add: the indexed fields and a
+    /// custom resource's selectable fields.
+    fn described(&self, mut info: ResourceInfo) -> ResourceInfo {
+        info.index_fields = self.spec.effective_index_fields();
+        if !info.builtin
+            && let Some(c) = self
+                .crds
+                .as_ref()
+                .and_then(|c| c.custom(&self.spec.group, &self.spec.version, &self.spec.resource))
+        {
+            info.selectable_fields = c.selectable_fields;
+        }
+        info
     }
 
     /// Runs the life cycle, and the cache's housekeeping once the cache exists, until `cancel`.
@@ -223,10 +248,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
     /// a restored cache then serves at once, and discovery is retried as usual).
     async fn discover_briefly(&self) -> Option<ResourceInfo> {
         match tokio::time::timeout(RESTORE_DISCOVERY_WAIT, discover(&self.up, &self.spec)).await {
-            Ok(Ok(mut info)) => {
-                info.index_fields = self.spec.effective_index_fields();
-                Some(info)
-            }
+            Ok(Ok(info)) => Some(self.described(info)),
             _ => None,
         }
     }
@@ -258,8 +280,8 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
 
     async fn discover<'w>(&'w self, backoff: &mut Backoff) -> State<'w> {
         match discover(&self.up, &self.spec).await {
-            Ok(mut info) => {
-                info.index_fields = self.spec.effective_index_fields();
+            Ok(info) => {
+                let info = self.described(info);
                 self.discovered(info, backoff)
             }
             Err(e) => {

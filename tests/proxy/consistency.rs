@@ -183,10 +183,10 @@ fn configmaps(sim: &kube_sim::Simulator) -> Value {
     sim.stats()["resources"]["configmaps"].clone()
 }
 
-fn freshness(p: &TestProxy) -> &std::sync::Arc<watchmux::reflector::Freshness> {
+fn freshness(p: &TestProxy) -> std::sync::Arc<watchmux::reflector::Freshness> {
     p.proxy
         .slot("", "v1", "configmaps")
-        .and_then(|s| s.freshness())
+        .and_then(|s| s.freshness().cloned())
         .expect("configmaps are cached")
 }
 

@@ -101,12 +101,9 @@ async fn env() -> (Simulator, TestProxy) {
     })
     .await;
     wait_for(|| {
-        ["widgets", "gadgets"].iter().all(|r| {
-            px.proxy
-                .crd_columns
-                .printer("example.com", "v1", r)
-                .is_some()
-        })
+        ["widgets", "gadgets"]
+            .iter()
+            .all(|r| px.proxy.crds.printer("example.com", "v1", r).is_some())
     })
     .await;
     (sim, px)
@@ -383,7 +380,7 @@ async fn crd_column_changes_upstream_change_watchmux_tables() {
     let path = "/apis/example.com/v1/widgets?resourceVersion=0";
     let columns = |px: &TestProxy| {
         px.proxy
-            .crd_columns
+            .crds
             .printer("example.com", "v1", "widgets")
             .map(|p| p.column_definitions())
     };

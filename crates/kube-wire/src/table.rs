@@ -394,10 +394,10 @@ pub fn has_printer(group: &str, kind: &str) -> bool {
 
 /// How a Table prints the objects of one kind: a built-in kind's printer (or the generic
 /// convertor), or a CRD version's printer columns. Cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TablePrinter(Columns);
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum Columns {
     Kind(Printer),
     Crd(Arc<PrinterColumns>),

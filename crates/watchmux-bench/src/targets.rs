@@ -306,7 +306,8 @@ enum Running {
 
 /// watchmux's settings for a bench: `resources` cached (core/v1 names), limits lifted so the
 /// bench's thousands of same-address clients are not mistaken for one abusive client;
-/// `cache_extra` is more `[cache]` keys (TOML lines); served over TLS with `tls`'s certificate
+/// `cache_extra` is more `[cache]` keys (TOML lines; without a `mode`, the listed mode of the
+/// bench's earlier rows); served over TLS with `tls`'s certificate
 /// when given.
 fn watchmux_config(
     upstream: SocketAddr,
@@ -324,8 +325,13 @@ fn watchmux_config(
             )
         })
         .unwrap_or_default();
+    let mode = if cache_extra.contains("mode =") {
+        ""
+    } else {
+        "mode = \"listed\"\n"
+    };
     let mut s = format!(
-        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n{tls}\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n{cache_extra}"
+        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n{tls}\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n{mode}{cache_extra}"
     );
     for r in resources {
         s.push_str(&format!(

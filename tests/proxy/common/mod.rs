@@ -25,9 +25,11 @@ impl Drop for TestProxy {
     }
 }
 
-/// The resources tests cache: pods, nodes, namespaces, configmaps.
+/// The resources tests cache: pods, nodes, namespaces, configmaps (listed mode: every other
+/// kind passes through; tests of on-demand caching set `mode` themselves).
 pub const TEST_CACHE: &str = r#"
 [cache]
+mode = "listed"
 bookmark_interval_secs = 1
 [[cache.resources]]
 version = "v1"

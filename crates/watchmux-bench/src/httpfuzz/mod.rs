@@ -115,7 +115,7 @@ pub struct FuzzReport {
 fn config(listen: SocketAddr, upstream: SocketAddr) -> String {
     let max_header = check::MAX_HEADER_BYTES;
     let mut s = format!(
-        "# Written by `watchmux-bench httpfuzz`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\nmax_header_bytes = {max_header}\nheader_read_timeout_secs = 5\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n"
+        "# Written by `watchmux-bench httpfuzz`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\nmax_header_bytes = {max_header}\nheader_read_timeout_secs = 5\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\nmode = \"listed\"\n"
     );
     for r in CACHED {
         s.push_str(&format!(

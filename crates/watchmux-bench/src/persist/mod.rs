@@ -157,7 +157,7 @@ fn config(listen: SocketAddr, upstream: SocketAddr, persist: Option<&Path>) -> S
         })
         .unwrap_or_default();
     format!(
-        "# Written by `watchmux-bench persist`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n{persist}\n[[cache.resources]]\ngroup = \"\"\nversion = \"v1\"\nresource = \"pods\"\n"
+        "# Written by `watchmux-bench persist`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\nmode = \"listed\"\n{persist}\n[[cache.resources]]\ngroup = \"\"\nversion = \"v1\"\nresource = \"pods\"\n"
     )
 }
 
