@@ -45,6 +45,11 @@ use crate::upstream::Upstream;
 
 /// How often idle kinds and the memory budget are looked at.
 const KEEPER_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a kind whose CRD is gone keeps its cache while its objects' deletions still arrive
+/// (kube deletes every custom resource before the CRD, and its watchers see each DELETED
+/// event before their streams end): until the cache is empty, its upstream watch fails, or
+/// this long.
+const VANISH_GRACE: Duration = Duration::from_secs(10);
 
 /// Where a kind's cache is: made once upstream discovery has answered, until the kind is
 /// dropped.
@@ -62,6 +67,8 @@ pub struct CacheSlot {
     /// last look at it).
     last_read_ms: AtomicU64,
     metrics: Arc<ResourceMetrics>,
+    /// Milliseconds since the App's epoch when its CRD was first seen gone; 0: it is not.
+    vanishing_since_ms: AtomicU64,
     /// Its reflector's task, awaited before the kind is started again (its persisted
     /// directory's lock).
     task: Mutex<Option<JoinHandle<()>>>,
@@ -82,6 +89,12 @@ impl CacheSlot {
     /// until it has synced.
     pub fn on_demand(&self) -> bool {
         !self.pinned
+    }
+
+    /// Whether its reflector is failing now (an upstream outage, or a kind watchmux may not
+    /// list): its reads do not wait for a sync.
+    pub fn failing(&self) -> bool {
+        self.metrics.outage().is_some()
     }
 
     /// Waits up to `timeout` for a synced cache.
@@ -256,6 +269,7 @@ impl App {
             pinned,
             cancel: self.cancel.child_token(),
             last_read_ms: AtomicU64::new(self.now_ms()),
+            vanishing_since_ms: AtomicU64::new(0),
             task: Mutex::new(None),
         });
         slots.insert(key.clone(), slot.clone());
@@ -468,10 +482,23 @@ impl App {
             if !kube_wire::selector::selectable::is_builtin_group(group) && !slot.pinned {
                 match self.crds.custom(group, version, resource) {
                     None => {
-                        gone.push(key.clone());
+                        let since = match slot.vanishing_since_ms.load(Ordering::Relaxed) {
+                            0 => {
+                                slot.vanishing_since_ms.store(now.max(1), Ordering::Relaxed);
+                                now
+                            }
+                            t => t,
+                        };
+                        if cache.as_ref().is_none_or(|c| c.is_empty())
+                            || slot.failing()
+                            || now.saturating_sub(since) >= VANISH_GRACE.as_millis() as u64
+                        {
+                            gone.push(key.clone());
+                        }
                         continue;
                     }
                     Some(c) => {
+                        slot.vanishing_since_ms.store(0, Ordering::Relaxed);
                         if cache.as_ref().is_some_and(|cache| {
                             let i = &cache.info;
                             i.kind != c.kind

@@ -519,8 +519,9 @@ async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
     // cacher, a not-ready cache hands GETs, and LISTs with a limit and no selector, to the
     // storage (here: the upstream); every other read gets 429.
     // An on-demand kind's cache hands every read to the upstream until it has synced; a watch
-    // waits for the sync as long as one of a listed kind does (one upstream watch per kind).
-    let wait = if slot.on_demand() && read != Read::Watch {
+    // waits for the sync as long as one of a listed kind does (one upstream watch per kind),
+    // unless the kind's reflector is failing.
+    let wait = if slot.on_demand() && (read != Read::Watch || slot.failing()) {
         Duration::ZERO
     } else {
         app.cache_config.not_ready_wait

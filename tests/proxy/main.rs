@@ -18,6 +18,7 @@ mod kubectl;
 mod limits;
 mod memory;
 mod observability;
+mod on_demand;
 mod pagination;
 mod passthrough;
 mod path_props;
