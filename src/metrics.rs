@@ -456,12 +456,15 @@ impl Shared {
                     .then(|| "the process is shutting down".to_string()),
             },
         ];
+        // Not a failure: an edge cache restarted during an outage serves what it restored.
         if let Some(catalog) = self.discovery.get() {
             out.push(Check {
                 name: "discovery".into(),
-                stale: None,
-                error: (!catalog.is_loaded())
-                    .then(|| "the upstream's discovery has not been read yet".to_string()),
+                error: None,
+                stale: (!catalog.is_loaded()).then(|| {
+                    "the upstream's discovery has not been read yet: only listed kinds are cached"
+                        .to_string()
+                }),
             });
         }
         let resources = self.resources.read().clone();
