@@ -331,6 +331,24 @@ async fn every_overlay_renders_objects_with_what_they_need() {
         "the edge listens for the Service"
     );
     rbac_covers(&role["rules"], &config);
+    // On-demand: whatever kind clients read, so list and watch on every kind, read only.
+    assert_eq!(config.cache.mode, watchmux::config::CacheMode::OnDemand);
+    let wide = find(&all, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "watchmux-on-demand")
+        .expect("edge: the on-demand ClusterRole");
+    assert_eq!(
+        wide["rules"],
+        json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}])
+    );
+    assert!(
+        find(&all, "ClusterRoleBinding")
+            .iter()
+            .any(|b| b["roleRef"]["name"] == "watchmux-on-demand"
+                && b["subjects"][0]["name"] == sa["metadata"]["name"]
+                && b["subjects"][0]["namespace"] == sa["metadata"]["namespace"]),
+        "edge: the on-demand ClusterRole is bound to watchmux's service account"
+    );
     assert!(
         find(&all, "ClusterRoleBinding")
             .iter()
@@ -466,6 +484,8 @@ async fn every_overlay_renders_objects_with_what_they_need() {
         config.server.listen.ip().is_loopback(),
         "the sidecar listens on localhost only"
     );
+    // Only the application's kinds, which the base's RBAC allows.
+    assert_eq!(config.cache.mode, watchmux::config::CacheMode::Listed);
     rbac_covers(&role["rules"], &config);
     let dep = one(&all, what, "Deployment");
     let pod = &dep["spec"]["template"]["spec"];
