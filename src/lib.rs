@@ -13,7 +13,9 @@
 //! * [`hub`]: the registered watchers and the index that picks the ones an event concerns.
 //! * [`downstream`]: the HTTP server: routing, cached LIST and WATCH answers, websocket, health.
 //! * [`passthrough`]: everything the cache does not answer, forwarded unchanged.
-//! * [`app`]: what one running watchmux is and its life cycle; [`serve`]: running it as a process.
+//! * [`app`]: what one running watchmux is, its life cycle and each cached kind's (started by
+//!   its first read in on-demand mode, dropped when idle or for memory); [`serve`]: running it
+//!   as a process.
 //! * [`auth`], [`tls`], [`config`], [`metrics`]: identities, TLS, configuration, Prometheus.
 //! * [`error`]: the one mapping from the modules' typed errors to kube `Status` answers.
 //!

@@ -100,7 +100,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             addr: config.server.listen,
             source,
         })?;
-    tracing::info!(listen = %addr, upstream = %app.upstream.url(), resources = config.cache.resources.len(), authz = %config.server.authz_mode(), "watchmux serving");
+    tracing::info!(listen = %addr, upstream = %app.upstream.url(), mode = ?config.cache.mode, listed = config.cache.resources.len(), authz = %config.server.authz_mode(), "watchmux serving");
     let signal = terminated().await?;
     let s = &config.server;
     tracing::info!(
