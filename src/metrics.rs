@@ -523,7 +523,45 @@ struct Families {
     list_duration: HistogramVec,
 }
 
+/// Removes every series of `vec` whose `resource` label is `label`.
+fn forget_series<T: prometheus::core::MetricVecBuilder>(
+    vec: &prometheus::core::MetricVec<T>,
+    label: &str,
+) {
+    for family in vec.collect() {
+        for m in family.get_metric() {
+            let labels: HashMap<&str, &str> = m
+                .get_label()
+                .iter()
+                .map(|p| (p.name(), p.value()))
+                .collect();
+            if labels.get("resource") == Some(&label) {
+                let _ = vec.remove(&labels);
+            }
+        }
+    }
+}
+
 impl Families {
+    /// Removes every series of the kind labelled `label` (the upstream no longer serves it).
+    fn forget(&self, label: &str) {
+        forget_series(&self.upstream_requests, label);
+        forget_series(&self.upstream_list_duration, label);
+        forget_series(&self.upstream_connects, label);
+        forget_series(&self.upstream_oversize, label);
+        forget_series(&self.upstream_watch_ends, label);
+        forget_series(&self.upstream_relists, label);
+        forget_series(&self.upstream_events, label);
+        forget_series(&self.upstream_bytes, label);
+        forget_series(&self.watch_starts, label);
+        forget_series(&self.freshness_checks, label);
+        forget_series(&self.freshness_duration, label);
+        forget_series(&self.reads, label);
+        forget_series(&self.request_duration, label);
+        forget_series(&self.list_requests, label);
+        forget_series(&self.list_duration, label);
+    }
+
     /// The metrics of one kind, labelled `label`, with every series a dashboard or an alert
     /// reads created (at 0). `pinned`: listed in `cache.resources` (its readiness counts from
     /// the start).
@@ -915,6 +953,8 @@ impl Metrics {
             .retain(|r| !Arc::ptr_eq(r, rm));
         if vanished {
             self.by_gvr.write().retain(|_, r| !Arc::ptr_eq(r, rm));
+            self.families.forget(&rm.label);
+            forget_series(&self.requests, &rm.label);
         }
     }
 
@@ -1613,6 +1653,32 @@ resource = "horizontalpodautoscalers"
                 (k.to_string(), v.parse().unwrap())
             })
             .collect()
+    }
+
+    #[test]
+    fn a_kind_has_series_while_cached_and_none_once_it_vanished() {
+        let m = Metrics::new(&config());
+        let has = |m: &Metrics, label: &str| m.render().contains(&format!("resource=\"{label}\""));
+        let widgets = ResourceSpec::new("example.com", "v1", "widgets");
+        assert!(
+            !has(&m, "widgets.example.com"),
+            "no series before it is cached"
+        );
+        let rm = m.start_kind(&widgets, false);
+        assert_eq!(rm.label(), "widgets.example.com");
+        rm.upstream_request("list", Some(403));
+        assert!(has(&m, "widgets.example.com"));
+        // Dropped (idle): its counters stay, to go on counting when it starts again.
+        m.stop_kind(&rm, false);
+        assert!(has(&m, "widgets.example.com"));
+        assert!(Arc::ptr_eq(&m.start_kind(&widgets, false), &rm));
+        // Gone upstream: every series goes.
+        m.stop_kind(&rm, true);
+        assert!(!has(&m, "widgets.example.com"), "{}", m.render());
+        assert!(has(&m, "pods"));
+        // Another version of a cached kind gets a versioned label.
+        let pods2 = m.start_kind(&ResourceSpec::new("", "v2", "pods"), false);
+        assert_eq!(pods2.label(), "pods.v2");
     }
 
     #[test]
