@@ -442,6 +442,46 @@ mod tests {
     }
 
     #[test]
+    fn knows_every_established_crd_and_announces_changes() {
+        let c = Crds::all();
+        assert!(c.wants_any());
+        let mut changes = c.subscribe();
+        let gadget = |established: &str, served: bool| {
+            json!({"metadata": {"name": "gadgets.example.com"}, "spec": {
+                "group": "example.com", "scope": "Cluster",
+                "names": {"plural": "gadgets", "kind": "Gadget"},
+                "versions": [{"name": "v1", "served": served,
+                              "selectableFields": [{"jsonPath": ".spec.color"}]}]},
+                "status": {"conditions": [{"type": "Established", "status": established}]}})
+        };
+        c.replace(&[gadget("True", true)]);
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        assert_eq!(
+            c.custom("example.com", "v1", "gadgets"),
+            Some(CustomKind {
+                kind: "Gadget".into(),
+                namespaced: false,
+                selectable_fields: vec!["spec.color".into()],
+            })
+        );
+        assert_eq!(c.custom("example.com", "v2", "gadgets"), None);
+        assert_eq!(c.custom("other.com", "v1", "gadgets"), None);
+        // The same CRD again: no change announced.
+        c.apply(false, &gadget("True", true));
+        assert!(!changes.has_changed().unwrap());
+        // Not established, or the version not served: not served by kube.
+        c.apply(false, &gadget("False", true));
+        assert!(changes.has_changed().unwrap());
+        assert_eq!(c.custom("example.com", "v1", "gadgets"), None);
+        c.apply(false, &gadget("True", false));
+        assert_eq!(c.custom("example.com", "v1", "gadgets"), None);
+        c.apply(false, &gadget("True", true));
+        c.apply(true, &gadget("True", true));
+        assert_eq!(c.custom("example.com", "v1", "gadgets"), None);
+    }
+
+    #[test]
     fn a_refusal_forgets_the_columns_and_is_logged_once() {
         let c = Crds::new([("example.com", "widgets")]);
         c.replace(&[crd(json!([]))]);
