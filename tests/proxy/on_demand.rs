@@ -272,6 +272,46 @@ async fn the_memory_budget_drops_the_least_recently_read_kind_first_then_passes_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_scoped_kinds_are_cached_and_subresources_pass_through() {
+    let sim = sim().await;
+    for name in ["n1", "n2"] {
+        let (s, _) = send_json(
+            Method::POST,
+            &format!("{}/api/v1/nodes", sim.url()),
+            "application/json",
+            &json!({"metadata": {"name": name}}),
+        )
+        .await;
+        assert!(s.is_success());
+    }
+    let px = on_demand(&sim, |_| {}).await;
+    same_list(&px, &sim, "/api/v1/nodes").await;
+    until_cached(&px, "", "nodes").await;
+    let (_, from_cache) = same_list(&px, &sim, "/api/v1/nodes?resourceVersion=0").await;
+    assert!(from_cache);
+    // kube's router: no namespaced path for a cluster-scoped kind, answered from the cache's
+    // knowledge of the kind as kube answers it.
+    for path in [
+        "/api/v1/namespaces/default/nodes",
+        "/api/v1/nodes/n1/status",
+    ] {
+        let (s, _, body) = request(Method::GET, &format!("{}{path}", px.url), &[], "").await;
+        let (ss, _, sim_body) =
+            request(Method::GET, &format!("{}{path}", sim.url()), &[], "").await;
+        assert_eq!(s, ss, "{path}");
+        if path.ends_with("/status") {
+            // A subresource passes through, untouched.
+            assert_eq!(body, sim_body);
+        }
+    }
+    assert_eq!(
+        px.proxy.cached_kinds().len(),
+        1,
+        "the subresource started nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_and_excluded_kinds_pass_through_unless_named() {
     let sim = sim().await;
     let secrets = "/api/v1/namespaces/default/secrets";
