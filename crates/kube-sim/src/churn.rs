@@ -118,7 +118,9 @@ async fn run(state: Arc<SimState>, spec: ChurnSpec) {
     let pods = state.registry.core("pods").clone();
     let nodes: Vec<String> = {
         let nrt = state.registry.core("nodes");
-        let page = state.store.list(nrt, None, None, None, 0, &|_| true, false);
+        let page = state
+            .store
+            .list(&nrt, None, None, None, 0, &|_| true, false);
         page.map(|p| p.items.iter().map(|o| o.name.clone()).collect())
             .unwrap_or_default()
     };

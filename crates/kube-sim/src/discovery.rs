@@ -72,7 +72,7 @@ pub fn group(reg: &Registry, name: &str) -> Option<Value> {
 pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let types: Vec<_> = reg
         .all()
-        .iter()
+        .into_iter()
         .filter(|t| t.group == group && t.version == version)
         .collect();
     if types.is_empty() {
@@ -171,7 +171,7 @@ pub fn openapi_v3_root(reg: &Registry) -> Value {
 pub fn openapi_v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let types: Vec<_> = reg
         .all()
-        .iter()
+        .into_iter()
         .filter(|t| t.group == group && t.version == version)
         .collect();
     if types.is_empty() {

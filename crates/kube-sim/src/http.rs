@@ -293,7 +293,6 @@ async fn resource(
     let rt = state
         .registry
         .get(&rp.group, &rp.version, &rp.resource)
-        .cloned()
         .ok_or_else(Status::path_not_found)?;
     if !rp.has_route(rt.namespaced) {
         return Err(Status::path_not_found());

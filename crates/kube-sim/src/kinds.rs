@@ -1,17 +1,25 @@
-//! The resource types the simulator serves: built-in kinds plus CRD-like ones declared at start.
+//! The resource types the simulator serves: built-in kinds, CRD-like ones declared at start, and
+//! the custom resources of `CustomResourceDefinition`s created while it runs.
 //!
 //! Everything the HTTP layer, discovery and storage need to know about a type lives here, so that
 //! serving another kind is one table entry. Its per-kind behaviour (write rules, printer columns,
 //! strategic-merge metadata, selectable fields) lives in `semantics`, `table`, `patch` and
 //! kube-wire's `selector::selectable`, each with a generic default for kinds it does not list.
 //!
-//! The [`Registry`] is fixed when the simulator starts: no type is added or removed while it runs.
-//! Custom types are also described by `CustomResourceDefinition` objects
-//! ([`CustomType::crd_object`], stored at start and served like any object), whose printer
-//! columns the simulator prints custom resources' Tables with: those may change while it runs.
+//! The [`Registry`] changes while the simulator runs, as kube-apiserver's apiextensions server
+//! does: a CRD's served versions are added, changed and removed with the CRD
+//! ([`Registry::set_custom`], driven by `ops`). Every type has an index (its slot) for the
+//! store's and the counters' per-resource tables: indices are never reused, a removed type's
+//! slot stays unused and a type served again gets a new one. Custom types declared at start are
+//! also described by `CustomResourceDefinition` objects ([`CustomType::crd_object`], stored at
+//! start and served like any object: deleting one stops serving its types), unless declared
+//! [`served_without_crd`](CustomType::served_without_crd) (an aggregated API's types). The
+//! simulator prints custom resources' Tables with the printer columns of their stored CRD.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use serde_json::{Value, json};
 
@@ -42,7 +50,10 @@ pub struct ResourceType {
     pub scale_subresource: bool,
     /// Extra selectable fields (CRD `selectableFields`, KEP-4358), as dotted JSON paths.
     pub selectable_fields: Vec<String>,
-    /// Index of this type in the registry (dense, stable for the simulator's lifetime).
+    /// Served by an aggregated API server (an `APIService`, as `metrics.k8s.io` is): a custom
+    /// type with no `CustomResourceDefinition`.
+    pub aggregated: bool,
+    /// Index of this type in the registry (its slot; never reused while the simulator runs).
     pub index: usize,
 }
 
@@ -183,6 +194,11 @@ pub struct CustomType {
     pub selectable_fields: Vec<String>,
     /// `additionalPrinterColumns` of this version (none: kube prints Name and Age).
     pub printer_columns: Vec<PrinterColumn>,
+    /// Served as an aggregated API server's type would be (an `APIService`-backed group such as
+    /// `metrics.k8s.io`): discovery, reads, writes and watches as any custom type, but no
+    /// `CustomResourceDefinition` is stored for it (so no CRD can be created for its group and
+    /// resource either). The `aggregated` option of the string form.
+    pub served_without_crd: bool,
 }
 
 impl CustomType {
@@ -190,6 +206,32 @@ impl CustomType {
     pub fn with_column(mut self, column: PrinterColumn) -> Self {
         self.printer_columns.push(column);
         self
+    }
+
+    /// The same type, served without a CRD (see [`CustomType::served_without_crd`]).
+    pub fn without_crd(mut self) -> Self {
+        self.served_without_crd = true;
+        self
+    }
+
+    /// The type as the registry serves it (before it is given an index).
+    pub fn resource_type(&self) -> ResourceType {
+        ResourceType {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            resource: self.resource.clone(),
+            singular: self.kind.to_ascii_lowercase(),
+            kind: self.kind.clone(),
+            namespaced: self.namespaced,
+            short_names: Vec::new(),
+            categories: vec!["all".to_string()],
+            builtin: false,
+            status_subresource: true,
+            scale_subresource: false,
+            selectable_fields: self.selectable_fields.clone(),
+            aggregated: self.served_without_crd,
+            index: 0,
+        }
     }
 
     /// `widgets.example.com`: the name of the type's CRD.
@@ -207,6 +249,7 @@ impl CustomType {
             "singular": first.kind.to_ascii_lowercase(),
             "kind": first.kind,
             "listKind": format!("{}List", first.kind),
+            "categories": ["all"],
         });
         let vs: Vec<Value> = versions
             .iter()
@@ -241,11 +284,7 @@ impl CustomType {
                 v
             })
             .collect();
-        let condition = |ty: &str, reason: &str, message: &str| {
-            json!({"type": ty, "status": "True", "lastTransitionTime": crate::util::rfc3339(crate::util::now_unix()),
-                   "reason": reason, "message": message})
-        };
-        Some(json!({
+        let mut crd = json!({
             "metadata": {"name": first.crd_name()},
             "spec": {
                 "group": first.group,
@@ -254,22 +293,16 @@ impl CustomType {
                 "versions": vs,
                 "conversion": {"strategy": "None"},
             },
-            "status": {
-                "conditions": [
-                    condition("NamesAccepted", "NoConflicts", "no conflicts found"),
-                    condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-                ],
-                "acceptedNames": names,
-                "storedVersions": [first.version],
-            },
-        }))
+        });
+        crate::semantics::crds::set_status(&mut crd, None);
+        Some(crd)
     }
 }
 
 impl std::str::FromStr for CustomType {
     type Err = String;
 
-    /// `group/version/resource=Kind[,namespaced|,cluster][,field=spec.x][,column=Name:type:priority:.json.path]...`
+    /// `group/version/resource=Kind[,namespaced|,cluster][,aggregated][,field=spec.x][,column=Name:type:priority:.json.path]...`
     /// (a column's JSONPath cannot contain `,`: declare such columns with [`CustomType::with_column`]).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (gvr, rest) = s
@@ -297,10 +330,12 @@ impl std::str::FromStr for CustomType {
             namespaced: true,
             selectable_fields: Vec::new(),
             printer_columns: Vec::new(),
+            served_without_crd: false,
         };
         for opt in opts {
             match opt {
                 "namespaced" => ct.namespaced = true,
+                "aggregated" => ct.served_without_crd = true,
                 "cluster" => ct.namespaced = false,
                 f if f.starts_with("field=") => ct.selectable_fields.push(f[6..].to_string()),
                 c if c.starts_with("column=") => ct.printer_columns.push(c[7..].parse()?),
@@ -311,11 +346,64 @@ impl std::str::FromStr for CustomType {
     }
 }
 
-/// All types served, looked up by (group, version, resource).
-#[derive(Debug, Clone)]
+/// All types served, looked up by (group, version, resource). Changes while the simulator runs
+/// (see the module documentation); every accessor answers from the current state.
+#[derive(Debug)]
 pub struct Registry {
+    slots: RwLock<Slots>,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    /// Every type ever registered, by index; `live[i]` says whether it is still served.
     types: Vec<Arc<ResourceType>>,
+    live: Vec<bool>,
     by_gvr: HashMap<(String, String, String), usize>,
+}
+
+impl Slots {
+    fn push(&mut self, mut t: ResourceType) -> Result<Arc<ResourceType>, String> {
+        let key = (t.group.clone(), t.version.clone(), t.resource.clone());
+        if self.by_gvr.contains_key(&key) {
+            return Err(format!(
+                "resource {}/{}/{} declared twice",
+                t.group, t.version, t.resource
+            ));
+        }
+        t.index = self.types.len();
+        let t = Arc::new(t);
+        self.by_gvr.insert(key, t.index);
+        self.types.push(t.clone());
+        self.live.push(true);
+        Ok(t)
+    }
+
+    fn live(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.types
+            .iter()
+            .zip(&self.live)
+            .filter(|(_, l)| **l)
+            .map(|(t, _)| t)
+    }
+
+    /// The types served for `group` and `resource` (a CRD's versions).
+    fn versions_of(&self, group: &str, resource: &str) -> Vec<Arc<ResourceType>> {
+        self.live()
+            .filter(|t| t.group == group && t.resource == resource)
+            .cloned()
+            .collect()
+    }
+}
+
+/// What [`Registry::set_custom`] changed.
+#[derive(Debug, Default)]
+pub struct CustomChange {
+    /// Versions served from now on (new slots).
+    pub added: Vec<Arc<ResourceType>>,
+    /// Versions still served whose description changed (same slot, new description).
+    pub changed: Vec<Arc<ResourceType>>,
+    /// Versions no longer served (their slots stay unused).
+    pub removed: Vec<Arc<ResourceType>>,
 }
 
 /// A built-in type: the facts discovery reports about it (kube-apiserver 1.36's `APIResource`s).
@@ -502,9 +590,9 @@ pub const CRD_RESOURCE: &str = "customresourcedefinitions";
 impl Registry {
     /// The built-in kinds plus `custom`.
     pub fn new(custom: &[CustomType]) -> Result<Self, String> {
-        let mut types = Vec::new();
+        let mut slots = Slots::default();
         for b in BUILTINS {
-            types.push(ResourceType {
+            slots.push(ResourceType {
                 group: b.group.into(),
                 version: b.version.into(),
                 resource: b.resource.into(),
@@ -517,71 +605,143 @@ impl Registry {
                 status_subresource: b.status,
                 scale_subresource: b.scale,
                 selectable_fields: Vec::new(),
+                aggregated: false,
                 index: 0,
-            });
+            })?;
         }
         for c in custom {
-            types.push(ResourceType {
-                group: c.group.clone(),
-                version: c.version.clone(),
-                resource: c.resource.clone(),
-                singular: c.kind.to_ascii_lowercase(),
-                kind: c.kind.clone(),
-                namespaced: c.namespaced,
-                short_names: Vec::new(),
-                categories: vec!["all".to_string()],
-                builtin: false,
-                status_subresource: true,
-                scale_subresource: false,
-                selectable_fields: c.selectable_fields.clone(),
-                index: 0,
-            });
+            slots.push(c.resource_type())?;
         }
-        let mut by_gvr = HashMap::new();
-        let mut out = Vec::new();
-        for (i, mut t) in types.into_iter().enumerate() {
-            t.index = i;
-            let key = (t.group.clone(), t.version.clone(), t.resource.clone());
-            if by_gvr.insert(key, i).is_some() {
-                return Err(format!(
-                    "resource {}/{}/{} declared twice",
-                    t.group, t.version, t.resource
-                ));
-            }
-            out.push(Arc::new(t));
-        }
-        Ok(Registry { types: out, by_gvr })
+        Ok(Registry {
+            slots: RwLock::new(slots),
+        })
     }
 
-    /// Look up a type.
-    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceType>> {
-        self.by_gvr
+    /// Look up a served type.
+    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceType>> {
+        let slots = self.slots.read();
+        slots
+            .by_gvr
             .get(&(group.to_string(), version.to_string(), resource.to_string()))
-            .map(|&i| &self.types[i])
+            .map(|&i| slots.types[i].clone())
     }
 
-    /// Look up by kind and apiVersion (`v1` or `group/version`).
-    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&Arc<ResourceType>> {
-        self.types
-            .iter()
+    /// Look up a served type by kind and apiVersion (`v1` or `group/version`).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        self.slots
+            .read()
+            .live()
             .find(|t| t.kind == kind && t.api_version() == api_version)
+            .cloned()
     }
 
     /// Core `pods` etc. by plural name.
-    pub fn core(&self, resource: &str) -> &Arc<ResourceType> {
+    pub fn core(&self, resource: &str) -> Arc<ResourceType> {
         self.get("", "v1", resource)
             .expect("built-in core resource is always registered")
     }
 
-    /// All types in registration order.
-    pub fn all(&self) -> &[Arc<ResourceType>] {
-        &self.types
+    /// All types served now, in registration order.
+    pub fn all(&self) -> Vec<Arc<ResourceType>> {
+        self.slots.read().live().cloned().collect()
+    }
+
+    /// Every type ever registered, by index, each with whether it is still served.
+    pub fn slots(&self) -> Vec<(Arc<ResourceType>, bool)> {
+        let slots = self.slots.read();
+        slots
+            .types
+            .iter()
+            .cloned()
+            .zip(slots.live.iter().copied())
+            .collect()
+    }
+
+    /// How many slots exist (the next type registered gets this index).
+    pub fn slot_count(&self) -> usize {
+        self.slots.read().types.len()
+    }
+
+    /// The custom types served now for `group` and `resource` (one per version).
+    pub fn custom_versions(&self, group: &str, resource: &str) -> Vec<Arc<ResourceType>> {
+        self.slots.read().versions_of(group, resource)
+    }
+
+    /// Whether a `CustomResourceDefinition` may serve `group`/`resource`: not if a built-in
+    /// type or an aggregated API's type already does.
+    pub fn check_custom(&self, group: &str, resource: &str) -> Result<(), String> {
+        Self::check(&self.slots.read(), group, resource)
+    }
+
+    fn check(slots: &Slots, group: &str, resource: &str) -> Result<(), String> {
+        match slots
+            .versions_of(group, resource)
+            .iter()
+            .find(|t| t.builtin || t.aggregated)
+        {
+            Some(t) if t.builtin => Err(format!(
+                "the built-in resource {} is served already",
+                t.group_resource()
+            )),
+            Some(t) => Err(format!(
+                "the resource {} is served by an aggregated API already",
+                t.group_resource()
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Serves exactly `versions` (the served versions of one CRD: `group`, `resource`, one
+    /// type per version; none: stop serving the CRD's types) from now on. A version served
+    /// before keeps its slot (with the new description if it changed); a new version gets a
+    /// new slot; a version no longer listed stops being served.
+    pub fn set_custom(
+        &self,
+        group: &str,
+        resource: &str,
+        versions: Vec<ResourceType>,
+    ) -> Result<CustomChange, String> {
+        let mut slots = self.slots.write();
+        Self::check(&slots, group, resource)?;
+        let mut change = CustomChange::default();
+        let before = slots.versions_of(group, resource);
+        for old in &before {
+            if !versions.iter().any(|v| v.version == old.version) {
+                slots.live[old.index] = false;
+                slots.by_gvr.remove(&(
+                    old.group.clone(),
+                    old.version.clone(),
+                    old.resource.clone(),
+                ));
+                change.removed.push(old.clone());
+            }
+        }
+        for mut t in versions {
+            if t.group != group || t.resource != resource {
+                return Err(format!(
+                    "{}/{} is not {group}/{resource}",
+                    t.group, t.resource
+                ));
+            }
+            match before.iter().find(|o| o.version == t.version) {
+                Some(old) => {
+                    t.index = old.index;
+                    if **old != t {
+                        let t = Arc::new(t);
+                        slots.types[old.index] = t.clone();
+                        change.changed.push(t);
+                    }
+                }
+                None => change.added.push(slots.push(t)?),
+            }
+        }
+        Ok(change)
     }
 
     /// Groups other than core, in first-seen order, each with its versions.
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut out: Vec<(String, Vec<String>)> = Vec::new();
-        for t in &self.types {
+        for t in self.all() {
             if t.group.is_empty() {
                 continue;
             }
@@ -635,6 +795,56 @@ mod tests {
                 .parse::<CustomType>()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn custom_types_come_and_go_in_slots_never_reused() {
+        let r = Registry::new(&[]).unwrap();
+        let n = r.slot_count();
+        let v = |version: &str, field: &str| {
+            let mut t = format!("example.com/{version}/widgets=Widget")
+                .parse::<CustomType>()
+                .unwrap()
+                .resource_type();
+            t.selectable_fields = vec![field.to_string()];
+            t
+        };
+        let c = r
+            .set_custom("example.com", "widgets", vec![v("v1", "spec.a")])
+            .unwrap();
+        assert_eq!(c.added[0].index, n);
+        assert_eq!(r.get("example.com", "v1", "widgets").unwrap().index, n);
+        let c = r
+            .set_custom(
+                "example.com",
+                "widgets",
+                vec![v("v1", "spec.b"), v("v2", "spec.a")],
+            )
+            .unwrap();
+        assert_eq!((c.changed[0].index, c.added[0].index), (n, n + 1));
+        assert_eq!(
+            r.get("example.com", "v1", "widgets")
+                .unwrap()
+                .selectable_fields,
+            ["spec.b"]
+        );
+        let c = r.set_custom("example.com", "widgets", Vec::new()).unwrap();
+        assert_eq!(c.removed.len(), 2);
+        assert!(r.get("example.com", "v1", "widgets").is_none());
+        assert!(r.groups().iter().all(|(g, _)| g != "example.com"));
+        let c = r
+            .set_custom("example.com", "widgets", vec![v("v1", "spec.a")])
+            .unwrap();
+        assert_eq!(c.added[0].index, n + 2, "a new slot");
+        assert_eq!(r.slots().iter().filter(|(_, live)| !live).count(), 2);
+        assert!(r.check_custom("", "pods").is_err());
+        assert!(r.set_custom("apps", "deployments", Vec::new()).is_err());
+        let m: CustomType = "metrics.k8s.io/v1beta1/pods=PodMetrics,aggregated"
+            .parse()
+            .unwrap();
+        assert!(m.served_without_crd);
+        let r = Registry::new(&[m]).unwrap();
+        assert!(r.check_custom("metrics.k8s.io", "pods").is_err());
     }
 
     #[test]

@@ -73,7 +73,8 @@ pub struct SimConfig {
     pub min_request_timeout: Duration,
     /// How often expired history is compacted.
     pub compaction_interval: Duration,
-    /// CRD-like types served besides the built-ins.
+    /// CRD-like types served besides the built-ins (more can be served at run time by creating
+    /// `CustomResourceDefinition`s).
     pub custom_types: Vec<CustomType>,
     /// Simulated kubelet and namespace controller timings.
     pub timings: ControllerTimings,
@@ -182,8 +183,8 @@ impl SimState {
             .get(kinds::CRD_GROUP, "v1", kinds::CRD_RESOURCE)
             .and_then(|crds| {
                 let name = format!("{}.{}", rt.resource, rt.group);
-                let crd = self.ops.get(crds, None, &name).ok()?;
-                PrinterColumns::of_crd(&crd.to_value(crds), &rt.version)
+                let crd = self.ops.get(&crds, None, &name).ok()?;
+                PrinterColumns::of_crd(&crd.to_value(&crds), &rt.version)
             })
             .map(|parsed| parsed.unwrap_or_else(|invalid| invalid.partial))
             .unwrap_or_else(PrinterColumns::default_columns);
@@ -256,22 +257,25 @@ impl Simulator {
                 .create(&nsrt, None, json!({"metadata":{"name":ns}}), false)
                 .map_err(SimError::Load)?;
         }
-        // One CustomResourceDefinition per custom group and resource, with its versions.
+        // One CustomResourceDefinition per custom group and resource, with its versions (none
+        // for the types of an aggregated API). Creating it serves the types it describes, which
+        // the registry serves already: the same ones, in the same slots.
         if let Some(crds) = self
             .state
             .registry
             .get(kinds::CRD_GROUP, "v1", kinds::CRD_RESOURCE)
-            .cloned()
         {
             let custom = &self.state.config.custom_types;
             let mut seen = std::collections::HashSet::new();
-            for t in custom {
+            for t in custom.iter().filter(|t| !t.served_without_crd) {
                 if !seen.insert(t.crd_name()) {
                     continue;
                 }
                 let versions: Vec<&CustomType> = custom
                     .iter()
-                    .filter(|o| o.group == t.group && o.resource == t.resource)
+                    .filter(|o| {
+                        o.group == t.group && o.resource == t.resource && !o.served_without_crd
+                    })
                     .collect();
                 if let Some(crd) = CustomType::crd_object(&versions) {
                     self.state
@@ -352,7 +356,21 @@ impl Simulator {
         version: &str,
         resource: &str,
     ) -> Option<Arc<ResourceType>> {
-        self.state.registry.get(group, version, resource).cloned()
+        self.state.registry.get(group, version, resource)
+    }
+
+    /// The counters of a type served now, by group/version/resource (e.g. `open_watches` of
+    /// a CRD's `example.com/v1/widgets`). They are the counters of the type's registry slot:
+    /// still readable after the type is no longer served (keep the `Arc`), and fresh ones if
+    /// its CRD is created again.
+    pub fn resource_stats(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<stats::ResourceStats>> {
+        let rt = self.state.registry.get(group, version, resource)?;
+        Some(self.state.stats.resource(rt.index))
     }
 
     /// Stops serving and waits for every task to end.
@@ -379,7 +397,7 @@ fn fleet_load(state: &SimState, spec: &fleet::FleetSpec) -> Result<(), Status> {
     for ns in &namespaces {
         state
             .ops
-            .create(nsrt, None, json!({"metadata":{"name":ns}}), false)?;
+            .create(&nsrt, None, json!({"metadata":{"name":ns}}), false)?;
     }
     let mut node_names = Vec::with_capacity(spec.nodes);
     for i in 0..spec.nodes {
@@ -390,7 +408,7 @@ fn fleet_load(state: &SimState, spec: &fleet::FleetSpec) -> Result<(), Status> {
                 .unwrap_or_default()
                 .to_string(),
         );
-        state.ops.create(nodes, None, n, true)?;
+        state.ops.create(&nodes, None, n, true)?;
     }
     for i in 0..spec.pods {
         let ns = &namespaces[i % namespaces.len().max(1)];
@@ -400,7 +418,7 @@ fn fleet_load(state: &SimState, spec: &fleet::FleetSpec) -> Result<(), Status> {
             &node_names[i % node_names.len()]
         };
         let p = fleet::pod(i, ns, node, &mut rng);
-        state.ops.create(pods, Some(ns), p, true)?;
+        state.ops.create(&pods, Some(ns), p, true)?;
     }
     Ok(())
 }

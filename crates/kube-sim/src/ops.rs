@@ -6,7 +6,9 @@
 //! The per-kind rules are [`semantics`]'s and each verb commits through one [`Store::write`], so a
 //! decision is never made on a stale read. Nothing here knows HTTP. The simulated namespace
 //! controller deletes the namespace's objects directly, without honouring their finalizers.
-//! The `scale` subresource's reads and writes (of the parent object) are in [`scale`].
+//! The `scale` subresource's reads and writes (of the parent object) are in [`scale`]; what a
+//! `CustomResourceDefinition`'s writes do to the types served (kube's apiextensions server:
+//! registering them, deleting a deleted CRD's custom resources) is in `crds`.
 //!
 //! A dry-run `Ops` ([`Ops::dry_run`], kube's `dryRun=All`) decides every verb exactly as the real
 //! one and writes nothing ([`Store::dry_write`]): no revision, no event, no controller started.
@@ -26,6 +28,7 @@ use super::semantics::{
 use super::store::{Action, Store, StoredObject, WriteOutcome, WriteView, key_of};
 use kube_wire::status::Status;
 
+mod crds;
 pub mod scale;
 
 /// The Status kube-apiserver answers for a patch error.
@@ -152,6 +155,10 @@ impl Ops {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let crd = semantics::crds::is_crd(rt);
+        if crd {
+            self.check_crd(rt, &name, &obj)?;
+        }
         let out = self.commit(rt, &key_of(rt, ns, &name), |view, current| {
             if current.is_some() {
                 return Err(Status::already_exists(&rt.group, &rt.resource, &name));
@@ -159,6 +166,9 @@ impl Ops {
             check_namespace(view, rt, ns, &name)?;
             Ok(Action::Put(obj))
         })?;
+        if crd && !self.dry_run {
+            self.crd_written(rt, &out);
+        }
         Ok(out.object)
     }
 
@@ -234,6 +244,9 @@ impl Ops {
                 current.ok_or_else(|| Status::not_found(&rt.group, &rt.resource, name))?;
             decide(current)
         })?;
+        if semantics::crds::is_crd(rt) && !self.dry_run {
+            self.crd_written(rt, &out);
+        }
         Ok(match out.event {
             // An update that removed the last finalizer of a terminating object deleted it.
             Some(ev) if ev.ty == super::store::EventType::Deleted => {
@@ -253,6 +266,10 @@ impl Ops {
     ) -> Result<DeleteResult, Status> {
         let ns = Self::ns_of(rt, ns).to_string();
         let key = key_of(rt, &ns, name);
+        let crd = semantics::crds::is_crd(rt) && !self.dry_run;
+        if crd {
+            self.crd_deleting(rt, name, opts)?;
+        }
         let mut kind = DeleteKind::Immediate;
         let out = self.commit(rt, &key, |_, current| {
             let current =
@@ -279,6 +296,9 @@ impl Ops {
             }
             DeleteKind::Namespace if !deleted => self.spawn_namespace_cleanup(name.to_string()),
             _ => {}
+        }
+        if crd {
+            self.crd_written(rt, &out);
         }
         let object = if deleted {
             out.event.and_then(|e| e.prev.clone()).unwrap_or(out.object)
@@ -327,25 +347,27 @@ impl Ops {
     fn empty_and_delete_namespace(&self, ns: &str) {
         let registry = self.store.registry().clone();
         for rt in registry.all().iter().filter(|t| t.namespaced) {
-            let Ok(page) = self
-                .store
-                .list(rt, Some(ns), None, None, 0, &|_| true, false)
-            else {
-                continue;
-            };
-            for obj in page.items {
-                let key = key_of(rt, ns, &obj.name);
-                let _ = self.store.write(rt, &key, |_, cur| {
-                    Ok(if cur.is_some() {
-                        Action::Delete
-                    } else {
-                        Action::Keep
-                    })
-                });
-            }
+            self.delete_all(rt, Some(ns));
         }
         let nsrt = registry.core("namespaces");
-        let _ = self.store.write(nsrt, ns, |_, cur| {
+        self.delete_now(&nsrt, ns);
+    }
+
+    /// Deletes every object of `rt` (in namespace `ns`, if given) at once, ignoring finalizers
+    /// and grace periods, as kube's controllers that empty a namespace or a deleted CRD's
+    /// storage do; each deletion is an event.
+    fn delete_all(&self, rt: &ResourceType, ns: Option<&str>) {
+        let Ok(page) = self.store.list(rt, ns, None, None, 0, &|_| true, false) else {
+            return;
+        };
+        for obj in page.items {
+            self.delete_now(rt, &key_of(rt, &obj.namespace, &obj.name));
+        }
+    }
+
+    /// Deletes the object at `key` now, if it still exists.
+    fn delete_now(&self, rt: &ResourceType, key: &str) {
+        let _ = self.store.write(rt, key, |_, cur| {
             Ok(if cur.is_some() {
                 Action::Delete
             } else {
@@ -371,7 +393,7 @@ mod tests {
         };
         let ops = Ops::new(store, timings, TaskTracker::new(), CancellationToken::new());
         ops.create(
-            reg.core("namespaces"),
+            &reg.core("namespaces"),
             None,
             json!({"metadata":{"name":"default"}}),
             false,
@@ -387,7 +409,7 @@ mod tests {
     #[test]
     fn create_conflicts_and_namespace_checks() {
         let (ops, reg) = ops();
-        let pods = reg.core("pods");
+        let pods = &reg.core("pods");
         ops.create(pods, Some("default"), pod("a", ""), false)
             .unwrap();
         assert_eq!(
@@ -408,7 +430,7 @@ mod tests {
     #[test]
     fn stale_update_conflicts_and_noop_update_keeps_rv() {
         let (ops, reg) = ops();
-        let cm = reg.core("configmaps");
+        let cm = &reg.core("configmaps");
         let o = ops
             .create(
                 cm,

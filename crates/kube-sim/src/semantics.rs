@@ -18,6 +18,7 @@ use super::util::{generate_name_suffix, new_uid, now_unix, rfc3339};
 use base64::Engine;
 use kube_wire::status::{Status, StatusCause, StatusDetails};
 
+pub mod crds;
 mod workloads;
 
 /// Options of a DELETE (query parameters or a DeleteOptions body).
@@ -222,6 +223,7 @@ pub fn prepare_create(
     }
     match workloads::workload(rt) {
         Some(w) => workloads::prepare_create(w, rt, &name, &mut obj, keep_status)?,
+        None if crds::is_crd(rt) => crds::prepare_create(rt, &name, &mut obj)?,
         None => default_and_validate(rt, &name, &mut obj)?,
     }
     Ok(obj)
@@ -550,6 +552,9 @@ pub fn decide_update(
     {
         workloads::prepare_update(w, rt, &cur, &mut new)?;
     }
+    if scope == UpdateScope::Main && crds::is_crd(rt) {
+        crds::prepare_update(rt, &cur, &mut new)?;
+    }
     if has_generation(rt)
         && (spec_changed(&cur, &new) || workloads::metadata_bumps_generation(rt, &cur, &new))
     {
@@ -737,7 +742,7 @@ mod tests {
     #[test]
     fn create_fills_system_metadata_and_pod_defaults() {
         let r = reg();
-        let pods = r.core("pods");
+        let pods = &r.core("pods");
         let v = prepare_create(
             pods,
             Some("default"),
@@ -757,7 +762,7 @@ mod tests {
     #[test]
     fn create_rejects_bad_names_and_mismatches() {
         let r = reg();
-        let cm = r.core("configmaps");
+        let cm = &r.core("configmaps");
         let e = prepare_create(
             cm,
             Some("a"),
@@ -793,7 +798,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, 400);
-        let pods = r.core("pods");
+        let pods = &r.core("pods");
         let e = prepare_create(
             pods,
             Some("a"),
@@ -810,7 +815,7 @@ mod tests {
     #[test]
     fn secrets_fold_string_data() {
         let r = reg();
-        let s = r.core("secrets");
+        let s = &r.core("secrets");
         let v = prepare_create(
             s,
             Some("a"),

@@ -21,12 +21,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::kinds::{Registry, ResourceType};
+use super::kinds::{CustomChange, Registry, ResourceType};
 use super::util::to_go_json;
 use kube_wire::status::Status;
 
@@ -139,6 +139,13 @@ impl StoredObject {
         StoredObject::from_value(rt, value, rv)
     }
 
+    /// This version with its selectable fields extracted again for `rt` (whose selectable
+    /// fields changed).
+    fn reindexed(&self, rt: &ResourceType) -> StoredObject {
+        let value: Value = serde_json::from_slice(&self.body).expect("valid body");
+        Self::with_record(rt, self.body.clone(), self.rv, &value)
+    }
+
     /// Selectable field value by name.
     pub fn field(&self, name: &str) -> Option<&str> {
         self.fields
@@ -236,11 +243,47 @@ struct ResState {
     compacted: u64,
     /// Highest revision of an event evicted from the log (0 = none).
     max_evicted: u64,
+    /// Its CRD is being deleted: no object may be created.
+    terminating: bool,
+    /// No longer served: nothing may be written, watches end.
+    retired: bool,
 }
+
+/// The state of a slot no write reached yet.
+static EMPTY: ResState = ResState {
+    objects: BTreeMap::new(),
+    live: 0,
+    events: VecDeque::new(),
+    compacted: 0,
+    max_evicted: 0,
+    terminating: false,
+    retired: false,
+};
 
 impl ResState {
     fn current(&self, key: &str) -> Option<&Arc<StoredObject>> {
         self.objects.get(key)?.last()?.obj.as_ref()
+    }
+
+    /// Whether `action` may be applied: nothing is written to a type no longer served (kube's
+    /// 404 for its path) and nothing created while its CRD is being deleted (kube's 405).
+    fn admit(&self, rt: &ResourceType, create: bool, action: &Action) -> Result<(), Status> {
+        if self.retired {
+            return Err(Status::path_not_found());
+        }
+        if self.terminating && create && matches!(action, Action::Put(_)) {
+            return Err(Status::new(
+                405,
+                "MethodNotAllowed",
+                "create not allowed while custom resource definition is terminating",
+            )
+            .with_details(kube_wire::status::StatusDetails {
+                group: rt.group.clone(),
+                kind: rt.resource.clone(),
+                ..Default::default()
+            }));
+        }
+        Ok(())
     }
 
     /// Drops versions of `key` that no revision ≥ `self.compacted` can see.
@@ -281,7 +324,21 @@ impl ResState {
 #[derive(Debug)]
 struct Inner {
     revision: u64,
+    /// Per registry slot; slots registered after the last write to them are absent.
     res: Vec<ResState>,
+}
+
+impl Inner {
+    fn res(&self, i: usize) -> &ResState {
+        self.res.get(i).unwrap_or(&EMPTY)
+    }
+
+    fn res_mut(&mut self, i: usize) -> &mut ResState {
+        if self.res.len() <= i {
+            self.res.resize_with(i + 1, ResState::default);
+        }
+        &mut self.res[i]
+    }
 }
 
 /// How much history the store keeps per resource (its compaction policy).
@@ -342,12 +399,12 @@ pub struct WriteView<'a> {
 impl WriteView<'_> {
     /// Current state of another object.
     pub fn get(&self, rt: &ResourceType, key: &str) -> Option<Arc<StoredObject>> {
-        self.inner.res[rt.index].current(key).cloned()
+        self.inner.res(rt.index).current(key).cloned()
     }
 
     /// The namespace object named `ns`, if it exists.
     pub fn namespace(&self, ns: &str) -> Option<Arc<StoredObject>> {
-        self.get(self.registry.core("namespaces"), ns)
+        self.get(&self.registry.core("namespaces"), ns)
     }
 }
 
@@ -400,8 +457,9 @@ pub struct Store {
     registry: Arc<Registry>,
     history: HistoryConfig,
     inner: RwLock<Inner>,
-    /// Per resource: the last revision that touched it (wakes that resource's watchers).
-    changed: Vec<watch::Sender<u64>>,
+    /// Per registry slot: the last revision that touched it (wakes that resource's watchers);
+    /// `None` once the type is no longer served (its watchers' streams end).
+    changed: Mutex<Vec<Option<watch::Sender<u64>>>>,
     /// The global revision (wakes readers waiting for a future revision).
     revision_tx: watch::Sender<u64>,
 }
@@ -426,13 +484,13 @@ pub fn key_of(rt: &ResourceType, namespace: &str, name: &str) -> String {
 impl Store {
     /// An empty store at revision 1 (etcd starts at 1).
     pub fn new(registry: Arc<Registry>, history: HistoryConfig) -> Store {
-        let n = registry.all().len();
+        let n = registry.slot_count();
         Store {
             inner: RwLock::new(Inner {
                 revision: 1,
                 res: (0..n).map(|_| ResState::default()).collect(),
             }),
-            changed: (0..n).map(|_| watch::channel(1).0).collect(),
+            changed: Mutex::new((0..n).map(|_| Some(watch::channel(1).0)).collect()),
             revision_tx: watch::channel(1).0,
             registry,
             history,
@@ -449,9 +507,77 @@ impl Store {
         self.inner.read().revision
     }
 
-    /// A receiver that changes whenever `rt` is written.
+    /// A receiver that changes whenever `rt` is written, and is closed once `rt` is no longer
+    /// served.
     pub fn subscribe(&self, rt: &ResourceType) -> watch::Receiver<u64> {
-        self.changed[rt.index].subscribe()
+        let retired = self.inner.read().res(rt.index).retired;
+        let mut changed = self.changed.lock();
+        match Self::sender(&mut changed, rt.index, retired) {
+            Some(tx) => tx.subscribe(),
+            // A closed channel: its receiver's `changed()` fails at once.
+            None => watch::channel(0).1,
+        }
+    }
+
+    /// The sender of slot `i`, created for a slot registered since the store was made.
+    fn sender(
+        changed: &mut Vec<Option<watch::Sender<u64>>>,
+        i: usize,
+        retired: bool,
+    ) -> Option<&watch::Sender<u64>> {
+        if changed.len() <= i {
+            changed.resize_with(i + 1, || None);
+        }
+        if changed[i].is_none() && !retired {
+            changed[i] = Some(watch::channel(1).0);
+        }
+        changed[i].as_ref()
+    }
+
+    /// Follows what [`Registry::set_custom`] changed: a version whose description changed has
+    /// its stored objects indexed again (its selectable fields may differ), a version no longer
+    /// served is retired (nothing may be written to it, its watches end once they sent what
+    /// was logged).
+    pub fn custom_changed(&self, change: &CustomChange) {
+        {
+            let mut inner = self.inner.write();
+            for rt in &change.changed {
+                let res = inner.res_mut(rt.index);
+                for versions in res.objects.values_mut() {
+                    for v in versions.iter_mut() {
+                        if let Some(o) = &mut v.obj {
+                            *o = Arc::new(o.reindexed(rt));
+                        }
+                    }
+                }
+                for ev in res.events.iter_mut() {
+                    *ev = Arc::new(Event {
+                        rev: ev.rev,
+                        ty: ev.ty,
+                        key: ev.key.clone(),
+                        obj: Arc::new(ev.obj.reindexed(rt)),
+                        prev: ev.prev.as_ref().map(|p| Arc::new(p.reindexed(rt))),
+                        at: ev.at,
+                        frames: Default::default(),
+                    });
+                }
+            }
+            for rt in &change.removed {
+                inner.res_mut(rt.index).retired = true;
+            }
+        }
+        let mut changed = self.changed.lock();
+        for rt in &change.removed {
+            if let Some(tx) = changed.get_mut(rt.index) {
+                *tx = None;
+            }
+        }
+    }
+
+    /// Marks `rt` as terminating (its CRD is being deleted): creates are refused with kube's
+    /// 405 from now on.
+    pub fn set_terminating(&self, rt: &ResourceType) {
+        self.inner.write().res_mut(rt.index).terminating = true;
     }
 
     /// A receiver of the global revision.
@@ -468,17 +594,17 @@ impl Store {
 
     /// Current state of one object.
     pub fn get(&self, rt: &ResourceType, key: &str) -> Option<Arc<StoredObject>> {
-        self.inner.read().res[rt.index].current(key).cloned()
+        self.inner.read().res(rt.index).current(key).cloned()
     }
 
     /// Number of live objects of a type.
     pub fn count(&self, rt: &ResourceType) -> usize {
-        self.inner.read().res[rt.index].live
+        self.inner.read().res(rt.index).live
     }
 
     /// The compaction point of a resource (revisions at or below are gone).
     pub fn compacted(&self, rt: &ResourceType) -> u64 {
-        self.inner.read().res[rt.index].compacted
+        self.inner.read().res(rt.index).compacted
     }
 
     /// Atomically reads the current version of `key`, lets `decide` choose what to do, and
@@ -497,11 +623,12 @@ impl Store {
                 registry: &self.registry,
                 next_revision: next,
             };
-            let current = inner.res[rt.index].current(key);
+            let current = inner.res(rt.index).current(key);
             decide(&view, current)?
         };
-        let res = &mut inner.res[rt.index];
+        let res = inner.res_mut(rt.index);
         let prev = res.current(key).cloned();
+        res.admit(rt, prev.is_none(), &action)?;
         let (ty, obj, stored) = match action {
             Action::Keep => {
                 let object =
@@ -554,7 +681,9 @@ impl Store {
         }
         inner.revision = next;
         drop(inner);
-        self.changed[rt.index].send_replace(next);
+        if let Some(tx) = Self::sender(&mut self.changed.lock(), rt.index, false) {
+            tx.send_replace(next);
+        }
         self.revision_tx.send_replace(next);
         Ok(WriteOutcome {
             object: obj,
@@ -581,8 +710,9 @@ impl Store {
             registry: &self.registry,
             next_revision: inner.revision + 1,
         };
-        let prev = inner.res[rt.index].current(key).cloned();
+        let prev = inner.res(rt.index).current(key).cloned();
         let action = decide(&view, prev.as_ref())?;
+        inner.res(rt.index).admit(rt, prev.is_none(), &action)?;
         let (ty, obj) = match (action, &prev) {
             (Action::Keep, Some(p)) => {
                 return Ok(WriteOutcome {
@@ -633,7 +763,7 @@ impl Store {
         count_remaining: bool,
     ) -> Result<ListPage, ReadError> {
         let inner = self.inner.read();
-        let res = &inner.res[rt.index];
+        let res = &inner.res(rt.index);
         let rev = match at {
             None => inner.revision,
             Some(r) if r < res.compacted => {
@@ -711,7 +841,7 @@ impl Store {
     /// rule); `Err(oldest - 1)` if not.
     pub fn check_watch_start(&self, rt: &ResourceType, after: u64) -> Result<(), u64> {
         let inner = self.inner.read();
-        let o = inner.res[rt.index].oldest_minus_one(inner.revision);
+        let o = inner.res(rt.index).oldest_minus_one(inner.revision);
         if after < o { Err(o) } else { Ok(()) }
     }
 
@@ -724,7 +854,7 @@ impl Store {
         max: usize,
     ) -> Result<EventBatch, u64> {
         let inner = self.inner.read();
-        let res = &inner.res[rt.index];
+        let res = &inner.res(rt.index);
         if res.max_evicted > after {
             return Err(res.max_evicted);
         }

@@ -254,7 +254,7 @@ mod tests {
             CancellationToken::new(),
         );
         ops.create(
-            reg.core("namespaces"),
+            &reg.core("namespaces"),
             None,
             json!({"metadata": {"name": "default"}}),
             false,

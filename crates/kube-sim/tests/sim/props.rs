@@ -57,7 +57,7 @@ fn new_model() -> Model {
     );
     for ns in NS {
         ops.create(
-            reg.core("namespaces"),
+            &reg.core("namespaces"),
             None,
             json!({"metadata":{"name":ns}}),
             false,

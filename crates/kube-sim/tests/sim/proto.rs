@@ -291,6 +291,7 @@ async fn every_object_the_simulator_serves_round_trips_through_protobuf() {
             namespaced: true,
             selectable_fields: vec![".spec.color".into()],
             printer_columns: Vec::new(),
+            served_without_crd: false,
         }];
     })
     .await;

@@ -186,6 +186,7 @@ fn widgets() -> CustomType {
         namespaced: true,
         selectable_fields: Vec::new(),
         printer_columns: Vec::new(),
+        served_without_crd: false,
     }
 }
 
