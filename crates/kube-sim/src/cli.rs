@@ -37,7 +37,9 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// A CRD-like type to serve (repeatable):
-    /// group/version/resource=Kind[,cluster][,field=spec.x][,column=Name:type:priority:.json.path].
+    /// group/version/resource=Kind[,cluster][,aggregated][,field=spec.x][,column=Name:type:priority:.json.path]
+    /// (`aggregated`: served as an aggregated API's type, such as metrics.k8s.io's, with no
+    /// CustomResourceDefinition).
     #[arg(long = "crd")]
     pub crds: Vec<CustomType>,
     /// Seconds of event history kept per resource (older resourceVersions get 410).

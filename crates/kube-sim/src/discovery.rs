@@ -1,14 +1,16 @@
 //! Legacy discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, `/version`), enough
-//! for kubectl and client libraries to map kinds to resources. Aggregated discovery (apidiscovery
-//! v2) is not served: clients asking for it get the legacy JSON and fall back, as they do with
-//! older servers. Also a minimal `/openapi/v3` (operations and kinds, no schemas), which kubectl
-//! reads to learn that the server validates fields.
+//! for kubectl and client libraries to map kinds to resources, and the aggregated discovery
+//! document (apidiscovery v2, [`aggregated`]) that `/api` and `/apis` answer clients asking for
+//! it. Also a minimal `/openapi/v3` (operations and kinds, no schemas), which kubectl reads to
+//! learn that the server validates fields.
 //!
 //! Documents only, built from the [`Registry`]: routing and method checks are `http`'s.
 
 use serde_json::{Value, json};
 
 use super::kinds::Registry;
+
+pub mod aggregated;
 
 /// `/version`.
 pub fn version() -> Value {

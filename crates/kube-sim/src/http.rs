@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH, VARY};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -176,7 +176,10 @@ async fn route(state: &Arc<SimState>, req: Request<Incoming>) -> Result<Response
             serde_json::to_vec(&doc).expect("json"),
         ))
     };
+    let aggregated = super::discovery::aggregated::requested(header(&req, ACCEPT).as_deref());
     match path::parse(req.uri().path()) {
+        ApiPath::CoreRoot if aggregated => aggregated_discovery(&req, reg, true),
+        ApiPath::GroupsRoot if aggregated => aggregated_discovery(&req, reg, false),
         ApiPath::Version => get_only(Some(super::discovery::version())),
         ApiPath::CoreRoot => get_only(Some(super::discovery::core_versions(
             &state.addr.to_string(),
@@ -209,6 +212,38 @@ async fn route(state: &Arc<SimState>, req: Request<Incoming>) -> Result<Response
             _ => Err(Status::path_not_found()),
         },
     }
+}
+
+/// `/api` or `/apis` (`core`: `/api`) as an `APIGroupDiscoveryList`, with kube's `ETag`,
+/// `Vary` and `Cache-Control`; 304 when `If-None-Match` names the current `ETag`.
+fn aggregated_discovery<B>(
+    req: &Request<B>,
+    reg: &super::kinds::Registry,
+    core: bool,
+) -> Result<Response<Body>, Status> {
+    use super::discovery::aggregated;
+    if req.method() != Method::GET {
+        return Err(Status::method_not_allowed());
+    }
+    let body = serde_json::to_vec(&aggregated::document(reg, core)).expect("json");
+    let etag = aggregated::etag(&body);
+    let mut resp = if header(req, IF_NONE_MATCH).as_deref() == Some(etag.as_str()) {
+        let mut r = Response::new(full(Bytes::new()));
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        let mut r = json_response(StatusCode::OK, body);
+        r.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(aggregated::MEDIA_TYPE),
+        );
+        r
+    };
+    let h = resp.headers_mut();
+    h.insert(ETAG, HeaderValue::from_str(&etag).expect("ascii"));
+    h.insert(VARY, HeaderValue::from_static("Accept"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("public"));
+    Ok(resp)
 }
 
 /// A request header as text (absent when missing or not visible ASCII).

@@ -444,3 +444,58 @@ async fn kubectl_applies_a_crd_and_its_custom_resources() {
     assert!(ok, "kubectl delete failed: {err}");
     assert_unserved(&sim, WIDGETS).await;
 }
+
+#[tokio::test]
+async fn a_type_served_without_a_crd_is_served_as_an_aggregated_apis_type() {
+    let sim = sim_with(|c| {
+        c.custom_types.push(
+            "metrics.k8s.io/v1beta1/pods=PodMetrics,aggregated"
+                .parse()
+                .unwrap(),
+        )
+    })
+    .await;
+    let url = sim.url();
+    let pods = "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods";
+    // Discovery and the verbs, as for any custom type.
+    let (_, groups) = get_json(&format!("{url}/apis")).await;
+    assert!(group_names(&groups).contains(&"metrics.k8s.io".to_string()));
+    let (_, rl) = get_json(&format!("{url}/apis/metrics.k8s.io/v1beta1")).await;
+    assert_eq!(rl["resources"][0]["kind"], "PodMetrics");
+    let mut w = watch(&format!("{url}{pods}?watch=1")).await;
+    assert_eq!(w.status, StatusCode::OK);
+    let m = json!({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+                   "metadata": {"name": "web"}, "containers": [{"name": "c", "usage": {"cpu": "1m"}}]});
+    post(&format!("{url}{pods}"), &m).await;
+    let ev = w.next_non_bookmark(T).await;
+    assert_eq!(ev["type"], "ADDED");
+    assert_eq!(ev["object"]["kind"], "PodMetrics");
+    let (_, list) = get_json(&format!("{url}{pods}")).await;
+    assert_eq!(names(&list), ["web"]);
+    let stats = sim
+        .resource_stats("metrics.k8s.io", "v1beta1", "pods")
+        .unwrap();
+    assert_eq!(stats.open_watches.load(Ordering::Relaxed), 1);
+    // No CustomResourceDefinition, and none may be created for it.
+    let (_, crds) = get_json(&format!("{url}{CRDS}")).await;
+    assert!(names(&crds).is_empty(), "{crds}");
+    let mut crd = widgets_crd();
+    crd["metadata"]["name"] = json!("pods.metrics.k8s.io");
+    crd["spec"]["group"] = json!("metrics.k8s.io");
+    crd["spec"]["names"] = json!({"plural": "pods", "kind": "PodMetrics"});
+    let (s, v) = send_json(
+        Method::POST,
+        &format!("{url}{CRDS}"),
+        "application/json",
+        &crd,
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("the resource pods.metrics.k8s.io is served by an aggregated API already"),
+        "{v}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The simulator against kube-apiserver's observable behaviour, one test binary: raw HTTP,
 //! kube-rs, kubectl and property tests. `cargo test -p kube-sim --test sim <module>::` runs one.
 
+mod aggregated_discovery;
 mod crds;
 mod dry_run;
 mod errors;
