@@ -361,18 +361,18 @@ impl App {
         if !self.cache_config.may_cache(group, resource) {
             return None;
         }
-        let Some(served) = catalog.get(group, version, resource) else {
-            // Perhaps new (a CRD just created, an aggregated API just registered).
+        if kube_wire::selector::selectable::is_builtin_group(group) {
+            let Some(served) = catalog.get(group, version, resource) else {
+                // Perhaps new (discovery changes with the upstream's version or feature gates).
+                catalog.refresh_soon();
+                return None;
+            };
+            if !served.list_watch {
+                return None;
+            }
+        } else if self.crds.custom(group, version, resource).is_none() {
+            // An aggregated API (never cached), or a CRD the watch has not seen yet.
             catalog.refresh_soon();
-            return None;
-        };
-        if !served.list_watch {
-            return None;
-        }
-        if !kube_wire::selector::selectable::is_builtin_group(group)
-            && self.crds.custom(group, version, resource).is_none()
-        {
-            // An aggregated API (or a CRD the watch has not seen yet): passed through.
             return None;
         }
         let spec = ResourceSpec::new(group, version, resource);
@@ -464,7 +464,15 @@ impl App {
             tokio::select! {
                 _ = self.cancel.cancelled() => return,
                 _ = tick.tick() => {}
-                r = crds.changed() => if r.is_err() { return },
+                r = crds.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    // A CRD added, changed or removed: so is discovery.
+                    if let Some(c) = &self.catalog {
+                        c.refresh_soon();
+                    }
+                }
             }
             self.look_at_kinds();
         }

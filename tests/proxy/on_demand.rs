@@ -312,6 +312,38 @@ async fn cluster_scoped_kinds_are_cached_and_subresources_pass_through() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregated_apis_pass_through() {
+    let sim = sim_with(|c| {
+        c.custom_types = vec![
+            "metrics.k8s.io/v1beta1/nodemetrics=NodeMetrics,cluster,aggregated"
+                .parse()
+                .unwrap(),
+        ];
+    })
+    .await;
+    let path = "/apis/metrics.k8s.io/v1beta1/nodemetrics";
+    let (s, _) = send_json(
+        Method::POST,
+        &format!("{}{path}", sim.url()),
+        "application/json",
+        &json!({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics", "metadata": {"name": "n1"}}),
+    )
+    .await;
+    assert!(s.is_success());
+    let px = on_demand(&sim, |_| {}).await;
+    for _ in 0..3 {
+        let (_, from_cache) = same_list(&px, &sim, &format!("{path}?resourceVersion=0")).await;
+        assert!(!from_cache);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(px.proxy.cached_kinds().is_empty());
+    assert_eq!(
+        sim_count(&sim, "nodemetrics.metrics.k8s.io", "watchRequests"),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_and_excluded_kinds_pass_through_unless_named() {
     let sim = sim().await;
     let secrets = "/api/v1/namespaces/default/secrets";
@@ -351,4 +383,210 @@ async fn secrets_and_excluded_kinds_pass_through_unless_named() {
     let (_, from_cache) = same_list(&px, &sim, CMS).await;
     assert!(!from_cache);
     assert!(px.proxy.cache("", "v1", "configmaps").is_none());
+}
+
+/// The README's widgets CRD (`examples/widgets-crd.yaml`), as JSON.
+fn widgets_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                               "additionalPrinterColumns": [{"name": "Color", "type": "string", "jsonPath": ".spec.color"}],
+                               "selectableFields": [{"jsonPath": ".spec.color"}]}]}
+    })
+}
+
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+
+/// Creates a widget through watchmux.
+async fn widget(px: &TestProxy, name: &str, color: &str) {
+    let (s, body) = send_json(
+        Method::POST,
+        &format!("{}{WIDGETS}", px.url),
+        "application/json",
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": name}, "spec": {"color": color}}),
+    )
+    .await;
+    assert_eq!(s, 201, "{body}");
+}
+
+/// A kube-rs watcher of widgets through watchmux, folding what it sees into `name → color`.
+fn widget_informer(
+    url: &str,
+    config: kube::runtime::watcher::Config,
+) -> (
+    Arc<parking_lot::Mutex<std::collections::BTreeMap<String, String>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use futures_util::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let ar = kube::api::ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let api = kube::Api::<kube::api::DynamicObject>::all_with(client, &ar);
+    let state = Arc::new(parking_lot::Mutex::new(std::collections::BTreeMap::new()));
+    let s = state.clone();
+    let task = tokio::spawn(async move {
+        let mut pending = std::collections::BTreeMap::new();
+        let mut stream = std::pin::pin!(watcher::watcher(api, config));
+        let color = |o: &kube::api::DynamicObject| {
+            o.data["spec"]["color"].as_str().unwrap_or("").to_string()
+        };
+        let name = |o: &kube::api::DynamicObject| o.metadata.name.clone().unwrap_or_default();
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(Event::Init) => pending.clear(),
+                Ok(Event::InitApply(o)) => {
+                    pending.insert(name(&o), color(&o));
+                }
+                Ok(Event::InitDone) => *s.lock() = std::mem::take(&mut pending),
+                Ok(Event::Apply(o)) => {
+                    s.lock().insert(name(&o), color(&o));
+                }
+                Ok(Event::Delete(o)) => {
+                    s.lock().remove(&name(&o));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    });
+    (state, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_created_through_watchmux_is_cached_with_one_upstream_watch_and_its_deletion_ends_its_watchers()
+ {
+    let sim = sim().await;
+    let px = on_demand(&sim, |_| {}).await;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (s, body) = send_json(
+        Method::POST,
+        &format!("{}{crds}", px.url),
+        "application/json",
+        &widgets_crd(),
+    )
+    .await;
+    assert_eq!(s, 201, "{body}");
+    widget(&px, "a", "blue").await;
+    widget(&px, "b", "red").await;
+
+    // The first read once the CRD watch has seen the CRD starts the kind's cache (one before
+    // passes through and starts nothing).
+    for _ in 0..100 {
+        same_list(&px, &sim, WIDGETS).await;
+        if px.proxy.cache("example.com", "v1", "widgets").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cache = until_cached(&px, "example.com", "widgets").await;
+    assert_eq!(cache.info.selectable_fields, ["spec.color"]);
+
+    // Informers (list-then-watch and watch-list) through watchmux, all on one upstream watch.
+    let configs = [
+        kube::runtime::watcher::Config::default(),
+        kube::runtime::watcher::Config::default(),
+        kube::runtime::watcher::Config::default().streaming_lists(),
+        kube::runtime::watcher::Config::default().streaming_lists(),
+        kube::runtime::watcher::Config::default().fields("spec.color=blue"),
+    ];
+    let informers: Vec<_> = configs
+        .into_iter()
+        .map(|c| widget_informer(&px.url, c))
+        .collect();
+    widget(&px, "c", "blue").await;
+    let map = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(n, c)| (n.to_string(), c.to_string()))
+            .collect()
+    };
+    let all = |want: &[(&str, &str)], blue: &[(&str, &str)]| {
+        let (want, blue) = (map(want), map(blue));
+        informers
+            .iter()
+            .enumerate()
+            .all(|(i, (s, _))| *s.lock() == if i == 4 { blue.clone() } else { want.clone() })
+    };
+    let mut converged = false;
+    for _ in 0..2000 {
+        if all(
+            &[("a", "blue"), ("b", "red"), ("c", "blue")],
+            &[("a", "blue"), ("c", "blue")],
+        ) {
+            converged = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(converged, "the informers saw every widget");
+    assert_eq!(cache.watcher_count(), 5);
+    assert_eq!(sim_count(&sim, "widgets.example.com", "openWatches"), 1);
+    assert_eq!(sim_count(&sim, "widgets.example.com", "watchRequests"), 1);
+    // Field selectors on the CRD's selectable field, from the cache, as kube answers them.
+    let (got, from_cache) = same_list(
+        &px,
+        &sim,
+        &format!("{WIDGETS}?fieldSelector=spec.color%3Dred&resourceVersion=0"),
+    )
+    .await;
+    assert!(from_cache);
+    assert_eq!(names(&got), BTreeSet::from(["b".to_string()]));
+
+    // Deleting the CRD: kube deletes every widget first (each a DELETED event to the
+    // watchers), then the watchers' streams end and the resource is gone.
+    let mut raw = watch(&format!(
+        "{}{WIDGETS}?watch=1&resourceVersion={}",
+        px.url,
+        cache.rv()
+    ))
+    .await;
+    let (s, _, body) = request(
+        Method::DELETE,
+        &format!("{}{crds}/widgets.example.com", px.url),
+        &[],
+        "",
+    )
+    .await;
+    assert!(s.is_success(), "{}", String::from_utf8_lossy(&body));
+    let mut deleted = BTreeSet::new();
+    loop {
+        match raw.next_line(Duration::from_secs(20)).await {
+            Next::Line(l) => {
+                let ev: Value = serde_json::from_slice(&l).unwrap();
+                if ev["type"] == "DELETED" {
+                    deleted.insert(
+                        ev["object"]["metadata"]["name"]
+                            .as_str()
+                            .unwrap()
+                            .to_string(),
+                    );
+                }
+            }
+            Next::End => break,
+            other => panic!("the stream did not end cleanly: {other:?}"),
+        }
+    }
+    assert_eq!(deleted, BTreeSet::from(["a", "b", "c"].map(String::from)));
+    until_dropped(&px, "example.com", "widgets").await;
+    assert_eq!(kind_changes(&px, "dropped_removed").await, 1);
+    let (s, _, body) = request(Method::GET, &format!("{}{WIDGETS}", px.url), &[], "").await;
+    let (ss, _, sim_body) = request(Method::GET, &format!("{}{WIDGETS}", sim.url()), &[], "").await;
+    assert_eq!((s, &body), (ss, &sim_body));
+    assert_eq!(s, 404);
+    for (state, _) in &informers {
+        assert!(state.lock().is_empty(), "every informer saw the deletions");
+    }
+    for (_, task) in informers {
+        task.abort();
+    }
 }
