@@ -38,7 +38,8 @@ struct DemoArgs {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = DemoArgs::parse();
-    // The documented example config: it caches what kubelets, controllers and dashboards watch.
+    // The documented example config: on-demand, it caches whatever kind clients read (README,
+    // "What is cached").
     let mut config = Config::from_toml_str(include_str!("../config.toml"), "config.toml")?;
     watchmux::serve::init_logging(a.log.as_deref(), None, &config.log)?;
     let sim = Simulator::start(SimConfig {
@@ -62,7 +63,7 @@ async fn main() -> anyhow::Result<()> {
     config.validate()?;
     tracing::info!(simulator = %sim.url(), "simulated kube-apiserver with {} nodes and {} pods", a.nodes, a.pods);
     println!(
-        "watchmux demo: point kubectl at it with\n  kubectl --server http://{0} get pods -A -w\nmetrics: http://{0}/metrics  health: http://{0}/readyz?verbose",
+        "watchmux demo: point kubectl at it with\n  kubectl --server http://{0} get pods -A -w\nany kind is cached from its first read, CRDs too:\n  kubectl --server http://{0} apply -f examples/widgets-crd.yaml -f examples/widget.yaml\n  kubectl --server http://{0} get widgets -A -w\nmetrics: http://{0}/metrics  health: http://{0}/readyz?verbose",
         a.listen
     );
     watchmux::serve::run(config).await?;
