@@ -63,7 +63,7 @@ async fn main() -> anyhow::Result<()> {
     config.validate()?;
     tracing::info!(simulator = %sim.url(), "simulated kube-apiserver with {} nodes and {} pods", a.nodes, a.pods);
     println!(
-        "watchmux demo: point kubectl at it with\n  kubectl --server http://{0} get pods -A -w\nany kind is cached from its first read, CRDs too:\n  kubectl --server http://{0} apply -f examples/widgets-crd.yaml -f examples/widget.yaml\n  kubectl --server http://{0} get widgets -A -w\nmetrics: http://{0}/metrics  health: http://{0}/readyz?verbose",
+        "watchmux demo: point kubectl at it with\n  kubectl --server http://{0} get pods -A -w\nany kind is cached from its first read, CRDs too:\n  kubectl --server http://{0} apply -f examples/widgets-crd.yaml\n  kubectl --server http://{0} apply -f examples/widget.yaml\n  kubectl --server http://{0} get widgets -A -w\nmetrics: http://{0}/metrics  health: http://{0}/readyz?verbose",
         a.listen
     );
     watchmux::serve::run(config).await?;
