@@ -371,8 +371,11 @@ impl App {
                 return None;
             }
         } else if self.crds.custom(group, version, resource).is_none() {
-            // An aggregated API (never cached), or a CRD the watch has not seen yet.
-            catalog.refresh_soon();
+            // An aggregated API (never cached), or a CRD the watch has not seen yet (its
+            // change will refresh discovery). A kind discovery does not know may be new.
+            if catalog.get(group, version, resource).is_none() {
+                catalog.refresh_soon();
+            }
             return None;
         }
         let spec = ResourceSpec::new(group, version, resource);
