@@ -187,6 +187,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.raw_write(req.as_bytes()).await
     }
 
+    /// Sends `method path_and_query` with `body` (of `content_type`) and reads the whole
+    /// answer; returns its status.
+    pub async fn send(
+        &mut self,
+        method: &str,
+        path_and_query: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> std::io::Result<u16> {
+        let mut req = format!(
+            "{method} {path_and_query} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nUser-Agent: watchmux-bench\r\n\r\n",
+            self.host,
+            body.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(body);
+        self.raw_write(&req).await?;
+        let head = self.read_head().await?;
+        self.read_body(&head, |_| {}).await?;
+        Ok(head.status)
+    }
+
     /// Writes raw request bytes (and flushes them: TLS may hold them back otherwise).
     pub async fn raw_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes).await?;

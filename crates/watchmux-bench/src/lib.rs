@@ -18,6 +18,7 @@ pub mod hist;
 pub mod httpfuzz;
 pub mod limit;
 pub mod nginx;
+pub mod ondemand;
 pub mod pbframe;
 pub mod persist;
 pub mod plot;
@@ -91,6 +92,8 @@ pub enum Scenario {
     Protobuf,
     /// S9: what an idle watch costs (RSS, heap, kernel memory) over HTTP/1.1, TLS and HTTP/2.
     WatchCost,
+    /// S10: many kinds cached on demand against all of them listed (watchmux only).
+    OnDemand,
 }
 
 impl Scenario {
@@ -121,9 +124,10 @@ impl std::str::FromStr for Scenario {
             "s7" | "consistent" => Scenario::Consistent,
             "s8" | "protobuf" => Scenario::Protobuf,
             "s9" | "watchcost" => Scenario::WatchCost,
+            "s10" | "ondemand" | "on-demand" => Scenario::OnDemand,
             other => {
                 return Err(format!(
-                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost)"
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand)"
                 ));
             }
         })
@@ -188,6 +192,20 @@ pub struct Sizes {
     pub watchcost_streams: usize,
     /// S9's repeats when not `repeats` (smoke runs: one; S9 starts two processes per case).
     pub watchcost_repeats: Option<usize>,
+    /// S10: kinds the simulator serves (built-in ones, then CRD-backed ones).
+    pub ondemand_kinds: usize,
+    /// S10: watchers, spread evenly over the kinds read.
+    pub ondemand_watchers: usize,
+    /// S10: the kinds the last configuration's watchers read.
+    pub ondemand_read: usize,
+    /// S10: objects of each kind.
+    pub ondemand_objects: usize,
+    /// S10: padding bytes of each object (its JSON is about 350 bytes more).
+    pub ondemand_object_bytes: usize,
+    /// S10: writes per second in the steady phase, over all kinds.
+    pub ondemand_rate: f64,
+    /// S10: seconds of the steady phase.
+    pub ondemand_secs: f64,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -231,6 +249,13 @@ impl Sizes {
             watchcost_watches: vec![10_000, 50_000],
             watchcost_streams: 15,
             watchcost_repeats: None,
+            ondemand_kinds: 40,
+            ondemand_watchers: 200,
+            ondemand_read: 10,
+            ondemand_objects: 50,
+            ondemand_object_bytes: 1200,
+            ondemand_rate: 20.0,
+            ondemand_secs: 10.0,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -267,6 +292,13 @@ impl Sizes {
             watchcost_watches: vec![50],
             watchcost_streams: 15,
             watchcost_repeats: Some(1),
+            ondemand_kinds: 6,
+            ondemand_watchers: 12,
+            ondemand_read: 2,
+            ondemand_objects: 5,
+            ondemand_object_bytes: 500,
+            ondemand_rate: 20.0,
+            ondemand_secs: 1.0,
             window_secs: 0.5,
             repeats: 2,
         }
@@ -357,6 +389,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::Consistent => consistent::specs(s),
             Scenario::Protobuf => protobuf::specs(s),
             Scenario::WatchCost => vec![watchcost::spec(s)],
+            Scenario::OnDemand => vec![ondemand::spec(s)],
         };
         let title = mine
             .iter()
@@ -388,6 +421,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::WatchCost => {
                 watchcost::run(&env, s, kinds, &mut samples, &mut not_run).await?
             }
+            Scenario::OnDemand => ondemand::run(&env, s, kinds, &mut samples).await?,
         }
         eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
         specs.extend(mine);

@@ -158,7 +158,7 @@ struct PersistArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync s7|consistent
-    /// s8|protobuf s9|watchcost, or `all`.
+    /// s8|protobuf s9|watchcost s10|ondemand, or `all` (all but s10).
     #[arg(default_value = "all")]
     scenarios: Vec<String>,
     /// Tiny sizes that run in seconds (what the test suite runs).
@@ -253,6 +253,24 @@ struct RunArgs {
     /// S9 repeats [default: --repeats; --smoke: 1].
     #[arg(long)]
     watchcost_repeats: Option<usize>,
+    /// S10 kinds served (built-in, then CRD-backed) [default: 40; --smoke: 6].
+    #[arg(long)]
+    ondemand_kinds: Option<usize>,
+    /// S10 watchers, spread over the kinds read [default: 200; --smoke: 12].
+    #[arg(long)]
+    ondemand_watchers: Option<usize>,
+    /// S10 kinds the last configuration's watchers read [default: 10; --smoke: 2].
+    #[arg(long)]
+    ondemand_read: Option<usize>,
+    /// S10 objects of each kind [default: 50; --smoke: 5].
+    #[arg(long)]
+    ondemand_objects: Option<usize>,
+    /// S10 writes per second in the steady phase, over all kinds [default: 20].
+    #[arg(long)]
+    ondemand_rate: Option<f64>,
+    /// S10 seconds of the steady phase [default: 10; --smoke: 1].
+    #[arg(long)]
+    ondemand_secs: Option<f64>,
 }
 
 #[tokio::main]
@@ -342,7 +360,13 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         decode_iterations,
         tls_targets,
         watchcost_watches,
-        watchcost_streams
+        watchcost_streams,
+        ondemand_kinds,
+        ondemand_watchers,
+        ondemand_read,
+        ondemand_objects,
+        ondemand_rate,
+        ondemand_secs
     );
     if let Some(r) = a.watchcost_repeats {
         sizes.watchcost_repeats = Some(r);

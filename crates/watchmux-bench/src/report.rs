@@ -43,6 +43,30 @@ pub struct ScenarioSpec {
     pub versus: Option<Versus>,
 }
 
+impl ScenarioSpec {
+    /// A scenario whose table is its `metrics` per case and target, and nothing more: no
+    /// ratios to baselines, scaling, variants or transports.
+    pub fn table(
+        id: &'static str,
+        name: &'static str,
+        about: String,
+        case_label: &'static str,
+        metrics: Vec<Metric>,
+    ) -> ScenarioSpec {
+        ScenarioSpec {
+            id,
+            name,
+            about,
+            case_label,
+            metrics,
+            ratio_metrics: vec![],
+            scaling_metric: None,
+            variants: None,
+            versus: None,
+        }
+    }
+}
+
 /// Cases that ran over several transports: the bare case (plain HTTP/1.1) and variants of it
 /// named [`variant_case`]`(base, variant)`, compared per target.
 #[derive(Debug, Clone)]

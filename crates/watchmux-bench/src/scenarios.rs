@@ -53,7 +53,7 @@ pub(crate) struct Watchers {
 impl Watchers {
     /// Starts one JSON watch per path against `ep` and waits (bounded) until every one has
     /// its response head or failed.
-    async fn connect(ep: Endpoint, paths: Vec<String>) -> Result<Watchers, BenchError> {
+    pub(crate) async fn connect(ep: Endpoint, paths: Vec<String>) -> Result<Watchers, BenchError> {
         Watchers::connect_as(ep, paths, Encoding::Json).await
     }
 
@@ -161,7 +161,7 @@ impl Watchers {
 
 /// Waits until the deliveries of in-window writes stop growing: for `quiet` with no change,
 /// or until `expected` arrived, or at most `max`.
-async fn drain(stats: &WatchStats, expected: u64, quiet: Duration, max: Duration) {
+pub(crate) async fn drain(stats: &WatchStats, expected: u64, quiet: Duration, max: Duration) {
     let t0 = Instant::now();
     let mut last = stats.stamped_in_window.load(Ordering::Relaxed);
     let mut since = Instant::now();

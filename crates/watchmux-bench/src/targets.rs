@@ -190,18 +190,13 @@ pub async fn sim_control(sim: SocketAddr, path_and_query: &str) -> Result<(), Be
     let mut c = client::Conn::connect(sim)
         .await
         .map_err(|e| BenchError::io("connecting to the simulator", e))?;
-    let req = format!("POST {path_and_query} HTTP/1.1\r\nHost: {sim}\r\nContent-Length: 0\r\n\r\n");
-    c.raw_write(req.as_bytes())
+    let status = c
+        .send("POST", path_and_query, "application/json", b"")
         .await
-        .map_err(|e| BenchError::io("writing to the simulator", e))?;
-    let head = c
-        .read_head()
-        .await
-        .map_err(|e| BenchError::io("reading the simulator's answer", e))?;
-    if head.status != 200 {
+        .map_err(|e| BenchError::io(format!("POST {path_and_query} to the simulator"), e))?;
+    if status != 200 {
         return Err(BenchError::Setup(format!(
-            "simulator answered {} to POST {path_and_query}",
-            head.status
+            "simulator answered {status} to POST {path_and_query}"
         )));
     }
     Ok(())
@@ -304,7 +299,15 @@ enum Running {
     Direct,
 }
 
-/// watchmux's settings for a bench: `resources` cached (core/v1 names), limits lifted so the
+/// A resource named by group (`""` for the core group), version and plural resource.
+pub type Gvr<'a> = (&'a str, &'a str, &'a str);
+
+/// Core/v1 resources by plural name.
+fn core_v1<'a>(resources: &[&'a str]) -> Vec<Gvr<'a>> {
+    resources.iter().map(|r| ("", "v1", *r)).collect()
+}
+
+/// watchmux's settings for a bench: `resources` cached, limits lifted so the
 /// bench's thousands of same-address clients are not mistaken for one abusive client;
 /// `cache_extra` is more `[cache]` keys (TOML lines; without a `mode`, the listed mode of the
 /// bench's earlier rows); served over TLS with `tls`'s certificate
@@ -312,7 +315,7 @@ enum Running {
 fn watchmux_config(
     upstream: SocketAddr,
     listen: SocketAddr,
-    resources: &[&str],
+    resources: &[Gvr],
     cache_extra: &str,
     tls: Option<&Pki>,
 ) -> String {
@@ -333,9 +336,9 @@ fn watchmux_config(
     let mut s = format!(
         "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n{tls}\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n{mode}{cache_extra}"
     );
-    for r in resources {
+    for (g, v, r) in resources {
         s.push_str(&format!(
-            "\n[[cache.resources]]\ngroup = \"\"\nversion = \"v1\"\nresource = \"{r}\"\n"
+            "\n[[cache.resources]]\ngroup = \"{g}\"\nversion = \"{v}\"\nresource = \"{r}\"\n"
         ));
     }
     s
@@ -358,7 +361,7 @@ pub async fn start_watchmux_launch(
     resources: &[&str],
     launch: &Launch,
 ) -> Result<Target, BenchError> {
-    start_watchmux_full(env, sim, resources, "", None, launch).await
+    start_watchmux_full(env, sim, &core_v1(resources), "", None, launch).await
 }
 
 /// [`start_watchmux`] with more `[cache]` settings (`cache_extra`: TOML lines) and, when
@@ -370,13 +373,24 @@ pub async fn start_watchmux_with(
     cache_extra: &str,
     log: Option<&str>,
 ) -> Result<Target, BenchError> {
+    start_watchmux_gvr(env, sim, &core_v1(resources), cache_extra, log).await
+}
+
+/// [`start_watchmux_with`] caching `resources` of any group and version.
+pub async fn start_watchmux_gvr(
+    env: &Env,
+    sim: &Proc,
+    resources: &[Gvr<'_>],
+    cache_extra: &str,
+    log: Option<&str>,
+) -> Result<Target, BenchError> {
     start_watchmux_full(env, sim, resources, cache_extra, log, &Launch::default()).await
 }
 
 async fn start_watchmux_full(
     env: &Env,
     sim: &Proc,
-    resources: &[&str],
+    resources: &[Gvr<'_>],
     cache_extra: &str,
     log: Option<&str>,
     launch: &Launch,

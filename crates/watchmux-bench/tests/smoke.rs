@@ -248,6 +248,56 @@ async fn smoke_bench_idle_and_protobuf() {
     s8(&report.samples, &Sizes::smoke());
 }
 
+/// S10 at smoke sizes: watchmux listed and on demand over built-in and CRD-backed kinds. One
+/// upstream watch per kind read however many watchers read it; on demand, only the kinds read
+/// are cached; listed, every read comes from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_bench_on_demand_kinds() {
+    let (report, _) = smoke_bench(&[Scenario::OnDemand], &["S10"]).await;
+    let sizes = Sizes::smoke();
+    let (n, read, w) = (
+        sizes.ondemand_kinds as f64,
+        sizes.ondemand_read as f64,
+        sizes.ondemand_watchers as f64,
+    );
+    let cases = [
+        (format!("listed ({n} kinds)"), n),
+        ("on-demand".to_string(), n),
+        (format!("on-demand, {read} of {n} read"), read),
+    ];
+    for (case, kinds_read) in &cases {
+        let rows: Vec<&Sample> = report
+            .samples
+            .iter()
+            .filter(|x| x.scenario == "S10" && &x.case == case)
+            .collect();
+        assert_eq!(rows.len(), sizes.repeats, "{case}: {:?}", report.samples);
+        for x in rows {
+            let get = |k: &str| x.values.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+            assert_eq!(x.target, TargetKind::Watchmux);
+            // Only the kinds read are cached (listed: all of them), each with one upstream watch.
+            assert_eq!(get("kinds_cached"), Some(*kinds_read), "{case}: {x:?}");
+            assert_eq!(
+                get("upstream_open_watches"),
+                Some(*kinds_read),
+                "{case}: {x:?}"
+            );
+            assert_eq!(get("max_open_per_kind"), Some(1.0), "{case}: {x:?}");
+            // Each watcher's LIST and WATCH, from the cache or passed through.
+            let reads = get("cache_reads").unwrap() + get("passed_through").unwrap();
+            assert_eq!(reads, 2.0 * w, "{case}: {x:?}");
+            if case.starts_with("listed") {
+                assert_eq!(get("passed_through"), Some(0.0), "{case}: {x:?}");
+                assert_eq!(get("upstream_lists"), Some(n), "{case}: {x:?}");
+            } else {
+                assert_eq!(get("kinds_started"), Some(*kinds_read), "{case}: {x:?}");
+            }
+            // Every watcher received every write to its kind.
+            assert_eq!(get("delivered_pct"), Some(100.0), "{case}: {x:?}");
+        }
+    }
+}
+
 /// S9's figures that do not depend on timing: every watch established over plain HTTP/1.1,
 /// TLS and HTTP/2 (the limit program: not HTTP/2, recorded as not run), a heap figure for the
 /// bench's own roles and none for nginx.
