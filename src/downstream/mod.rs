@@ -176,9 +176,26 @@ async fn serve_hyper(
     }
 }
 
+/// The longest accept queue asked for; the kernel caps it at `net.core.somaxconn` (as Go's
+/// listeners, and so kube-apiserver's, ask for that cap). Rust's default of 128 overflows when a
+/// fleet of clients reconnects at once, and each refused SYN is retried only after a second.
+const ACCEPT_BACKLOG: u32 = 65535;
+
+/// A listening socket on `addr` (address reuse as `std` sets it, a deep accept queue).
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
 /// Binds `addr` and serves in the background; returns the bound address.
 pub async fn bind_and_serve(app: Arc<App>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = listen(addr)?;
     let local = listener.local_addr()?;
     let served = app.clone();
     app.tasks
@@ -193,11 +210,34 @@ pub async fn bind_and_serve_with(
     addr: SocketAddr,
     acceptor: Acceptor,
 ) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = listen(addr)?;
     let local = listener.local_addr()?;
     let served = app.clone();
     let acceptor = Arc::new(acceptor);
     app.tasks
         .spawn(async move { serve_with(served, listener, acceptor).await });
     Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 200 clients connecting at once to a listener that has not accepted yet all get their
+    /// connection (a queue of 128, Rust's default, would leave the rest retrying their SYN).
+    #[tokio::test]
+    async fn the_accept_queue_holds_a_burst_of_clients() {
+        let listener = listen(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connects = (0..200).map(|_| {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                tokio::net::TcpStream::connect(addr),
+            )
+        });
+        let done = futures_util::future::join_all(connects).await;
+        let connected = done.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+        assert_eq!(connected, 200);
+        drop(listener);
+    }
 }
