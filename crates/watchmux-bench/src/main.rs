@@ -125,6 +125,10 @@ struct HttpfuzzArgs {
     /// Write `httpfuzz.md`, the logs and the findings' request bytes to this directory.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// watchmux's `cache.mode`: `listed` (pods, nodes, namespaces and configmaps; everything
+    /// else passed through) or `on-demand` (those from the start, and every other kind read).
+    #[arg(long, default_value = "listed", value_parser = ["listed", "on-demand"])]
+    cache_mode: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -438,6 +442,7 @@ async fn httpfuzz(a: HttpfuzzArgs) -> anyhow::Result<()> {
     opts.limits.watch = std::time::Duration::from_millis(a.watch_ms);
     opts.pods = a.pods;
     opts.out = a.out;
+    opts.cache_mode = a.cache_mode;
     opts.progress = true;
     opts.command = std::env::args()
         .skip(1)

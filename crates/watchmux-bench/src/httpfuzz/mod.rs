@@ -67,6 +67,9 @@ pub struct FuzzOptions {
     pub settle: Duration,
     /// Write `httpfuzz.md`, the logs and each finding's request bytes here.
     pub out: Option<PathBuf>,
+    /// watchmux's `cache.mode`: `listed` (the four kinds below, everything else passed
+    /// through) or `on-demand` (those four from the start, every other kind read cached too).
+    pub cache_mode: String,
     /// Print progress to stderr.
     pub progress: bool,
     /// The command line, for the report.
@@ -88,6 +91,7 @@ impl FuzzOptions {
             rss_allowance: 64 << 20,
             settle: Duration::from_secs(30),
             out: None,
+            cache_mode: "listed".into(),
             progress: false,
             command: "watchmux-bench httpfuzz".into(),
         }
@@ -111,11 +115,12 @@ pub struct FuzzReport {
 
 /// watchmux's configuration for a fuzz run: limits low enough that the fuzz reaches them
 /// (64 KiB of headers, a 5 s header timeout), watch limits out of the way (every case comes from
-/// one address), pods, nodes, namespaces and configmaps cached (everything else passes through).
-fn config(listen: SocketAddr, upstream: SocketAddr) -> String {
+/// one address), pods, nodes, namespaces and configmaps cached from the start (in listed mode,
+/// everything else passes through).
+fn config(listen: SocketAddr, upstream: SocketAddr, mode: &str) -> String {
     let max_header = check::MAX_HEADER_BYTES;
     let mut s = format!(
-        "# Written by `watchmux-bench httpfuzz`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\nmax_header_bytes = {max_header}\nheader_read_timeout_secs = 5\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\nmode = \"listed\"\n"
+        "# Written by `watchmux-bench httpfuzz`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\nmax_header_bytes = {max_header}\nheader_read_timeout_secs = 5\n\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\nmode = \"{mode}\"\n"
     );
     for r in CACHED {
         s.push_str(&format!(
@@ -319,7 +324,7 @@ pub async fn run(opts: &FuzzOptions) -> Result<FuzzReport, BenchError> {
 
     let addr = procs::free_addr()?;
     let config_path = workdir.join("watchmux-httpfuzz.toml");
-    std::fs::write(&config_path, config(addr, sim.addr))
+    std::fs::write(&config_path, config(addr, sim.addr, &opts.cache_mode))
         .map_err(|e| BenchError::io(format!("writing {}", config_path.display()), e))?;
     let args = ["serve", "--config", &config_path.display().to_string()].map(String::from);
     let wm = Proc::spawn(
