@@ -50,7 +50,7 @@ pub fn proto_to_json(
 
 /// One occurrence of a field on the wire.
 #[derive(Debug, Clone, Copy)]
-enum Occ<'a> {
+pub(crate) enum Occ<'a> {
     Varint(u64),
     Fixed64(u64),
     /// A 32-bit value (no kube field has one; read only to be skipped safely).
@@ -80,7 +80,7 @@ fn message(id: u16) -> Result<&'static Message, ProtoError> {
 }
 
 /// Reads one value of wire type `wt`.
-fn read<'a>(wt: WireType, buf: &mut &'a [u8], at: &str) -> Result<Occ<'a>, ProtoError> {
+pub(crate) fn read<'a>(wt: WireType, buf: &mut &'a [u8], at: &str) -> Result<Occ<'a>, ProtoError> {
     let short = || ProtoError::protobuf(at, "unexpected EOF");
     Ok(match wt {
         WireType::Varint => Occ::Varint(decode_varint(buf).map_err(|e| ProtoError::wire(at, e))?),

@@ -1,0 +1,355 @@
+//! Single fields of an encoded object, read by their JSON path (`metadata.name`, `spec.nodeName`,
+//! `metadata.labels`) without decoding the rest: what a cache that keeps the upstream's
+//! protobuf bytes needs to file an object (its record: namespace, name, resourceVersion, labels,
+//! the kind's selectable fields).
+//!
+//! The path is followed through the schema ([`super::model`]): each part is a JSON key of the
+//! message it is read in (keys of inline fields included), each step one length-delimited field
+//! of the wire bytes. Where kube's encoder writes a singular field once, a repeated occurrence
+//! is read as protobuf merges a scalar: the last one wins (nested messages are followed into
+//! their last occurrence, which is all kube's encoder writes).
+//!
+//! A field that is absent on the wire is `None`: gogo writes every non-pointer scalar, zero
+//! included, so absence means a nil pointer or an empty string or map. Malformed bytes are a
+//! [`ProtoError`], never a panic.
+
+use prost::encoding::decode_key;
+
+use super::decode::{Occ, read};
+use super::model::{Elem, Field, Message, MessageRef, Shape};
+use super::{ProtoError, schema};
+
+/// A scalar field's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValue<'a> {
+    /// A string.
+    Str(&'a str),
+    /// A bool.
+    Bool(bool),
+    /// An integer (int32, int64, uint32 within range).
+    Int(i64),
+}
+
+impl std::fmt::Display for FieldValue<'_> {
+    /// As a field selector compares it: the string, `true`/`false`, the decimal number.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldValue::Str(s) => f.write_str(s),
+            FieldValue::Bool(b) => write!(f, "{b}"),
+            FieldValue::Int(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// The scalar at `path` in the encoded message `pb` of type `msg`, if present. A path that the
+/// schema does not have, or that ends at a message, a list or a map, is an error.
+pub fn read_scalar<'a>(
+    msg: MessageRef,
+    pb: &'a [u8],
+    path: &str,
+) -> Result<Option<FieldValue<'a>>, ProtoError> {
+    let (parent, field) = locate(msg, pb, path)?;
+    let scalar_elem = matches!(
+        field.elem,
+        Elem::String | Elem::Bool | Elem::Int32 | Elem::Int64 | Elem::Uint32
+    );
+    if !scalar_elem || field.shape == Shape::Slice || field.shape == Shape::Map {
+        return Err(not_scalar(path));
+    }
+    let Some(parent) = parent else {
+        return Ok(None);
+    };
+    match occurrences(parent, field.tag, path)?.last() {
+        Some(occ) => scalar(field, *occ, path).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The string-to-string map at `path` (`metadata.labels`), in wire order (kube writes keys
+/// sorted); empty when absent.
+pub fn read_string_map<'a>(
+    msg: MessageRef,
+    pb: &'a [u8],
+    path: &str,
+) -> Result<Vec<(&'a str, &'a str)>, ProtoError> {
+    let (parent, field) = locate(msg, pb, path)?;
+    if field.shape != Shape::Map || field.elem != Elem::String {
+        return Err(ProtoError::protobuf(path, "not a map of strings"));
+    }
+    let mut out = Vec::new();
+    let Some(parent) = parent else {
+        return Ok(out);
+    };
+    for occ in occurrences(parent, field.tag, path)? {
+        let Occ::Bytes(entry) = occ else {
+            return Err(ProtoError::protobuf(
+                path,
+                "a map entry is not length-delimited",
+            ));
+        };
+        let (mut key, mut value) = ("", "");
+        for (tag, occ) in all(entry, path)? {
+            match (tag, occ) {
+                (1, Occ::Bytes(b)) => key = text(b, path)?,
+                (2, Occ::Bytes(b)) => value = text(b, path)?,
+                _ => {}
+            }
+        }
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+/// The schema field `path` ends at, and the encoded message that holds it (`None`: a message
+/// on the way is absent).
+fn locate<'a>(
+    msg: MessageRef,
+    pb: &'a [u8],
+    path: &str,
+) -> Result<(Option<&'a [u8]>, &'static Field), ProtoError> {
+    let mut message: &'static Message = msg.message();
+    let mut buf = Some(pb);
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let indices = message.key(part).ok_or_else(|| {
+            ProtoError::protobuf(path, format!("{} has no field {part:?}", message.name))
+        })?;
+        for (n, &i) in indices.iter().enumerate() {
+            let field = message
+                .fields
+                .get(usize::from(i))
+                .ok_or_else(|| ProtoError::protobuf(path, "schema index out of range"))?;
+            if parts.peek().is_none() && n + 1 == indices.len() {
+                return Ok((buf, field));
+            }
+            let Elem::Message(id) = field.elem else {
+                return Err(not_scalar(path));
+            };
+            if field.shape == Shape::Slice || field.shape == Shape::Map {
+                return Err(ProtoError::protobuf(path, "a path through a list or a map"));
+            }
+            message = schema::MESSAGES
+                .get(usize::from(id))
+                .ok_or_else(|| ProtoError::protobuf(path, "schema index out of range"))?;
+            buf = match buf {
+                Some(b) => match occurrences(b, field.tag, path)?.last() {
+                    Some(Occ::Bytes(inner)) => Some(inner),
+                    Some(_) => return Err(wire_type(path)),
+                    None => None,
+                },
+                None => None,
+            };
+        }
+    }
+    Err(ProtoError::protobuf(path, "an empty path"))
+}
+
+/// Every occurrence of field `tag` in `buf`, in wire order.
+fn occurrences<'a>(buf: &'a [u8], tag: u32, at: &str) -> Result<Vec<Occ<'a>>, ProtoError> {
+    Ok(all(buf, at)?
+        .into_iter()
+        .filter(|(t, _)| *t == tag)
+        .map(|(_, o)| o)
+        .collect())
+}
+
+/// Every field of `buf`, in wire order.
+fn all<'a>(mut buf: &'a [u8], at: &str) -> Result<Vec<(u32, Occ<'a>)>, ProtoError> {
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let (tag, wt) = decode_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
+        out.push((tag, read(wt, &mut buf, at)?));
+    }
+    Ok(out)
+}
+
+fn scalar<'a>(field: &Field, occ: Occ<'a>, path: &str) -> Result<FieldValue<'a>, ProtoError> {
+    Ok(match (field.elem, occ) {
+        (Elem::String, Occ::Bytes(b)) => FieldValue::Str(text(b, path)?),
+        (Elem::Bool, Occ::Varint(v)) => FieldValue::Bool(v != 0),
+        // Go's int32 is sign-extended to 64 bits on the wire.
+        (Elem::Int32, Occ::Varint(v)) => FieldValue::Int(i64::from(v as i32)),
+        (Elem::Int64, Occ::Varint(v)) => FieldValue::Int(v as i64),
+        (Elem::Uint32, Occ::Varint(v)) => FieldValue::Int(i64::from(v as u32)),
+        _ => return Err(wire_type(path)),
+    })
+}
+
+fn text<'a>(b: &'a [u8], path: &str) -> Result<&'a str, ProtoError> {
+    std::str::from_utf8(b).map_err(|_| ProtoError::protobuf(path, "a string is not UTF-8"))
+}
+
+fn not_scalar(path: &str) -> ProtoError {
+    ProtoError::protobuf(path, "not a string, bool or integer field")
+}
+
+fn wire_type(path: &str) -> ProtoError {
+    ProtoError::protobuf(path, "the wire type does not match the field")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{json_to_proto, message_for};
+    use serde_json::Value;
+
+    /// `(apiVersion, kind, JSON, scalar paths)`: each path read from the protobuf equals the
+    /// JSON's value, or is absent where the JSON has none.
+    const CASES: &[(&str, &str, &str, &[&str])] = &[
+        (
+            "v1",
+            "Pod",
+            include_str!("testdata/pod.json"),
+            &[
+                "metadata.name",
+                "metadata.namespace",
+                "metadata.uid",
+                "metadata.resourceVersion",
+                "metadata.generation",
+                "metadata.generateName",
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            ],
+        ),
+        (
+            "v1",
+            "Node",
+            include_str!("testdata/node.json"),
+            &["metadata.name", "spec.unschedulable", "spec.podCIDR"],
+        ),
+        (
+            "apps/v1",
+            "Deployment",
+            include_str!("testdata/deployment.json"),
+            &[
+                "metadata.name",
+                "spec.replicas",
+                "spec.paused",
+                "status.observedGeneration",
+                "status.readyReplicas",
+            ],
+        ),
+        (
+            "v1",
+            "Event",
+            include_str!("testdata/event.json"),
+            &[
+                "involvedObject.kind",
+                "involvedObject.name",
+                "reason",
+                "type",
+                "source.component",
+                "count",
+            ],
+        ),
+        (
+            "v1",
+            "Secret",
+            include_str!("testdata/secret.json"),
+            &["metadata.name", "type", "immutable"],
+        ),
+    ];
+
+    fn json_value(obj: &Value, path: &str) -> Option<String> {
+        let pointer = format!("/{}", path.replace('.', "/"));
+        match obj.pointer(&pointer)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Bool(b) => Some(b.to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Null => None,
+            other => panic!("{path} is not a scalar in the fixture: {other}"),
+        }
+    }
+
+    #[test]
+    fn scalars_and_labels_read_from_protobuf_equal_the_json() {
+        for (api_version, kind, json, paths) in CASES {
+            let msg = message_for(api_version, kind).unwrap();
+            let pb = json_to_proto(msg, json.as_bytes()).unwrap();
+            let obj: Value = serde_json::from_str(json).unwrap();
+            let mut present = 0;
+            for path in *paths {
+                let got = read_scalar(msg, &pb, path).unwrap();
+                let want = json_value(&obj, path);
+                // gogo writes zero scalars that JSON omits (omitempty): absent in JSON and
+                // zero in protobuf is the same value.
+                match (&want, got) {
+                    (Some(w), Some(g)) => {
+                        present += 1;
+                        assert_eq!(&g.to_string(), w, "{kind} {path}");
+                    }
+                    (None, None) => {}
+                    (None, Some(g)) => assert!(
+                        matches!(
+                            g,
+                            FieldValue::Str("") | FieldValue::Bool(false) | FieldValue::Int(0)
+                        ),
+                        "{kind} {path}: {g:?} in protobuf, absent in JSON"
+                    ),
+                    (Some(w), None) => panic!("{kind} {path}: {w} in JSON, absent in protobuf"),
+                }
+            }
+            assert!(
+                present * 2 >= paths.len(),
+                "{kind}: the fixture sets most of its paths"
+            );
+            let labels = read_string_map(msg, &pb, "metadata.labels").unwrap();
+            let want: Vec<(String, String)> = obj["metadata"]["labels"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let got: Vec<(String, String)> = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(got, want, "{kind} labels");
+        }
+    }
+
+    #[test]
+    fn absent_messages_and_bad_paths_and_bytes() {
+        let msg = message_for("v1", "Pod").unwrap();
+        let pb = json_to_proto(msg, br#"{"metadata":{"name":"p"}}"#).unwrap();
+        assert_eq!(
+            read_scalar(msg, &pb, "metadata.name").unwrap(),
+            Some(FieldValue::Str("p"))
+        );
+        // No spec on the wire (an empty message is still written by gogo: either way, no
+        // nodeName is read).
+        assert!(matches!(
+            read_scalar(msg, &pb, "spec.nodeName").unwrap(),
+            None | Some(FieldValue::Str(""))
+        ));
+        assert!(
+            read_string_map(msg, &pb, "metadata.labels")
+                .unwrap()
+                .is_empty()
+        );
+        for bad in [
+            "spec.nope",
+            "spec",
+            "spec.containers.name",
+            "metadata.labels",
+            "",
+        ] {
+            assert!(read_scalar(msg, &pb, bad).is_err(), "{bad}");
+        }
+        assert!(read_string_map(msg, &pb, "metadata.name").is_err());
+        // Truncated or garbage bytes: an error, never a panic.
+        for cut in 1..pb.len() {
+            let _ = read_scalar(msg, &pb[..cut], "metadata.name");
+        }
+        assert!(read_scalar(msg, &[0x0a, 0xff], "metadata.name").is_err());
+        assert!(read_scalar(msg, &[0x0a, 0x02, 0x1a, 0x80], "metadata.name").is_err());
+    }
+}
