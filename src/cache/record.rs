@@ -179,6 +179,9 @@ pub enum DecodeError {
     /// `metadata.name` missing.
     #[error("object has no metadata.name")]
     NoName,
+    /// Protobuf bytes that do not decode as the kind's message.
+    #[error("malformed object protobuf: {0}")]
+    Protobuf(String),
 }
 
 #[derive(Deserialize)]
@@ -414,6 +417,106 @@ fn decode_with(
     Ok(Cached::new(body(raw)?, rec))
 }
 
+/// The scalar fields [`Skeleton`] reads for the built-in kinds' field selectors, as paths
+/// `kube_wire::proto::fields` follows (the first pod IP for `status.podIPs`).
+const SELECTABLE_PATHS: &[&str] = &[
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.serviceAccount",
+    "spec.hostNetwork",
+    "spec.unschedulable",
+    "spec.clusterIP",
+    "spec.type",
+    "spec.signerName",
+    "spec.podName",
+    "spec.driver",
+    "status.phase",
+    "status.podIP",
+    "status.podIPs[0].ip",
+    "status.nominatedNodeName",
+    "status.replicas",
+    "status.succeeded",
+    "type",
+];
+
+/// The record of an object from its protobuf message (`msg`, its kind's), read field by field
+/// without decoding the object: the record [`decode_object`] reads from the same object's JSON.
+/// Bytes that do not decode, a missing name or a bad resourceVersion are refused as malformed
+/// JSON is.
+pub fn record_from_protobuf(
+    info: &ResourceInfo,
+    msg: kube_wire::proto::MessageRef,
+    pb: &[u8],
+) -> Result<ObjectRecord, DecodeError> {
+    use kube_wire::proto::fields::{FieldValue, has_scalar, read_scalar, read_string_map};
+    let bad = |e: kube_wire::proto::ProtoError| DecodeError::Protobuf(e.to_string());
+    if needs_full_parse(info) {
+        // Kinds whose selectable fields the paths below do not cover (events): via JSON.
+        let json = kube_wire::proto::proto_to_json(msg, pb, None).map_err(bad)?;
+        return decode_object(info, &json).map(|c| c.rec);
+    }
+    let text = |path: &str| -> Result<String, DecodeError> {
+        Ok(read_scalar(msg, pb, path)
+            .map_err(bad)?
+            .map(|v| v.to_string())
+            .unwrap_or_default())
+    };
+    let name = text("metadata.name")?;
+    if name.is_empty() {
+        return Err(DecodeError::NoName);
+    }
+    let rv_text = text("metadata.resourceVersion")?;
+    let rv = parse_rv(&rv_text).map_err(|_| DecodeError::ResourceVersion {
+        name: name.clone(),
+        rv: rv_text.clone(),
+    })?;
+    let namespace = text("metadata.namespace")?;
+    // The selectors' view of the object, as `Skeleton::selectable_view` builds it from JSON.
+    let mut view =
+        json!({"metadata": {"name": name, "namespace": namespace}, "spec": {}, "status": {}});
+    for path in SELECTABLE_PATHS.iter().filter(|p| has_scalar(msg, p)) {
+        let Some(v) = read_scalar(msg, pb, path).map_err(bad)? else {
+            continue;
+        };
+        let v = match v {
+            FieldValue::Str(s) => Value::from(s),
+            FieldValue::Bool(b) => Value::from(b),
+            FieldValue::Int(i) => Value::from(i),
+        };
+        match *path {
+            "status.podIPs[0].ip" => view["status"]["podIPs"] = json!([{ "ip": v }]),
+            "type" => view["type"] = v,
+            p => {
+                let (top, key) = p.split_once('.').unwrap_or(("", p));
+                view[top][key] = v;
+            }
+        }
+    }
+    let fields = kube_wire::selector::selectable::selectable_fields(
+        &info.group,
+        &info.kind,
+        info.namespaced,
+        &[],
+        &view,
+    );
+    let mut labels: Vec<(String, String)> = read_string_map(msg, pb, "metadata.labels")
+        .map_err(bad)?
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    labels.sort();
+    Ok(ObjectRecord {
+        namespace,
+        name,
+        uid: text("metadata.uid")?,
+        rv,
+        labels,
+        fields,
+    })
+}
+
 /// The object's JSON without `kind`/`apiVersion`, copied into an exactly sized buffer (so no
 /// list page or watch read buffer is kept alive by a cached object).
 pub fn strip_type_meta(raw: &[u8]) -> Result<Bytes, DecodeError> {
@@ -567,6 +670,81 @@ mod tests {
         assert_eq!(c.rec.field("status.podIP"), Some("10.0.0.1"));
         assert_eq!(c.rec.field("metadata.namespace"), Some("d"));
         assert_eq!(c.rec.field("spec.hostNetwork"), Some("false"));
+    }
+
+    #[test]
+    fn a_record_read_from_protobuf_is_the_one_read_from_json() {
+        let fixture = |name: &str| {
+            std::fs::read_to_string(format!(
+                "{}/crates/kube-wire/src/proto/testdata/{name}.json",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap()
+        };
+        for (info, api_version, file) in [
+            (pods(), "v1", "pod"),
+            (
+                ResourceInfo::new("", "v1", "nodes", "Node", false),
+                "v1",
+                "node",
+            ),
+            (
+                ResourceInfo::new("", "v1", "services", "Service", true),
+                "v1",
+                "service",
+            ),
+            (
+                ResourceInfo::new("", "v1", "secrets", "Secret", true),
+                "v1",
+                "secret",
+            ),
+            (
+                ResourceInfo::new("", "v1", "events", "Event", true),
+                "v1",
+                "event",
+            ),
+            (
+                ResourceInfo::new("apps", "v1", "replicasets", "ReplicaSet", true),
+                "apps/v1",
+                "replicaset",
+            ),
+            (
+                ResourceInfo::new("batch", "v1", "jobs", "Job", true),
+                "batch/v1",
+                "job",
+            ),
+        ] {
+            let json = fixture(file);
+            let msg = kube_wire::proto::message_for(api_version, &info.kind).unwrap();
+            let pb = kube_wire::proto::json_to_proto(msg, json.as_bytes()).unwrap();
+            let want = decode_object(&info, json.as_bytes()).unwrap().rec;
+            assert!(!want.fields.is_empty());
+            assert_eq!(
+                record_from_protobuf(&info, msg, &pb).unwrap(),
+                want,
+                "{file}"
+            );
+        }
+        // What does not decode is refused, as malformed JSON is; so is an object without a
+        // name or with a bad resourceVersion.
+        let msg = kube_wire::proto::message_for("v1", "Pod").unwrap();
+        assert!(matches!(
+            record_from_protobuf(&pods(), msg, &[0x0a, 0x05, 0x0a]),
+            Err(DecodeError::Protobuf(_))
+        ));
+        let pb = |json: &str| kube_wire::proto::json_to_proto(msg, json.as_bytes()).unwrap();
+        assert_eq!(
+            record_from_protobuf(&pods(), msg, &pb(r#"{"metadata":{"resourceVersion":"1"}}"#)),
+            Err(DecodeError::NoName)
+        );
+        assert!(matches!(
+            record_from_protobuf(
+                &pods(),
+                msg,
+                &pb(r#"{"metadata":{"name":"p","resourceVersion":"x"}}"#)
+            ),
+            Err(DecodeError::ResourceVersion { .. })
+        ));
     }
 
     #[test]

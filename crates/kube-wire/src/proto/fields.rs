@@ -111,6 +111,11 @@ fn locate<'a>(
     let mut buf = Some(pb);
     let mut parts = path.split('.').peekable();
     while let Some(part) = parts.next() {
+        // `podIPs[0]`: into the first element of a list of messages.
+        let (part, first) = match part.strip_suffix("[0]") {
+            Some(p) => (p, true),
+            None => (part, false),
+        };
         let indices = message.key(part).ok_or_else(|| {
             ProtoError::protobuf(path, format!("{} has no field {part:?}", message.name))
         })?;
@@ -125,14 +130,18 @@ fn locate<'a>(
             let Elem::Message(id) = field.elem else {
                 return Err(not_scalar(path));
             };
-            if field.shape == Shape::Slice || field.shape == Shape::Map {
+            let into_first = first && field.shape == Shape::Slice && n + 1 == indices.len();
+            if field.shape == Shape::Map || (field.shape == Shape::Slice && !into_first) {
                 return Err(ProtoError::protobuf(path, "a path through a list or a map"));
             }
             message = schema::MESSAGES
                 .get(usize::from(id))
                 .ok_or_else(|| ProtoError::protobuf(path, "schema index out of range"))?;
             buf = match buf {
-                Some(b) => match occurrences(b, field.tag, path)?.last() {
+                Some(b) => match occurrences(b, field.tag, path)?
+                    .into_iter()
+                    .reduce(|a, b| if into_first { a } else { b })
+                {
                     Some(Occ::Bytes(inner)) => Some(inner),
                     Some(_) => return Err(wire_type(path)),
                     None => None,
@@ -142,6 +151,11 @@ fn locate<'a>(
         }
     }
     Err(ProtoError::protobuf(path, "an empty path"))
+}
+
+/// Whether `path` names a scalar field of `msg` in the schema (whatever an object holds).
+pub fn has_scalar(msg: MessageRef, path: &str) -> bool {
+    read_scalar(msg, &[], path).is_ok()
 }
 
 /// Every occurrence of field `tag` in `buf`, in wire order.
@@ -215,6 +229,7 @@ mod tests {
                 "status.phase",
                 "status.podIP",
                 "status.nominatedNodeName",
+                "status.podIPs[0].ip",
             ],
         ),
         (
@@ -257,7 +272,7 @@ mod tests {
     ];
 
     fn json_value(obj: &Value, path: &str) -> Option<String> {
-        let pointer = format!("/{}", path.replace('.', "/"));
+        let pointer = format!("/{}", path.replace("[0]", "/0").replace('.', "/"));
         match obj.pointer(&pointer)? {
             Value::String(s) => Some(s.clone()),
             Value::Bool(b) => Some(b.to_string()),
@@ -345,6 +360,8 @@ mod tests {
             assert!(read_scalar(msg, &pb, bad).is_err(), "{bad}");
         }
         assert!(read_string_map(msg, &pb, "metadata.name").is_err());
+        assert!(has_scalar(msg, "spec.nodeName") && has_scalar(msg, "status.podIPs[0].ip"));
+        assert!(!has_scalar(msg, "spec.clusterIP") && !has_scalar(msg, "status.podIPs.ip"));
         // Truncated or garbage bytes: an error, never a panic.
         for cut in 1..pb.len() {
             let _ = read_scalar(msg, &pb[..cut], "metadata.name");
