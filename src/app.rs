@@ -37,7 +37,7 @@ use crate::cache::budget::{MemoryBudget, Pressure};
 use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, CacheMode, Config, ResourceSpec};
 use crate::downstream::limits;
-use crate::metrics::ResourceMetrics;
+use crate::metrics::{KindChange, ResourceMetrics};
 use crate::reflector::catalog::{Catalog, Gvr};
 use crate::reflector::crd::Crds;
 use crate::reflector::{Freshness, Reflector};
@@ -277,7 +277,7 @@ impl App {
         if !pinned {
             tracing::info!(resource = %slot.spec, "caching a kind on its first read");
         }
-        self.metrics.kind_change("started");
+        self.metrics.kind_change(KindChange::Started);
         let previous = self.retiring.lock().remove(&key);
         let (app, s) = (self.clone(), slot.clone());
         let task = self.tasks.spawn(async move {
@@ -380,7 +380,7 @@ impl App {
         }
         let spec = ResourceSpec::new(group, version, resource);
         if self.budget.pressure() >= Pressure::Soft && !self.drop_least_recent(false) {
-            self.metrics.kind_change("refused_memory");
+            self.metrics.kind_change(KindChange::RefusedMemory);
             tracing::debug!(resource = %spec, used = self.budget.used(), limit = self.budget.limit(), "not caching a kind: cache.memory_limit is near and no other kind can be dropped; its reads pass through");
             return None;
         }
@@ -413,8 +413,8 @@ impl App {
 
     /// Stops caching a kind: its reflector stops, its watchers' streams end (they re-watch:
     /// from the upstream, or from the kind's next cache), its memory is freed once the last
-    /// reader lets go. `change` is the `watchmux_cache_kind_changes_total` label.
-    pub fn drop_kind(&self, key: &Gvr, change: &'static str, why: &str) {
+    /// reader lets go.
+    pub fn drop_kind(&self, key: &Gvr, change: KindChange, why: &str) {
         let Some(slot) = self.slots.write().remove(key) else {
             return;
         };
@@ -423,12 +423,12 @@ impl App {
             c.close_all("the kind is no longer cached");
         }
         self.metrics
-            .stop_kind(&slot.metrics, change == "dropped_removed");
+            .stop_kind(&slot.metrics, change == KindChange::DroppedRemoved);
         if let Some(task) = slot.task.lock().take() {
             self.retiring.lock().insert(key.clone(), task);
         }
         self.metrics.kind_change(change);
-        tracing::info!(resource = %slot.spec, change, "{why}");
+        tracing::info!(resource = %slot.spec, change = change.as_str(), "{why}");
     }
 
     /// Drops the least recently read on-demand kind (`with_watchers`: also one that has
@@ -447,7 +447,7 @@ impl App {
         };
         self.drop_kind(
             &key,
-            "dropped_memory",
+            KindChange::DroppedMemory,
             &format!(
                 "dropped the least recently read kind: cache.memory_limit is near ({} of {} bytes)",
                 self.budget.used(),
@@ -484,72 +484,70 @@ impl App {
     /// One look of the keeper (see [`App::keep_kinds`]).
     fn look_at_kinds(&self) {
         let now = self.now_ms();
-        let mut gone = Vec::new();
-        let mut changed = Vec::new();
-        let mut idle = Vec::new();
-        for (key, slot) in self.slots.read().iter() {
-            let (group, version, resource) = key;
-            let cache = slot.get();
-            if !kube_wire::selector::selectable::is_builtin_group(group) && !slot.pinned {
-                match self.crds.custom(group, version, resource) {
-                    None => {
-                        let since = match slot.vanishing_since_ms.load(Ordering::Relaxed) {
-                            0 => {
-                                slot.vanishing_since_ms.store(now.max(1), Ordering::Relaxed);
-                                now
-                            }
-                            t => t,
-                        };
-                        if cache.as_ref().is_none_or(|c| c.is_empty())
-                            || slot.failing()
-                            || now.saturating_sub(since) >= VANISH_GRACE.as_millis() as u64
-                        {
-                            gone.push(key.clone());
-                        }
-                        continue;
-                    }
-                    Some(c) => {
-                        slot.vanishing_since_ms.store(0, Ordering::Relaxed);
-                        if cache.as_ref().is_some_and(|cache| {
-                            let i = &cache.info;
-                            i.kind != c.kind
-                                || i.namespaced != c.namespaced
-                                || i.selectable_fields != c.selectable_fields
-                        }) {
-                            changed.push(key.clone());
-                            continue;
-                        }
-                    }
+        let drops: Vec<_> = self
+            .slots
+            .read()
+            .iter()
+            .filter_map(|(key, slot)| Some((key.clone(), self.verdict(slot, now)?)))
+            .collect();
+        for (key, change) in drops {
+            let why = match change {
+                KindChange::DroppedRemoved => {
+                    "the upstream no longer serves this kind (its CRD was deleted or is no longer established): its cache is dropped and its watchers' streams end"
                 }
-            }
-            if cache.as_ref().is_some_and(|c| c.watcher_count() > 0) {
-                // Watched: being read.
-                slot.last_read_ms.store(now, Ordering::Relaxed);
-            } else if let Some(limit) = self.cache_config.idle
-                && !slot.pinned
-                && now.saturating_sub(slot.last_read_ms.load(Ordering::Relaxed))
-                    >= limit.as_millis() as u64
-            {
-                idle.push(key.clone());
-            }
-        }
-        for key in gone {
-            self.drop_kind(&key, "dropped_removed", "the upstream no longer serves this kind (its CRD was deleted or is no longer established): its cache is dropped and its watchers' streams end");
-        }
-        for key in changed {
-            self.drop_kind(&key, "restarted_changed", "the kind's CRD changed its scope, kind or selectable fields: its cache is dropped and starts afresh on the next read");
-        }
-        for key in idle {
-            self.drop_kind(
-                &key,
-                "dropped_idle",
-                "dropped a kind nobody read for cache.idle_secs; the next read starts it again",
-            );
+                KindChange::RestartedChanged => {
+                    "the kind's CRD changed its scope, kind or selectable fields: its cache is dropped and starts afresh on the next read"
+                }
+                _ => {
+                    "dropped a kind nobody read for cache.idle_secs; the next read starts it again"
+                }
+            };
+            self.drop_kind(&key, change, why);
         }
         if self.budget.pressure() >= Pressure::Trim {
             self.drop_least_recent(true);
         }
         self.retiring.lock().retain(|_, t| !t.is_finished());
+    }
+
+    /// Whether the keeper drops `slot` now, and why: its CRD gone (once its objects' deletions
+    /// have arrived, see [`VANISH_GRACE`]) or changed, or idle. A watched kind is being read:
+    /// its last-read time becomes now.
+    fn verdict(&self, slot: &CacheSlot, now: u64) -> Option<KindChange> {
+        if slot.pinned {
+            return None;
+        }
+        let (group, version, resource) =
+            (&slot.spec.group, &slot.spec.version, &slot.spec.resource);
+        let cache = slot.get();
+        if !kube_wire::selector::selectable::is_builtin_group(group) {
+            let Some(custom) = self.crds.custom(group, version, resource) else {
+                let since = match slot.vanishing_since_ms.compare_exchange(
+                    0,
+                    now.max(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => now,
+                    Err(t) => t,
+                };
+                let drained = cache.as_ref().is_none_or(|c| c.is_empty())
+                    || slot.failing()
+                    || now.saturating_sub(since) >= VANISH_GRACE.as_millis() as u64;
+                return drained.then_some(KindChange::DroppedRemoved);
+            };
+            slot.vanishing_since_ms.store(0, Ordering::Relaxed);
+            if cache.as_ref().is_some_and(|c| !custom.describes(&c.info)) {
+                return Some(KindChange::RestartedChanged);
+            }
+        }
+        if cache.as_ref().is_some_and(|c| c.watcher_count() > 0) {
+            slot.last_read_ms.store(now, Ordering::Relaxed);
+            return None;
+        }
+        let idle = self.cache_config.idle?;
+        (now.saturating_sub(slot.last_read_ms.load(Ordering::Relaxed)) >= idle.as_millis() as u64)
+            .then_some(KindChange::DroppedIdle)
     }
 
     /// Graceful shutdown with no delay and a 20 s bound (see [`App::shutdown_within`]).

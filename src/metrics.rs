@@ -404,11 +404,7 @@ impl Shared {
     fn resource_check(&self, r: &ResourceMetrics) -> Check {
         let mut stale = None;
         let error = match r.cache() {
-            // An on-demand kind passes its reads through until it has synced.
-            None | Some(_) if !r.pinned && !r.cache().is_some_and(|c| c.is_synced()) => None,
-            None => Some("waiting for upstream discovery".to_string()),
-            Some(c) if !c.is_synced() => Some("not synced: the initial list is not in".to_string()),
-            Some(c) => {
+            Some(c) if c.is_synced() => {
                 let age = c.staleness.age();
                 let outage = r
                     .outage()
@@ -432,6 +428,10 @@ impl Shared {
                     None
                 }
             }
+            // An on-demand kind passes its reads through until it has synced.
+            _ if !r.pinned => None,
+            None => Some("waiting for upstream discovery".to_string()),
+            Some(_) => Some("not synced: the initial list is not in".to_string()),
         };
         Check {
             name: format!("cache/{}", r.label),
@@ -492,15 +492,46 @@ pub struct RequestInfo {
 #[derive(Debug, Clone, Copy)]
 pub struct PassedThrough(pub PassReason);
 
-/// `watchmux_cache_kind_changes_total{change}` values.
-pub const KIND_CHANGES: [&str; 6] = [
-    "started",
-    "dropped_idle",
-    "dropped_memory",
-    "dropped_removed",
-    "restarted_changed",
-    "refused_memory",
-];
+/// What happened to a cached kind (`watchmux_cache_kind_changes_total{change}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindChange {
+    /// Its cache started: its first read, or at start for `cache.resources`.
+    Started,
+    /// Not read for `cache.idle_secs`.
+    DroppedIdle,
+    /// The least recently read while `cache.memory_limit` was near.
+    DroppedMemory,
+    /// The upstream no longer serves it (its CRD was deleted).
+    DroppedRemoved,
+    /// Its CRD changed its scope, kind or selectable fields.
+    RestartedChanged,
+    /// Passed through instead of being cached, near `cache.memory_limit`.
+    RefusedMemory,
+}
+
+impl KindChange {
+    /// Every value (so the metric's series exist from the start).
+    pub const ALL: [KindChange; 6] = [
+        KindChange::Started,
+        KindChange::DroppedIdle,
+        KindChange::DroppedMemory,
+        KindChange::DroppedRemoved,
+        KindChange::RestartedChanged,
+        KindChange::RefusedMemory,
+    ];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KindChange::Started => "started",
+            KindChange::DroppedIdle => "dropped_idle",
+            KindChange::DroppedMemory => "dropped_memory",
+            KindChange::DroppedRemoved => "dropped_removed",
+            KindChange::RestartedChanged => "restarted_changed",
+            KindChange::RefusedMemory => "refused_memory",
+        }
+    }
+}
 
 /// The metric families with a `resource` label, to make a kind's series when it is first
 /// cached.
@@ -819,8 +850,8 @@ impl Metrics {
             "Kinds whose cache was started or dropped, by what happened: started (its first read, or at start for cache.resources), dropped_idle (not read for cache.idle_secs), dropped_memory (least recently read while cache.memory_limit was near), dropped_removed (the upstream no longer serves it, e.g. its CRD was deleted), restarted_changed (its CRD changed its scope, kind or selectable fields), refused_memory (a kind passed through instead of being cached, near cache.memory_limit).",
             &["change"],
         );
-        for c in KIND_CHANGES {
-            kinds.with_label_values(&[c]);
+        for c in KindChange::ALL {
+            kinds.with_label_values(&[c.as_str()]);
         }
         let specs = &config.cache.resources;
         let labels = resource_labels(specs);
@@ -958,9 +989,11 @@ impl Metrics {
         }
     }
 
-    /// Counts a kind started, dropped or refused ([`KIND_CHANGES`]).
-    pub fn kind_change(&self, change: &str) {
-        self.kind_changes.with_label_values(&[change]).inc();
+    /// Counts a kind started, dropped or refused.
+    pub fn kind_change(&self, change: KindChange) {
+        self.kind_changes
+            .with_label_values(&[change.as_str()])
+            .inc();
     }
 
     /// `/readyz` waits for on-demand caching's first read of discovery.

@@ -29,7 +29,7 @@ use crate::app::{App, CacheSlot};
 use crate::cache::{ResourceCache, Snapshot};
 use kube_wire::negotiate::{Encoding, Target};
 use kube_wire::options::ListOptions;
-use kube_wire::path::{self, ApiPath};
+use kube_wire::path::{self, ApiPath, ResourcePath};
 use kube_wire::response::{Body, status_response};
 use kube_wire::selector::{Filter, SelectorError};
 use kube_wire::status::Status;
@@ -96,7 +96,8 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
             None => r,
         };
     }
-    admit(&app, &req);
+    // Found (or started) before the request is classified, so that it is counted under its kind.
+    let read = cached_read(&app, &req);
     let info = app.metrics.classify(&req);
     let requested_audit_id = req.headers().get(kube_wire::response::AUDIT_ID).cloned();
     // kube negotiates the encoding of an error's Status too: protobuf for kubelets, indented
@@ -108,7 +109,7 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
     );
     let pretty =
         info.verb != "watch" && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
-    let mut resp = match route_and_serve(&app, req, pretty).await {
+    let mut resp = match route_and_serve(&app, req, read, pretty).await {
         Ok(r) => r,
         Err(e) => match status_encoding {
             Some(Encoding::Protobuf) => {
@@ -142,11 +143,14 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
 async fn route_and_serve(
     app: &Arc<App>,
     mut req: Request<ReqBody>,
+    read: Option<(ResourcePath, Arc<CacheSlot>)>,
     pretty: bool,
 ) -> Result<Response<Body>, RouteError> {
-    let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    let routed = match limits::check_url_length(url_len, app.max_url_bytes) {
-        Ok(()) => route(app, &req).await,
+    let routed = match limits::check_url_length(url_len(&req), app.max_url_bytes) {
+        Ok(()) => match read {
+            Some((rp, slot)) => route(app, &req, rp, slot).await,
+            None => Ok(Route::PassThrough(PassReason::NotCached)),
+        },
         Err(e) => Err(e.into()),
     };
     let answer = match routed {
@@ -401,30 +405,35 @@ enum Read {
     Watch,
 }
 
-/// In on-demand mode, a read (GET) of a kind not cached yet starts its cache, before the request
-/// is classified (so that it is counted under its kind). The read itself passes through until
-/// the cache has synced.
-fn admit(app: &Arc<App>, req: &Request<ReqBody>) {
-    if app.catalog.is_none() || req.method() != Method::GET {
-        return;
-    }
-    if let ApiPath::Resource(rp) = path::parse(req.uri().path())
-        && rp.subresource.is_none()
-    {
-        app.slot_for_read(&rp.group, &rp.version, &rp.resource);
-    }
+fn url_len<B>(req: &Request<B>) -> usize {
+    req.uri().path_and_query().map_or(0, |p| p.as_str().len())
 }
 
-async fn route(app: &App, req: &Request<ReqBody>) -> Result<Route, RouteError> {
-    let ApiPath::Resource(rp) = path::parse(req.uri().path()) else {
-        return Ok(Route::PassThrough(PassReason::NotCached));
-    };
-    if req.method() != Method::GET || rp.subresource.is_some() {
-        return Ok(Route::PassThrough(PassReason::NotCached));
+/// The cached kind a request reads, if any: a GET of a resource path (no subresource, a URL
+/// within `server.max_url_bytes`) of a kind cached now or, in on-demand mode, started by this
+/// read (which itself passes through until the cache has synced). Looked up once per request.
+fn cached_read(app: &Arc<App>, req: &Request<ReqBody>) -> Option<(ResourcePath, Arc<CacheSlot>)> {
+    if req.method() != Method::GET
+        || limits::check_url_length(url_len(req), app.max_url_bytes).is_err()
+    {
+        return None;
     }
-    let Some(slot) = app.slot(&rp.group, &rp.version, &rp.resource) else {
-        return Ok(Route::PassThrough(PassReason::NotCached));
+    let ApiPath::Resource(rp) = path::parse(req.uri().path()) else {
+        return None;
     };
+    if rp.subresource.is_some() {
+        return None;
+    }
+    let slot = app.slot_for_read(&rp.group, &rp.version, &rp.resource)?;
+    Some((rp, slot))
+}
+
+async fn route(
+    app: &App,
+    req: &Request<ReqBody>,
+    rp: ResourcePath,
+    slot: Arc<CacheSlot>,
+) -> Result<Route, RouteError> {
     // kube's `WithRequestDeadline` filter reads the `timeout` of a request that is not a watch
     // before anything else (routing, authentication): a malformed one is its 400.
     if !(rp.legacy_watch || kube_wire::options::is_watch_query(req.uri().query())) {

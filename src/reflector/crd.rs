@@ -71,6 +71,16 @@ pub struct CustomKind {
     pub selectable_fields: Vec<String>,
 }
 
+impl CustomKind {
+    /// Whether a cache made for `info` holds this kind as the CRD describes it now (its kind,
+    /// scope and selectable fields).
+    pub fn describes(&self, info: &crate::cache::ResourceInfo) -> bool {
+        info.kind == self.kind
+            && info.namespaced == self.namespaced
+            && info.selectable_fields == self.selectable_fields
+    }
+}
+
 /// The CRDs of interest, by name. Written by the CRD watch ([`run`]), read by request
 /// handlers and on-demand caching.
 #[derive(Debug, Default)]

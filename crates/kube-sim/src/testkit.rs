@@ -283,6 +283,15 @@ pub fn dead_port() -> u16 {
         .port()
 }
 
+/// An object's (or a list's) `metadata.resourceVersion`, as a number.
+pub fn rv_of(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no resourceVersion in {v}"))
+        .parse()
+        .unwrap()
+}
+
 /// A minimal valid pod.
 pub fn pod(name: &str, node: &str, labels: Value) -> Value {
     serde_json::json!({

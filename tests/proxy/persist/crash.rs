@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::common::{Next, WatchStream, get_json, sim, spawn_watchmux, watch};
+use crate::common::{Next, WatchStream, get_json, rv_of, sim, spawn_watchmux, watch};
 use kube_sim::Simulator;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -141,14 +141,6 @@ struct View {
     objects: BTreeMap<String, u64>,
     rv: u64,
     heard: Vec<Seen>,
-}
-
-fn rv_of(o: &Value) -> u64 {
-    o["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 impl View {

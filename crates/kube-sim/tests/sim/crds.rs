@@ -48,14 +48,6 @@ async fn patch(url: &str, content_type: &str, body: Value) -> Value {
     v
 }
 
-fn rv_of(o: &Value) -> u64 {
-    o["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// The string `at` picks from each element of the array `array`.
 fn each(array: &Value, at: impl Fn(&Value) -> &Value) -> Vec<String> {
     array

@@ -186,14 +186,6 @@ async fn post(url: &str, body: Value) -> Value {
     v
 }
 
-fn rv_of(v: &Value) -> u64 {
-    v["metadata"]["resourceVersion"]
-        .as_str()
-        .expect("resourceVersion")
-        .parse()
-        .unwrap()
-}
-
 fn cm(name: &str) -> Value {
     json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":name},"data":{"k":"v"}})
 }

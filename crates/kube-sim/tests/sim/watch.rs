@@ -16,14 +16,6 @@ const T: Duration = Duration::from_secs(5);
 /// How long "nothing arrives" is checked for where the absence of an event is the point.
 const QUIET: Duration = Duration::from_millis(400);
 
-fn rv_of(v: &Value) -> u64 {
-    v["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no resourceVersion in {v}"))
-        .parse()
-        .unwrap()
-}
-
 fn list_rv(v: &Value) -> u64 {
     rv_of(v)
 }
