@@ -1543,7 +1543,7 @@ impl Collector for ScrapeCollector {
                 persist = c.persist_stats().cloned();
                 let snap = c.snapshot();
                 objects = snap.objects.len();
-                bytes = snap.objects.values().map(|o| o.body.len() as u64).sum();
+                bytes = snap.objects.values().map(|o| o.stored().len() as u64).sum();
                 rv = snap.rv;
                 let (n, oldest) = c.window();
                 window = n;

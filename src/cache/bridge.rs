@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use kube_wire::event::EventType;
 
-use super::record::{Cached, restamp};
+use super::record::Cached;
 
 /// What a relist did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,7 @@ pub fn plan(
                 deletions.push((rv, p.clone()));
                 Some((EventType::Added, None))
             }
-            Some(p) if p.rec.rv != rv || p.body != item.body => {
+            Some(p) if p.rec.rv != rv || !p.same_object(item) => {
                 Some((EventType::Modified, Some(p.clone())))
             }
             Some(_) => None,
@@ -132,9 +132,7 @@ pub fn plan(
             ));
         }
         used.insert(next);
-        let mut stamped = (*p).clone();
-        stamped.body = restamp(&p.body, p.rec.rv, next);
-        stamped.rec.rv = next;
+        let stamped = p.restamped(next);
         events.push((EventType::Deleted, Arc::new(keep(stamped)), Some(p)));
         next += 1;
     }
@@ -198,7 +196,7 @@ mod tests {
         );
         let deleted = &ev[0].1;
         assert!(
-            std::str::from_utf8(&deleted.body)
+            std::str::from_utf8(&deleted.json())
                 .unwrap()
                 .contains("\"resourceVersion\":\"11\"")
         );

@@ -21,6 +21,7 @@
 //! hold the objects (the store does) nor know the watchers (the hub does), and it takes no lock:
 //! the cache's lock guards it.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -29,7 +30,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::budget::{Account, Charge};
-use super::record::{self, Cached};
+use super::record::Cached;
 use super::{CacheSettings, ResourceInfo};
 use kube_wire::event::{EventType, encode_frame};
 use kube_wire::negotiate::Form;
@@ -72,7 +73,7 @@ impl CacheEvent {
             encode_frame(
                 emitted.as_str(),
                 &info.type_prefix,
-                &self.emitted_body(emitted),
+                &self.emitted_object(emitted).json(),
             )
         })
     }
@@ -92,21 +93,21 @@ impl CacheEvent {
         b.clone()
     }
 
-    /// The stored body a watcher receives for this change as `emitted`: the new state, or for
-    /// a MODIFIED that moves the object out of the watcher's filter, the previous state stamped
+    /// The object a watcher receives for this change as `emitted`: the new state, or for a
+    /// MODIFIED that moves the object out of the watcher's filter, the previous state stamped
     /// with this event's resourceVersion.
-    pub fn emitted_body(&self, emitted: EventType) -> Bytes {
+    pub fn emitted_object(&self, emitted: EventType) -> Cow<'_, Cached> {
         match (emitted, self.ty, &self.prev) {
             (EventType::Deleted, EventType::Modified, Some(prev)) => {
-                record::restamp(&prev.body, prev.rec.rv, self.rv)
+                Cow::Owned(prev.restamped(self.rv))
             }
-            _ => self.obj.body.clone(),
+            _ => Cow::Borrowed(&*self.obj),
         }
     }
 
     /// The frame for this change as `emitted` in `form`, encoded once per form and shared by
     /// every watcher of that form: plain JSON is [`CacheEvent::frame`]; any other form is
-    /// encoded by `encode` from [`CacheEvent::emitted_body`] on first use. Every caller must
+    /// encoded by `encode` from [`CacheEvent::emitted_object`] on first use. Every caller must
     /// pass the same encoder for a form (`downstream::watch` does: a Table without column
     /// definitions, which only a watcher's first event carries, in a frame of its own).
     pub fn frame_in(
@@ -114,7 +115,7 @@ impl CacheEvent {
         info: &ResourceInfo,
         emitted: EventType,
         form: &Form,
-        encode: impl FnOnce(&Bytes) -> Bytes,
+        encode: impl FnOnce(&Cached) -> Bytes,
     ) -> Bytes {
         let slot = match form {
             Form::Json => return self.frame(info, emitted),
@@ -128,7 +129,7 @@ impl CacheEvent {
             Default::default()
         });
         self.charged_init(&frames[slot * 3 + emitted as usize], || {
-            encode(&self.emitted_body(emitted))
+            encode(&self.emitted_object(emitted))
         })
     }
 
@@ -148,7 +149,7 @@ impl CacheEvent {
 
 /// What an event counts for in the byte lag: its object's body and a fixed overhead.
 fn size_of_event(obj: &Cached) -> u64 {
-    obj.body.len() as u64 + 48
+    obj.stored().len() as u64 + 48
 }
 
 /// Why reading the log failed: events after the cursor already left it.

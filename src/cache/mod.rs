@@ -27,6 +27,7 @@
 pub mod bridge;
 pub mod budget;
 pub mod event_log;
+pub mod object;
 pub mod record;
 pub mod snapshots;
 pub mod staleness;
@@ -56,7 +57,8 @@ use crate::persist::segments::Loaded;
 use crate::persist::writer::Persister;
 
 pub use event_log::{CacheEvent, FellBehind, LogBatch};
-pub use record::{Cached, DecodeError, ObjectRecord};
+pub use object::Cached;
+pub use record::{DecodeError, ObjectRecord};
 pub use snapshots::{Retention, SnapshotUsage};
 pub use store::{FieldIndex, Snapshot};
 
@@ -81,6 +83,9 @@ pub struct ResourceInfo {
     pub index_fields: Vec<String>,
     /// The object prefix `{"kind":..,"apiVersion":..,` (or sorted, for custom resources).
     pub type_prefix: String,
+    /// The kind's protobuf message, for a built-in kind the transcoder knows: such a kind is
+    /// read from the upstream, and stored, in protobuf ([`object`]).
+    pub message: Option<kube_wire::proto::MessageRef>,
     heads: [Bytes; 3],
 }
 
@@ -109,6 +114,9 @@ impl ResourceInfo {
             builtin,
             selectable_fields: Vec::new(),
             index_fields: Vec::new(),
+            message: builtin
+                .then(|| kube_wire::proto::message_for(&api_version, kind))
+                .flatten(),
             type_prefix,
             heads,
         }
@@ -140,18 +148,38 @@ impl ResourceInfo {
 
     /// An object as a GET or a watch event carries it: with its `kind` and `apiVersion` first.
     pub fn full_object(&self, c: &Cached) -> Bytes {
-        let mut v = Vec::with_capacity(self.type_prefix.len() + c.body.len());
-        v.extend_from_slice(self.type_prefix.as_bytes());
-        v.extend_from_slice(&c.body[1..]);
+        let mut v = Vec::with_capacity(self.type_prefix.len() + c.stored().len() * 2);
+        self.write_full_object(c, &mut v);
         Bytes::from(v)
     }
 
-    /// An object as LIST items carry it: the body for built-ins, with type meta otherwise.
+    /// The prefix (which ends with `,`), then the object's JSON after its opening brace.
+    fn write_full_object(&self, c: &Cached, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.type_prefix.as_bytes());
+        if c.is_protobuf() {
+            let at = out.len();
+            c.write_json(out);
+            out.remove(at);
+        } else {
+            out.extend_from_slice(c.stored().get(1..).unwrap_or_default());
+        }
+    }
+
+    /// An object as LIST items carry it: its JSON for built-ins, with type meta otherwise.
     pub fn list_item(&self, c: &Cached) -> Bytes {
         if self.builtin {
-            c.body.clone()
+            c.json()
         } else {
             self.full_object(c)
+        }
+    }
+
+    /// Appends an object as LIST items carry it ([`ResourceInfo::list_item`]) to `out`.
+    pub fn write_list_item(&self, c: &Cached, out: &mut Vec<u8>) {
+        if self.builtin {
+            c.write_json(out);
+        } else {
+            self.write_full_object(c, out);
         }
     }
 }
@@ -432,7 +460,7 @@ impl ResourceCache {
         drop(st);
         Some((
             snap.rv,
-            snap.objects.values().map(|o| o.body.clone()).collect(),
+            snap.objects.values().map(|o| o.stored().clone()).collect(),
         ))
     }
 
@@ -635,7 +663,7 @@ impl CacheWriter {
         self.persist(Record::Event {
             ty,
             rv: ev.rv,
-            body: ev.obj.body.clone(),
+            body: ev.obj.stored().clone(),
         });
         st.log.evict(&c.settings);
         Self::shed_log(c, st);

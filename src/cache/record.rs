@@ -1,26 +1,31 @@
-//! Ingest: turning one upstream object's JSON into the stored body and the small record that
-//! selectors and indexes read, in one borrowed pass (no JSON tree of the whole object).
+//! Ingest: turning one upstream object — the kind's protobuf message, or JSON — into the stored
+//! bytes and the small record that selectors and indexes read, without building a tree of the
+//! whole object.
 //!
-//! The body is stored *without* its `kind`/`apiVersion` prefix, starting `{"metadata":…`, so a
-//! built-in LIST item is the body as is, and a watch frame is a constant head, the body minus
-//! its opening brace, and a constant tail — no re-encoding, ever.
+//! A protobuf object ([`decode_protobuf`]) is stored as sent; it is checked to decode whole
+//! first (as a malformed JSON object is refused whole), and its record is read field by field
+//! ([`record_from_protobuf`]). A JSON object ([`decode_object`]) is stored *without* its
+//! `kind`/`apiVersion` prefix, starting `{"metadata":…`, so a built-in LIST item is the body as
+//! is, and a watch frame is a constant head, the body minus its opening brace, and a constant
+//! tail.
 //!
-//! Owns the decoding of one object ([`decode_object`]) and of an upstream resourceVersion
-//! ([`parse_rv`]), and the byte-level edits of a stored body
-//! ([`strip_type_meta`], [`restamp`]). It must not keep any state: storing objects is the
-//! store's job, and the reflector decides what to ingest.
+//! Owns the decoding of one object and of an upstream resourceVersion ([`parse_rv`]), and the
+//! byte-level edits of stored bytes ([`strip_type_meta`], [`restamp`], [`restamp_protobuf`]).
+//! It must not keep any state: storing objects is the store's job, and the reflector decides
+//! what to ingest.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kube_wire::proto::MessageRef;
+use kube_wire::proto::fields::ScalarPath;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::ResourceInfo;
-use super::budget::{Account, Charge, Pressure};
 
 /// What selectors and indexes need of an object, extracted once at ingest.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -64,103 +69,7 @@ pub fn object_key(namespace: &str, name: &str) -> String {
     }
 }
 
-/// One cached object: its body (exactly sized, shared) and its record.
-#[derive(Debug)]
-pub struct Cached {
-    /// JSON without `kind`/`apiVersion`, starting with `{`.
-    pub body: Bytes,
-    /// Extracted record.
-    pub rec: ObjectRecord,
-    /// The object's protobuf message, transcoded from `body` on first use by a protobuf
-    /// client and shared by every later one ([`Cached::protobuf`]): empty when it does not
-    /// transcode. Derived from `body`: a clone starts without it (a clone is made to be
-    /// changed: a bridge's restamped deletion must not carry the old bytes), and equality
-    /// ignores it.
-    protobuf: OnceLock<Bytes>,
-    /// What this version counts for in the memory budget, once a cache holds it
-    /// ([`Cached::charged`]); the protobuf copy is added to it.
-    charge: Option<Charge>,
-}
-
-impl Clone for Cached {
-    /// A copy without the protobuf copy (see [`Cached::protobuf`]) and uncharged: a clone is
-    /// made to be changed, and is charged when a cache takes it.
-    fn clone(&self) -> Self {
-        Cached::new(self.body.clone(), self.rec.clone())
-    }
-}
-
-impl PartialEq for Cached {
-    fn eq(&self, other: &Self) -> bool {
-        self.body == other.body && self.rec == other.rec
-    }
-}
-
-impl Eq for Cached {}
-
-/// What an object's record, its key in the store and the store's tree node cost beside the
-/// body, apart from the strings counted one by one.
-const RECORD_OVERHEAD: u64 = 256;
-
-impl Cached {
-    /// An object of `body` (JSON without type meta) and its record.
-    pub fn new(body: Bytes, rec: ObjectRecord) -> Self {
-        Cached {
-            body,
-            rec,
-            protobuf: OnceLock::new(),
-            charge: None,
-        }
-    }
-
-    /// This version, counted in `account` for as long as it lives (the cache's writer charges
-    /// every version it stores). Its size: the body, the record's strings (twice the key, as
-    /// the store keys by it) and a fixed overhead.
-    pub fn charged(mut self, account: &Arc<Account>) -> Self {
-        let r = &self.rec;
-        let strings: usize = [&r.namespace, &r.name, &r.uid]
-            .iter()
-            .map(|s| s.len())
-            .sum::<usize>()
-            + r.labels
-                .iter()
-                .chain(&r.fields)
-                .map(|(k, v)| k.len() + v.len() + 48)
-                .sum::<usize>();
-        let bytes = self.body.len() + strings + r.namespace.len() + r.name.len();
-        self.charge = Some(account.charge(bytes as u64 + RECORD_OVERHEAD));
-        self
-    }
-
-    /// The bytes this version counts for in the memory budget (0 when uncharged).
-    pub fn charged_bytes(&self) -> u64 {
-        self.charge.as_ref().map_or(0, Charge::bytes)
-    }
-
-    /// The object's protobuf message, transcoded from `body` by `transcode` on first use and
-    /// kept for every later reader (an empty message when it does not transcode) — unless the
-    /// memory budget is under pressure ([`Pressure::Soft`]), when it is transcoded for this
-    /// reader only.
-    pub fn protobuf(&self, transcode: impl FnOnce(&Bytes) -> Bytes) -> Bytes {
-        if let Some(b) = self.protobuf.get() {
-            return b.clone();
-        }
-        let budget = self.charge.as_ref().map(|c| c.account().budget());
-        if let Some(b) = budget.filter(|b| b.pressure() >= Pressure::Soft) {
-            b.shed.protobuf_copies.fetch_add(1, Ordering::Relaxed);
-            return transcode(&self.body);
-        }
-        let mut made = false;
-        let b = self.protobuf.get_or_init(|| {
-            made = true;
-            transcode(&self.body)
-        });
-        if made && let Some(c) = &self.charge {
-            c.add(b.len() as u64);
-        }
-        b.clone()
-    }
-}
+pub use super::object::Cached;
 
 /// Why an object could not be ingested.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -345,12 +254,18 @@ pub fn decode_object(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeEr
     decode_with(info, raw, strip_type_meta)
 }
 
-/// An object as the cache itself stored it (a persisted body: without `kind`/`apiVersion`
-/// already, and checksummed on disk), decoded as [`decode_object`] does but without its scan for
-/// type meta; copied into an exactly sized buffer all the same, so that no object keeps a whole
-/// segment file's buffer alive.
+/// An object as the cache itself stored it ([`Cached::stored`]: a persisted object,
+/// checksummed on disk), decoded as [`decode_protobuf`] or [`decode_object`] does (but without
+/// the latter's scan for type meta, already stripped); copied into an exactly sized buffer all
+/// the same, so that no object keeps a whole segment file's buffer alive. The form is told by
+/// the first byte: JSON's `{` is the key of a protobuf field 15 of the group wire type, which no
+/// kind has (a log written before objects were stored in protobuf holds JSON).
 pub fn decode_stored(info: &ResourceInfo, raw: &[u8]) -> Result<Cached, DecodeError> {
-    decode_with(info, raw, |r| Ok(Bytes::copy_from_slice(r)))
+    if raw.first() == Some(&b'{') {
+        decode_with(info, raw, |r| Ok(Bytes::copy_from_slice(r)))
+    } else {
+        decode_protobuf(info, raw)
+    }
 }
 
 fn decode_with(
@@ -417,6 +332,127 @@ fn decode_with(
     Ok(Cached::new(body(raw)?, rec))
 }
 
+/// Ingests one object's protobuf message (`pb`, of `info`'s kind, without envelope). The whole
+/// message must decode as the kind's, as kube's own decoder would have it (and as a JSON object
+/// must parse whole): what is stored can always be written as JSON later. Bytes that do not,
+/// a missing name or a bad resourceVersion are refused as malformed JSON is.
+pub fn decode_protobuf(info: &ResourceInfo, pb: &[u8]) -> Result<Cached, DecodeError> {
+    thread_local! {
+        /// The JSON the check writes, reused: no allocation per object.
+        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    let msg = info
+        .message
+        .ok_or_else(|| DecodeError::Protobuf(format!("no protobuf message for {}", info.kind)))?;
+    let rec = SCRATCH.with(|s| {
+        let mut json = s.borrow_mut();
+        json.clear();
+        let checked =
+            pb_json_into(msg, pb, &mut json).map_err(|e| DecodeError::Protobuf(e.to_string()));
+        let rec = checked.and_then(|()| {
+            if needs_full_parse(info) {
+                decode_object(info, &json).map(|c| c.rec)
+            } else {
+                record_from_protobuf(info, msg, pb)
+            }
+        });
+        if json.capacity() > 1 << 20 {
+            *json = Vec::new();
+        }
+        rec
+    })?;
+    Ok(Cached::from_protobuf(Bytes::copy_from_slice(pb), msg, rec))
+}
+
+/// An object's stored protobuf with `metadata.resourceVersion` (field 6 of `metadata`, field 1
+/// of every kind) set to `rv`, every other byte as it was: the bytes kube would write for the
+/// restamped object, as its fields stay in tag order. Bytes that do not parse (never: they were
+/// checked at ingest) are transcoded through JSON instead.
+pub fn restamp_protobuf(msg: kube_wire::proto::MessageRef, pb: &[u8], rv: u64) -> Bytes {
+    match restamp_fields(pb, rv) {
+        Some(b) => Bytes::from(b),
+        None => {
+            let via_json = kube_wire::proto::proto_to_json(msg, pb, None)
+                .ok()
+                .and_then(|j| {
+                    let old = decode_rv_text(&j);
+                    kube_wire::proto::json_to_proto(msg, &restamp(&Bytes::from(j), old, rv)).ok()
+                });
+            via_json
+                .map(Bytes::from)
+                .unwrap_or_else(|| Bytes::copy_from_slice(pb))
+        }
+    }
+}
+
+/// Appends `pb`'s JSON to `out` (interim: until kube-wire writes into a caller's buffer).
+pub(crate) fn pb_json_into(
+    msg: kube_wire::proto::MessageRef,
+    pb: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), kube_wire::proto::ProtoError> {
+    out.extend_from_slice(&kube_wire::proto::proto_to_json(msg, pb, None)?);
+    Ok(())
+}
+
+fn decode_rv_text(json: &[u8]) -> u64 {
+    serde_json::from_slice::<Skeleton<'_>>(json)
+        .ok()
+        .and_then(|s| parse_rv(s.metadata.resource_version.as_deref()?).ok())
+        .unwrap_or_default()
+}
+
+/// [`restamp_protobuf`] on the wire: every occurrence of field 1 rewritten without field 6,
+/// the new field 6 placed in the first one before its first field of a higher tag.
+fn restamp_fields(pb: &[u8], rv: u64) -> Option<Vec<u8>> {
+    use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
+    let rv = rv.to_string();
+    let mut out = Vec::with_capacity(pb.len() + 16);
+    let mut buf = pb;
+    let mut stamped = false;
+    while !buf.is_empty() {
+        let start = buf;
+        let (tag, wt) = decode_key(&mut buf).ok()?;
+        if tag == 1 && wt == WireType::LengthDelimited {
+            let len = usize::try_from(decode_varint(&mut buf).ok()?).ok()?;
+            let (meta, rest) = buf.split_at_checked(len)?;
+            buf = rest;
+            let mut m = Vec::with_capacity(meta.len() + rv.len() + 2);
+            let mut mb = meta;
+            while !mb.is_empty() {
+                let field = mb;
+                let (t, w) = decode_key(&mut mb).ok()?;
+                prost::encoding::skip_field(w, t, &mut mb, Default::default()).ok()?;
+                if t > 6 && !stamped {
+                    put_rv(&mut m, &rv);
+                    stamped = true;
+                }
+                if t != 6 {
+                    m.extend_from_slice(&field[..field.len() - mb.len()]);
+                }
+            }
+            if !stamped {
+                put_rv(&mut m, &rv);
+                stamped = true;
+            }
+            encode_key(1, WireType::LengthDelimited, &mut out);
+            encode_varint(m.len() as u64, &mut out);
+            out.extend_from_slice(&m);
+            continue;
+        }
+        prost::encoding::skip_field(wt, tag, &mut buf, Default::default()).ok()?;
+        out.extend_from_slice(&start[..start.len() - buf.len()]);
+    }
+    stamped.then_some(out)
+}
+
+fn put_rv(out: &mut Vec<u8>, rv: &str) {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    encode_key(6, WireType::LengthDelimited, out);
+    encode_varint(rv.len() as u64, out);
+    out.extend_from_slice(rv.as_bytes());
+}
+
 /// The scalar fields [`Skeleton`] reads for the built-in kinds' field selectors, as paths
 /// `kube_wire::proto::fields` follows (the first pod IP for `status.podIPs`).
 const SELECTABLE_PATHS: &[&str] = &[
@@ -441,43 +477,121 @@ const SELECTABLE_PATHS: &[&str] = &[
     "type",
 ];
 
+/// The [`SELECTABLE_PATHS`] `msg` has, resolved through the schema once per thread.
+fn selectable_paths(msg: MessageRef) -> Rc<[ScalarPath]> {
+    thread_local! {
+        static PATHS: RefCell<HashMap<MessageRef, Rc<[ScalarPath]>>> =
+            RefCell::new(HashMap::new());
+    }
+    PATHS.with(|p| {
+        p.borrow_mut()
+            .entry(msg)
+            .or_insert_with(|| {
+                SELECTABLE_PATHS
+                    .iter()
+                    .filter_map(|path| ScalarPath::new(msg, path).ok())
+                    .collect()
+            })
+            .clone()
+    })
+}
+
+/// `ObjectMeta`'s fields the record reads, by tag (fixed forever by kube's `generated.proto`).
+mod meta_tag {
+    pub const NAME: u32 = 1;
+    pub const NAMESPACE: u32 = 3;
+    pub const UID: u32 = 5;
+    pub const RESOURCE_VERSION: u32 = 6;
+    pub const LABELS: u32 = 11;
+}
+
+/// What the record reads of an encoded `ObjectMeta`, in one pass.
+#[derive(Default)]
+struct MetaFields<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    uid: &'a str,
+    resource_version: &'a str,
+    labels: Vec<(&'a str, &'a str)>,
+}
+
+fn read_meta(meta: &[u8]) -> Result<MetaFields<'_>, String> {
+    use prost::encoding::{WireType, decode_key, decode_varint};
+    fn next<'a>(buf: &mut &'a [u8]) -> Result<(u32, Option<&'a [u8]>), String> {
+        let (tag, wt) = decode_key(buf).map_err(|e| e.to_string())?;
+        if wt != WireType::LengthDelimited {
+            prost::encoding::skip_field(wt, tag, buf, Default::default())
+                .map_err(|e| e.to_string())?;
+            return Ok((tag, None));
+        }
+        let len = usize::try_from(decode_varint(buf).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let (v, rest) = buf
+            .split_at_checked(len)
+            .ok_or("ObjectMeta: unexpected EOF")?;
+        *buf = rest;
+        Ok((tag, Some(v)))
+    }
+    fn text(b: &[u8]) -> Result<&str, String> {
+        std::str::from_utf8(b).map_err(|_| "a string is not UTF-8".to_string())
+    }
+    let mut m = MetaFields::default();
+    let mut buf = meta;
+    while !buf.is_empty() {
+        let (tag, v) = next(&mut buf)?;
+        let Some(v) = v else { continue };
+        match tag {
+            meta_tag::NAME => m.name = text(v)?,
+            meta_tag::NAMESPACE => m.namespace = text(v)?,
+            meta_tag::UID => m.uid = text(v)?,
+            meta_tag::RESOURCE_VERSION => m.resource_version = text(v)?,
+            meta_tag::LABELS => {
+                let (mut key, mut value, mut entry) = ("", "", v);
+                while !entry.is_empty() {
+                    match next(&mut entry)? {
+                        (1, Some(k)) => key = text(k)?,
+                        (2, Some(x)) => value = text(x)?,
+                        _ => {}
+                    }
+                }
+                m.labels.push((key, value));
+            }
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
 /// The record of an object from its protobuf message (`msg`, its kind's), read field by field
 /// without decoding the object: the record [`decode_object`] reads from the same object's JSON.
 /// Bytes that do not decode, a missing name or a bad resourceVersion are refused as malformed
 /// JSON is.
 pub fn record_from_protobuf(
     info: &ResourceInfo,
-    msg: kube_wire::proto::MessageRef,
+    msg: MessageRef,
     pb: &[u8],
 ) -> Result<ObjectRecord, DecodeError> {
-    use kube_wire::proto::fields::{FieldValue, has_scalar, read_scalar, read_string_map};
+    use kube_wire::proto::fields::FieldValue;
     let bad = |e: kube_wire::proto::ProtoError| DecodeError::Protobuf(e.to_string());
     if needs_full_parse(info) {
         // Kinds whose selectable fields the paths below do not cover (events): via JSON.
         let json = kube_wire::proto::proto_to_json(msg, pb, None).map_err(bad)?;
         return decode_object(info, &json).map(|c| c.rec);
     }
-    let text = |path: &str| -> Result<String, DecodeError> {
-        Ok(read_scalar(msg, pb, path)
-            .map_err(bad)?
-            .map(|v| v.to_string())
-            .unwrap_or_default())
-    };
-    let name = text("metadata.name")?;
-    if name.is_empty() {
+    // `metadata` is field 1 of every kind; its last occurrence is the one kube writes.
+    let meta = top_level_field(pb, 1).map_err(DecodeError::Protobuf)?;
+    let meta = read_meta(meta.unwrap_or_default()).map_err(DecodeError::Protobuf)?;
+    if meta.name.is_empty() {
         return Err(DecodeError::NoName);
     }
-    let rv_text = text("metadata.resourceVersion")?;
-    let rv = parse_rv(&rv_text).map_err(|_| DecodeError::ResourceVersion {
-        name: name.clone(),
-        rv: rv_text.clone(),
+    let rv = parse_rv(meta.resource_version).map_err(|_| DecodeError::ResourceVersion {
+        name: meta.name.to_string(),
+        rv: meta.resource_version.to_string(),
     })?;
-    let namespace = text("metadata.namespace")?;
     // The selectors' view of the object, as `Skeleton::selectable_view` builds it from JSON.
-    let mut view =
-        json!({"metadata": {"name": name, "namespace": namespace}, "spec": {}, "status": {}});
-    for path in SELECTABLE_PATHS.iter().filter(|p| has_scalar(msg, p)) {
-        let Some(v) = read_scalar(msg, pb, path).map_err(bad)? else {
+    let mut view = json!({"metadata": {"name": meta.name, "namespace": meta.namespace}, "spec": {}, "status": {}});
+    for path in selectable_paths(msg).iter() {
+        let Some(v) = path.read(pb).map_err(bad)? else {
             continue;
         };
         let v = match v {
@@ -485,7 +599,7 @@ pub fn record_from_protobuf(
             FieldValue::Bool(b) => Value::from(b),
             FieldValue::Int(i) => Value::from(i),
         };
-        match *path {
+        match path.path() {
             "status.podIPs[0].ip" => view["status"]["podIPs"] = json!([{ "ip": v }]),
             "type" => view["type"] = v,
             p => {
@@ -501,20 +615,46 @@ pub fn record_from_protobuf(
         &[],
         &view,
     );
-    let mut labels: Vec<(String, String)> = read_string_map(msg, pb, "metadata.labels")
-        .map_err(bad)?
+    // Sorted by key; of a repeated key the later entry wins, as protobuf merges a map.
+    let labels: Vec<(String, String)> = meta
+        .labels
+        .iter()
+        .copied()
+        .collect::<BTreeMap<&str, &str>>()
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    labels.sort();
     Ok(ObjectRecord {
-        namespace,
-        name,
-        uid: text("metadata.uid")?,
+        namespace: meta.namespace.to_string(),
+        name: meta.name.to_string(),
+        uid: meta.uid.to_string(),
         rv,
         labels,
         fields,
     })
+}
+
+/// The last occurrence of the length-delimited field `tag` of a message, every field of
+/// which is read.
+fn top_level_field(mut buf: &[u8], tag: u32) -> Result<Option<&[u8]>, String> {
+    use prost::encoding::{WireType, decode_key, decode_varint};
+    let mut found = None;
+    while !buf.is_empty() {
+        let (t, wt) = decode_key(&mut buf).map_err(|e| e.to_string())?;
+        if wt != WireType::LengthDelimited {
+            prost::encoding::skip_field(wt, t, &mut buf, Default::default())
+                .map_err(|e| e.to_string())?;
+            continue;
+        }
+        let len = usize::try_from(decode_varint(&mut buf).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let (v, rest) = buf.split_at_checked(len).ok_or("unexpected EOF")?;
+        buf = rest;
+        if t == tag {
+            found = Some(v);
+        }
+    }
+    Ok(found)
 }
 
 /// The object's JSON without `kind`/`apiVersion`, copied into an exactly sized buffer (so no
@@ -649,6 +789,7 @@ pub fn restamp(body: &Bytes, old_rv: u64, rv: u64) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     fn pods() -> ResourceInfo {
         ResourceInfo::new("", "v1", "pods", "Pod", true)
@@ -658,7 +799,7 @@ mod tests {
     fn decodes_pod_record_and_strips_type_meta() {
         let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"d","uid":"u1","resourceVersion":"42","labels":{"b":"2","a":"1"}},"spec":{"nodeName":"n1","containers":[{"name":"c"}]},"status":{"phase":"Running","podIPs":[{"ip":"10.0.0.1"}]}}"#;
         let c = decode_object(&pods(), raw).unwrap();
-        assert!(c.body.starts_with(br#"{"metadata":{"name":"p""#));
+        assert!(c.json().starts_with(br#"{"metadata":{"name":"p""#));
         assert_eq!(c.rec.rv, 42);
         assert_eq!(c.rec.key(), "d/p");
         assert_eq!(
@@ -748,19 +889,98 @@ mod tests {
     }
 
     #[test]
+    fn an_object_in_protobuf_is_checked_whole_kept_as_sent_and_written_as_its_json() {
+        let json = std::fs::read(format!(
+            "{}/crates/kube-wire/src/proto/testdata/pod.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let info = pods();
+        let msg = info.message.unwrap();
+        let pb = kube_wire::proto::json_to_proto(msg, &json).unwrap();
+        let c = decode_protobuf(&info, &pb).unwrap();
+        assert!(c.is_protobuf());
+        assert_eq!(&c.stored()[..], &pb[..], "stored as sent");
+        assert_eq!(c.rec, decode_object(&info, &json).unwrap().rec);
+        let want = kube_wire::proto::proto_to_json(msg, &pb, None).unwrap();
+        assert_eq!(&c.json()[..], &want[..]);
+        assert!(c.json().starts_with(br#"{"metadata":{"name":"#));
+        assert_eq!(c.protobuf(|_| unreachable!("stored")), pb);
+        // Only `metadata`, as PartialObjectMetadata needs it.
+        let meta: Value = serde_json::from_slice(&c.metadata_json()).unwrap();
+        let full: Value = serde_json::from_slice(&want).unwrap();
+        assert_eq!(meta, json!({ "metadata": full["metadata"] }));
+        // Restamped: the bytes kube writes for the restamped object.
+        let re = c.restamped(99);
+        assert_eq!(re.rec.rv, 99);
+        let re_json = restamp(&Bytes::from(want.clone()), c.rec.rv, 99);
+        assert_eq!(
+            &re.stored()[..],
+            &kube_wire::proto::json_to_proto(msg, &re_json).unwrap()[..]
+        );
+        assert_eq!(re.json(), re_json);
+        assert!(re.same_object(&re.clone()) && !re.same_object(&c));
+        // The same object stored as JSON is the same state.
+        assert!(c.same_object(&decode_object(&info, &want).unwrap()));
+    }
+
+    #[test]
+    fn protobuf_that_does_not_decode_whole_is_refused_though_its_record_reads() {
+        let info = pods();
+        let msg = info.message.unwrap();
+        let ok = kube_wire::proto::json_to_proto(
+            msg,
+            br#"{"metadata":{"name":"p","namespace":"d","resourceVersion":"5"}}"#,
+        )
+        .unwrap();
+        let meta = kube_wire::proto::envelope::field_slice(&ok, 1).unwrap();
+        // spec { containers { name: "c", resources: <a field whose length runs past its end> } }
+        let container = [0x0a, 0x01, b'c', 0x42, 0x02, 0x0a, 0x7f];
+        let mut spec = vec![0x12, container.len() as u8];
+        spec.extend_from_slice(&container);
+        let mut pb = vec![0x0a, meta.len() as u8];
+        pb.extend_from_slice(meta);
+        pb.push(0x12);
+        pb.push(spec.len() as u8);
+        pb.extend_from_slice(&spec);
+        // The record alone does not look inside containers…
+        assert_eq!(record_from_protobuf(&info, msg, &pb).unwrap().name, "p");
+        // …but the object is refused whole, as a malformed JSON object is.
+        assert!(matches!(
+            decode_protobuf(&info, &pb),
+            Err(DecodeError::Protobuf(_))
+        ));
+        assert!(matches!(
+            decode_protobuf(&info, b"not protobuf"),
+            Err(DecodeError::Protobuf(_))
+        ));
+        assert!(matches!(
+            decode_object(
+                &info,
+                br#"{"metadata":{"name":"p","resourceVersion":"5"},"spec":{"#
+            ),
+            Err(DecodeError::Json(_))
+        ));
+        // A persisted object is read in the form it was stored in.
+        assert!(decode_stored(&info, &ok).unwrap().is_protobuf());
+        let j = br#"{"metadata":{"name":"p","resourceVersion":"5"}}"#;
+        assert!(!decode_stored(&info, j).unwrap().is_protobuf());
+    }
+
+    #[test]
     fn list_items_and_unstructured_objects() {
         let item = br#"{"metadata":{"name":"p","resourceVersion":"1"}}"#;
-        assert_eq!(&decode_object(&pods(), item).unwrap().body[..], &item[..]);
+        assert_eq!(&decode_object(&pods(), item).unwrap().json()[..], &item[..]);
         let cr = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind":"inner"}}"#;
         let w = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
         let c = decode_object(&w, cr).unwrap();
         assert_eq!(
-            &c.body[..],
+            &c.json()[..],
             br#"{"metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind":"inner"}}"#
         );
         let odd = br#"{"metadata":{"name":"w","resourceVersion":"3"},"kind":"Widget"}"#;
         assert_eq!(
-            &decode_object(&w, odd).unwrap().body[..],
+            &decode_object(&w, odd).unwrap().json()[..],
             br#"{"metadata":{"name":"w","resourceVersion":"3"}}"#
         );
     }
@@ -777,7 +997,7 @@ mod tests {
             br#"{"\u006bind":"Widget","metadata":{"name":"w","resourceVersion":"3"}}"#,
             br#"{"metadata":{"name":"w","resourceVersion":"3"},"api\u0056ersion":"example.com/v1"}"#,
         ] {
-            let body = decode_object(&w, raw).unwrap().body;
+            let body = decode_object(&w, raw).unwrap().json();
             assert_eq!(
                 &body[..],
                 br#"{"metadata":{"name":"w","resourceVersion":"3"}}"#,
@@ -788,7 +1008,7 @@ mod tests {
         // A nested `kind`, or one that is a value, stays.
         let nested =
             br#"{"metadata":{"name":"w","resourceVersion":"3"},"spec":{"kind" :"x","a":"kind"}}"#;
-        assert_eq!(&decode_object(&w, nested).unwrap().body[..], &nested[..]);
+        assert_eq!(&decode_object(&w, nested).unwrap().json()[..], &nested[..]);
     }
 
     #[test]

@@ -234,7 +234,7 @@ impl Kept {
 
 /// What an object counts for: its stored body (as `watchmux_cache_bytes` counts it).
 fn size(c: &Cached) -> u64 {
-    c.body.len() as u64
+    c.stored().len() as u64
 }
 
 /// Bytes of the objects of `snap` that `live` does not hold.
@@ -444,8 +444,8 @@ mod tests {
         assert_eq!(cache.retained_snapshots().bytes, 0);
 
         // Modifying `a` and deleting `c` leaves their old versions to the two snapshots only.
-        let a = cache.snapshot().objects.get("ns/a").unwrap().body.len() as u64;
-        let c = cache.snapshot().objects.get("ns/c").unwrap().body.len() as u64;
+        let a = cache.snapshot().objects.get("ns/a").unwrap().json().len() as u64;
+        let c = cache.snapshot().objects.get("ns/c").unwrap().json().len() as u64;
         assert!(w.apply(EventType::Modified, pod("a", "n1", 18)));
         assert!(w.apply(EventType::Modified, pod("a", "n2", 19)));
         assert!(w.apply(EventType::Deleted, pod("c", "n2", 20)));
@@ -480,7 +480,7 @@ mod tests {
             ..CacheSettings::default()
         });
         let s = cache.snapshot();
-        let a = s.objects.get("ns/a").unwrap().body.len() as u64;
+        let a = s.objects.get("ns/a").unwrap().json().len() as u64;
         cache.retain_snapshot(&s, &keep_all());
         // Three changes of `a`: the first (which replaced the kept version) leaves the log
         // before anything counted it.

@@ -97,14 +97,7 @@ pub fn serve(
         continue_token: page.token,
         remaining_item_count: page.remaining,
     };
-    super::table::list_response(
-        info,
-        printer,
-        page.items.iter().map(|o| &***o),
-        &meta,
-        form,
-        gzip,
-    )
+    super::table::list_response(info, printer, page.items.iter().copied(), &meta, form, gzip)
 }
 
 /// Cuts the page of at most `limit` (0: all) matching objects of `from` in `ns`, as kube's

@@ -171,22 +171,16 @@ pub fn object_response(info: &ResourceInfo, obj: &Cached, form: &Form) -> Respon
     }
 }
 
-/// The watch frame of a logged change as `emitted`, whose object is `body` (the event's stored
-/// state, or a restamped previous one): from `obj`'s shared message when `body` is its body.
+/// The watch frame of a logged change as `emitted`, whose object is `obj` (the event's stored
+/// state, or a restamped previous one), from its message.
 pub fn event_frame(
     info: &ResourceInfo,
     ty: EventType,
     obj: &Cached,
-    body: &Bytes,
     form: &Form,
 ) -> Result<Bytes, Status> {
     let api_version = info.api_version();
-    let message = if body.as_ptr() == obj.body.as_ptr() && body.len() == obj.body.len() {
-        item_of(info, obj, form)?
-    } else {
-        let m = transcode(info, body).map_err(|e| unencodable(info, &obj.rec.name, &e))?;
-        shaped(info, form, m)?
-    };
+    let message = item_of(info, obj, form)?;
     let (av, kind) = type_meta(info, form, &api_version);
     Ok(Bytes::from(envelope::watch_frame(
         ty.as_str(),
@@ -196,7 +190,7 @@ pub fn event_frame(
 
 /// The watch frame of an initial event (ADDED) of a cached object.
 pub fn initial_frame(info: &ResourceInfo, obj: &Cached, form: &Form) -> Result<Bytes, Status> {
-    event_frame(info, EventType::Added, obj, &obj.body, form)
+    event_frame(info, EventType::Added, obj, form)
 }
 
 /// A BOOKMARK frame at `rv` in `form` (the first after a watch-list's initial events carries

@@ -12,6 +12,7 @@
 //! kube), read or wait for the cache (the router and the handlers hand it the objects), nor
 //! decide which watcher gets which frame ([`super::watch`] and the event log's shared frames do).
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -22,7 +23,9 @@ use super::form::Form;
 use crate::cache::{Cached, ResourceInfo};
 use kube_wire::event::{EventType, bookmark_frame as json_bookmark_frame, bookmark_object};
 use kube_wire::negotiate::Encoding;
-use kube_wire::response::{Body, json_response, list_head, stream_list_encoded};
+use kube_wire::response::{
+    Body, ItemWriter, json_response, list_head, stream_list_encoded, stream_list_written,
+};
 use kube_wire::table::{self as printer, TablePrinter, to_go_json};
 
 /// The metadata of a list answer.
@@ -62,18 +65,78 @@ pub fn now_unix() -> i64 {
         .unwrap_or(0)
 }
 
-/// A cached object as the printers read it: `kind` and `apiVersion`, then the stored body.
-fn value_of(info: &ResourceInfo, obj: &Cached) -> Value {
-    printer::object_value(&info.kind, &info.api_version(), &obj.body)
+/// A cached object as the printers read it for `form`: `kind` and `apiVersion`, then its
+/// JSON — only its `metadata` for a PartialObjectMetadata ([`Cached::metadata_json`]: a
+/// protobuf object is not decoded whole for it).
+fn value_of(info: &ResourceInfo, obj: &Cached, form: &Form) -> Value {
+    let json = match form {
+        Form::Metadata => obj.metadata_json(),
+        _ => obj.json(),
+    };
+    printer::object_value(&info.kind, &info.api_version(), &json)
+}
+
+/// An item of a list answer: a cached object, as the store shares it (`&Arc<Cached>`) or
+/// borrowed (`&Cached`, copied when the answer must own it).
+pub trait ListItem<'a> {
+    /// The object.
+    fn cached(&self) -> &'a Cached;
+    /// The object, owned by the answer while it streams.
+    fn shared(self) -> Arc<Cached>;
+}
+
+impl<'a> ListItem<'a> for &'a Cached {
+    fn cached(&self) -> &'a Cached {
+        self
+    }
+    fn shared(self) -> Arc<Cached> {
+        Arc::new(self.clone())
+    }
+}
+
+impl<'a> ListItem<'a> for &'a Arc<Cached> {
+    fn cached(&self) -> &'a Cached {
+        self
+    }
+    fn shared(self) -> Arc<Cached> {
+        Arc::clone(self)
+    }
+}
+
+/// Below this many stored bytes, a JSON list of objects stored in protobuf is transcoded
+/// before it is sent (its exact length decides gzip as kube decides it); above, item by item
+/// as the body is sent, so that an answer holds one chunk of JSON, not all of it.
+const EAGER_JSON_BYTES: usize = 1 << 20;
+
+/// The plain JSON List of `items`: the stored bytes of JSON objects, and the JSON of protobuf
+/// ones made as the body is sent (a large list) or before (a small one).
+fn json_list<'a, I: ListItem<'a>>(
+    info: &ResourceInfo,
+    items: impl Iterator<Item = I>,
+    list_meta: &Value,
+    gzip: bool,
+) -> Response<Body> {
+    let head = list_head(&info.list_kind(), &info.api_version(), list_meta);
+    let items: Vec<Arc<Cached>> = items.map(ListItem::shared).collect();
+    let stored: usize = items.iter().map(|c| c.stored().len()).sum();
+    if stored < EAGER_JSON_BYTES || !items.iter().any(|c| c.is_protobuf()) {
+        let items = items.iter().map(|c| info.list_item(c)).collect();
+        return stream_list_encoded(head, items, gzip).0;
+    }
+    let info = info.clone();
+    let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| info.write_list_item(c, out));
+    // JSON is about twice the protobuf: the estimate only decides gzip, far above its bound.
+    stream_list_written(head, items, write, stored * 2, gzip)
 }
 
 /// A LIST answer of `items` (in order) in `form`: the kind's List, a Table, or a
-/// PartialObjectMetadataList (the protobuf forms by [`super::protobuf`]); gzip-compressed when `gzip` (the client accepts it) and the body is
-/// large, as kube-apiserver does. Tables are printed by `p`. Objects are printed one at a time (one parsed object alive).
-pub fn list_response<'a>(
+/// PartialObjectMetadataList (the protobuf forms by [`super::protobuf`]); gzip-compressed when
+/// `gzip` (the client accepts it) and the body is large, as kube-apiserver does. Tables are
+/// printed by `p`. Objects are printed one at a time (one parsed object alive).
+pub fn list_response<'a, I: ListItem<'a>>(
     info: &ResourceInfo,
     p: &TablePrinter,
-    items: impl IntoIterator<Item = &'a Cached>,
+    items: impl IntoIterator<Item = I>,
     meta: &ListMeta,
     form: &Form,
     gzip: bool,
@@ -81,22 +144,26 @@ pub fn list_response<'a>(
     let list_meta = meta.to_value();
     let items = items.into_iter();
     let body = match form {
-        Form::Json => {
-            let head = list_head(&info.list_kind(), &info.api_version(), &list_meta);
-            let items = items.map(|c| info.list_item(c)).collect();
-            return stream_list_encoded(head, items, gzip).0;
-        }
+        Form::Json => return json_list(info, items, &list_meta, gzip),
         Form::Table { include_object } => p.table_list(
             &info.group,
             &info.kind,
-            items.map(|c| value_of(info, c)),
+            items.map(|c| value_of(info, c.cached(), form)),
             &list_meta,
             *include_object,
             now_unix(),
         ),
-        Form::Metadata => printer::metadata_list(items.map(|c| value_of(info, c)), &list_meta),
+        Form::Metadata => {
+            printer::metadata_list(items.map(|c| value_of(info, c.cached(), form)), &list_meta)
+        }
         Form::Protobuf | Form::MetadataProtobuf => {
-            return super::protobuf::list_response(info, items, meta, form, gzip);
+            return super::protobuf::list_response(
+                info,
+                items.map(|c| c.cached()),
+                meta,
+                form,
+                gzip,
+            );
         }
     };
     list_body_response(body, gzip)
@@ -135,12 +202,12 @@ pub fn object_response(
         }
         Form::Json => info.full_object(obj),
         Form::Metadata => Bytes::from(to_go_json(&printer::partial_object_metadata(&value_of(
-            info, obj,
+            info, obj, form,
         )))),
         Form::Table { include_object } => Bytes::from(to_go_json(&p.object_table(
             &info.group,
             &info.kind,
-            &value_of(info, obj),
+            &value_of(info, obj, form),
             *include_object,
             false,
             now_unix(),
@@ -149,7 +216,7 @@ pub fn object_response(
     json_response(StatusCode::OK, body)
 }
 
-/// The watch frame of an event of type `ty` whose object is the stored `body`, in `form`: the
+/// The watch frame of an event of type `ty` whose object is `obj`, in `form`: the
 /// object (plain JSON, with its type meta), its PartialObjectMetadata, or a one-row Table of it,
 /// with column definitions unless `no_headers` (kube sends them with a watcher's first event
 /// only). `now_unix` is the clock Age cells are printed against. Tables are printed by `p`.
@@ -157,19 +224,19 @@ pub fn event_frame(
     info: &ResourceInfo,
     p: &TablePrinter,
     ty: EventType,
-    body: &[u8],
+    obj: &Cached,
     form: &Form,
     no_headers: bool,
     now_unix: i64,
 ) -> Bytes {
     if *form == Form::Json {
-        return kube_wire::event::encode_frame(ty.as_str(), &info.type_prefix, body);
+        return kube_wire::event::encode_frame(ty.as_str(), &info.type_prefix, &obj.json());
     }
     let object = p.event_object(
         form.repr(),
         &info.group,
         &info.kind,
-        &printer::object_value(&info.kind, &info.api_version(), body),
+        &value_of(info, obj, form),
         form.include_object(),
         no_headers,
         now_unix,
@@ -298,7 +365,7 @@ mod tests {
         let empty = body(list_response(
             &widgets,
             &kind_printer(&widgets),
-            [],
+            [] as [&Cached; 0],
             &meta,
             &t,
             true,
@@ -345,14 +412,14 @@ mod tests {
             &info,
             &kind_printer(&info),
             EventType::Added,
-            &p.body,
+            &p,
             &Form::Json,
             true,
             0,
         );
         assert_eq!(
             json,
-            kube_wire::event::encode_frame("ADDED", &info.type_prefix, &p.body)
+            kube_wire::event::encode_frame("ADDED", &info.type_prefix, &p.json())
         );
         let t = Form::Table {
             include_object: IncludeObject::Metadata,
@@ -361,7 +428,7 @@ mod tests {
             &info,
             &kind_printer(&info),
             EventType::Modified,
-            &p.body,
+            &p,
             &t,
             false,
             0,
@@ -373,7 +440,7 @@ mod tests {
             &info,
             &kind_printer(&info),
             EventType::Modified,
-            &p.body,
+            &p,
             &t,
             true,
             0,

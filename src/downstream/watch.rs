@@ -310,7 +310,7 @@ impl Watcher {
                             info,
                             &self.printer,
                             EventType::Added,
-                            &obj.body,
+                            obj,
                             &self.form,
                             self.headers_sent,
                             now,
@@ -322,7 +322,7 @@ impl Watcher {
                     // No copy: the constant head, the stored body, the tail.
                     let parts = Out::Parts([
                         head.clone(),
-                        obj.body.slice(1..),
+                        obj.json().slice(1..),
                         Bytes::from_static(FRAME_TAIL),
                     ]);
                     let len = parts.len();
@@ -384,28 +384,28 @@ impl Watcher {
         let info = &self.cache.info;
         if self.form.encoding() == Encoding::Protobuf {
             let form = self.form;
-            return ev.frame_in(info, emitted, &form, |body| {
-                protobuf::event_frame(info, emitted, &ev.obj, body, &form)
+            return ev.frame_in(info, emitted, &form, |obj| {
+                protobuf::event_frame(info, emitted, obj, &form)
                     .unwrap_or_else(|s| protobuf::error_frame(&s))
             });
         }
         if !self.headers_sent || self.printer.is_crd() {
             let no_headers = self.headers_sent;
             self.headers_sent = true;
-            let body = ev.emitted_body(emitted);
+            let obj = ev.emitted_object(emitted);
             return table::event_frame(
                 info,
                 &self.printer,
                 emitted,
-                &body,
+                &obj,
                 &self.form,
                 no_headers,
                 table::now_unix(),
             );
         }
         let (form, printer) = (self.form, &self.printer);
-        ev.frame_in(info, emitted, &form, |body| {
-            table::event_frame(info, printer, emitted, body, &form, true, table::now_unix())
+        ev.frame_in(info, emitted, &form, |obj| {
+            table::event_frame(info, printer, emitted, obj, &form, true, table::now_unix())
         })
     }
 

@@ -55,6 +55,9 @@ pub enum MalformedData {
     /// Not the JSON expected (a discovery document, a list page, a watch event).
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// Not the protobuf expected (a list page, a watch frame, an envelope).
+    #[error(transparent)]
+    Protobuf(kube_wire::proto::ProtoError),
     /// An object the cache cannot ingest.
     #[error(transparent)]
     Object(#[from] DecodeError),
@@ -154,7 +157,8 @@ impl ReflectorError {
     /// load balancer's page) counts as a Status of that code with no reason and no message.
     pub fn from_answer(code: StatusCode, what: &str, body: &[u8]) -> Self {
         let code = code.as_u16();
-        let status = Status::parse(body, code).unwrap_or_else(|_| Status::new(code, "", ""));
+        let body = super::protobuf::status_json(body);
+        let status = Status::parse(&body, code).unwrap_or_else(|_| Status::new(code, "", ""));
         Self::from_status(what, status)
     }
 

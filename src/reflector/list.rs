@@ -29,7 +29,8 @@ struct WirePage<'a> {
     items: Vec<&'a RawValue>,
 }
 
-/// One page of an upstream LIST, read for the cache.
+/// One page of an upstream LIST, read for the cache (from JSON by [`read_page`], from
+/// protobuf by [`super::protobuf::read_page`]).
 #[derive(Debug)]
 pub struct Page {
     /// The items, each decoded ([`decode_object`]).
@@ -84,16 +85,21 @@ pub async fn list_all(
             q.push_str("&continue=");
             q.push_str(&form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>());
         }
-        let resp = up.get(&q, "application/json").await;
+        let resp = up.get(&q, super::protobuf::accept(info)).await;
         m.upstream_request("list", resp.as_ref().ok().map(|r| r.status().as_u16()));
         let resp = resp?;
         let code = resp.status();
+        let protobuf = super::protobuf::is_protobuf(resp.headers());
         let body = read_body_within(resp, &q, max_page).await?;
         m.upstream_list_bytes(body.len());
         if !code.is_success() {
             return Err(ReflectorError::from_answer(code, &q, &body));
         }
-        let page = read_page(info, &body, &q)?;
+        let page = if protobuf {
+            super::protobuf::read_page(info, &body, &q)?
+        } else {
+            read_page(info, &body, &q)?
+        };
         for c in &page.items {
             super::check_object_size(c, max_object_bytes, &q)?;
         }

@@ -35,6 +35,7 @@ mod error;
 pub mod freshness;
 mod list;
 mod persisted;
+pub mod protobuf;
 mod watch;
 
 use std::sync::{Arc, OnceLock};
@@ -486,13 +487,13 @@ fn check_object_size(
     limit: u64,
     what: &str,
 ) -> Result<(), ReflectorError> {
-    if c.body.len() as u64 <= limit {
+    if c.stored().len() as u64 <= limit {
         return Ok(());
     }
     Err(ReflectorError::malformed(
         what,
         MalformedData::ObjectTooLarge {
-            size: c.body.len(),
+            size: c.stored().len(),
             limit: usize::try_from(limit).unwrap_or(usize::MAX),
         },
     ))

@@ -65,10 +65,14 @@ const MAX_LINE: usize = 64 << 20;
 pub(super) const ENVELOPE_ROOM: usize = 64 << 10;
 
 /// The lines of an upstream watch stream, as they arrive: the body read frame by frame and cut
-/// at newlines, blank lines skipped, a line longer than the bound refused. Shared by the
-/// reflector's watch, the freshness check's short watch and the CRD watch.
+/// at newlines, blank lines skipped, a line longer than the bound refused — or, for a protobuf
+/// stream ([`WatchLines::length_prefixed`]), cut into its frames, each after its 4-byte
+/// big-endian length. Shared by the reflector's watch, the freshness check's short watch and
+/// the CRD watch.
 pub(super) struct WatchLines {
     body: hyper::body::Incoming,
+    /// Frames are length-prefixed (protobuf), not lines.
+    length_prefixed: bool,
     buf: BytesMut,
     /// The request, for errors.
     what: String,
@@ -87,11 +91,43 @@ impl WatchLines {
     ) -> Self {
         WatchLines {
             body,
+            length_prefixed: false,
             buf: BytesMut::new(),
             what: what.to_string(),
             deadline,
             max_line: MAX_LINE,
         }
+    }
+
+    /// The stream is protobuf's: each frame is a 4-byte big-endian length and that many bytes.
+    pub(super) fn length_prefixed(mut self) -> Self {
+        self.length_prefixed = true;
+        self
+    }
+
+    /// The next complete frame of a length-prefixed stream, if buffered.
+    fn next_frame(&mut self) -> Option<BytesMut> {
+        let head: [u8; 4] = self.buf.get(..4)?.try_into().ok()?;
+        let len = u32::from_be_bytes(head) as usize;
+        if self.buf.len() < 4 + len {
+            return None;
+        }
+        let mut frame = self.buf.split_to(4 + len);
+        let _ = frame.split_to(4);
+        Some(frame)
+    }
+
+    /// The length the next frame of a length-prefixed stream announces.
+    fn announced(&self) -> usize {
+        self.buf
+            .get(..4)
+            .and_then(|h| <[u8; 4]>::try_from(h).ok())
+            .map_or(0, |h| u32::from_be_bytes(h) as usize)
+    }
+
+    /// Whether a length-prefixed stream's next frame is announced longer than the bound.
+    fn announced_too_long(&self) -> bool {
+        self.length_prefixed && self.announced() > self.max_line
     }
 
     /// Lines longer than `max` bytes are refused.
@@ -107,14 +143,22 @@ impl WatchLines {
         mut meter: impl FnMut(usize),
     ) -> Result<Option<BytesMut>, ReflectorError> {
         loop {
-            while let Some(i) = memchr::memchr(b'\n', &self.buf) {
-                let mut line = self.buf.split_to(i + 1);
-                line.truncate(i);
-                if !line.iter().all(u8::is_ascii_whitespace) {
-                    return Ok(Some(line));
+            if self.length_prefixed {
+                if self.announced() <= self.max_line
+                    && let Some(frame) = self.next_frame()
+                {
+                    return Ok(Some(frame));
+                }
+            } else {
+                while let Some(i) = memchr::memchr(b'\n', &self.buf) {
+                    let mut line = self.buf.split_to(i + 1);
+                    line.truncate(i);
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        return Ok(Some(line));
+                    }
                 }
             }
-            if self.buf.len() > self.max_line {
+            if self.buf.len() > self.max_line || self.announced_too_long() {
                 return Err(ReflectorError::malformed(
                     &self.what,
                     MalformedData::EventTooLarge {
@@ -228,28 +272,61 @@ pub fn apply_line(
             writer.advance(rv);
             Ok(None)
         }
-        "ERROR" => {
-            let status =
-                Status::parse(obj, 500).map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
-            if status.is_expired() {
-                return Ok(Some(WatchEnd::Expired(status)));
-            }
-            Err(ReflectorError::Status {
-                what: "watch".into(),
-                status,
-            })
-        }
-        t => {
-            let ty = EventType::parse(t).ok_or_else(|| {
-                ReflectorError::malformed(WATCH_EVENT, MalformedData::EventType(t.to_string()))
-            })?;
-            let c = decode_object(writer.info(), obj)
-                .map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
-            let limit = writer.cache().settings().max_object_bytes;
-            super::check_object_size(&c, limit, WATCH_EVENT)?;
-            writer.apply(ty, c);
+        "ERROR" => apply_error(obj),
+        t => apply_event(writer, t, || decode_object(writer.info(), obj)),
+    }
+}
+
+/// An ERROR event carrying the Status whose JSON is `status`: the end of the watch when it
+/// says the resourceVersion expired, an error otherwise.
+fn apply_error(status: &[u8]) -> Result<Option<WatchEnd>, ReflectorError> {
+    let status =
+        Status::parse(status, 500).map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+    if status.is_expired() {
+        return Ok(Some(WatchEnd::Expired(status)));
+    }
+    Err(ReflectorError::Status {
+        what: "watch".into(),
+        status,
+    })
+}
+
+/// An ADDED, MODIFIED or DELETED event (`ty`) of the object `decode` ingests, applied.
+fn apply_event(
+    writer: &CacheWriter,
+    ty: &str,
+    decode: impl FnOnce() -> Result<crate::cache::Cached, crate::cache::DecodeError>,
+) -> Result<Option<WatchEnd>, ReflectorError> {
+    let ty = EventType::parse(ty).ok_or_else(|| {
+        ReflectorError::malformed(WATCH_EVENT, MalformedData::EventType(ty.to_string()))
+    })?;
+    let c = decode().map_err(|e| ReflectorError::malformed(WATCH_EVENT, e))?;
+    let limit = writer.cache().settings().max_object_bytes;
+    super::check_object_size(&c, limit, WATCH_EVENT)?;
+    writer.apply(ty, c);
+    Ok(None)
+}
+
+/// Applies one protobuf watch frame to the cache, as [`apply_line`] applies a JSON line.
+pub fn apply_frame(
+    writer: &CacheWriter,
+    frame: &[u8],
+    m: Option<&ResourceMetrics>,
+) -> Result<Option<WatchEnd>, ReflectorError> {
+    let ev = super::protobuf::read_event(frame, WATCH_EVENT)?;
+    if let Some(m) = m {
+        m.upstream_event(ev.ty);
+    }
+    match ev.ty {
+        "BOOKMARK" => {
+            writer.advance(ev.bookmark_rv(writer.info(), WATCH_EVENT)?);
             Ok(None)
         }
+        "ERROR" => apply_error(
+            &ev.status_json()
+                .map_err(|e| ReflectorError::malformed(WATCH_EVENT, MalformedData::Protobuf(e)))?,
+        ),
+        t => apply_event(writer, t, || ev.object(writer.info())),
     }
 }
 
@@ -266,7 +343,7 @@ pub async fn watch(
         "{}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout}",
         collection_path(spec),
     );
-    let resp = up.get(&q, "application/json").await;
+    let resp = up.get(&q, super::protobuf::accept(writer.info())).await;
     m.upstream_request("watch", resp.as_ref().ok().map(|r| r.status().as_u16()));
     let resp = resp?;
     let code = resp.status();
@@ -283,11 +360,16 @@ pub async fn watch(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout + 30);
     let max_object =
         usize::try_from(writer.cache().settings().max_object_bytes).unwrap_or(usize::MAX);
+    let protobuf = super::protobuf::is_protobuf(resp.headers());
     let mut lines = WatchLines::new(resp.into_body(), &q, Some(deadline))
         .max_line(max_object.saturating_add(ENVELOPE_ROOM));
+    if protobuf {
+        lines = lines.length_prefixed();
+    }
+    let apply = if protobuf { apply_frame } else { apply_line };
     let mut received = 0u64;
     while let Some(line) = lines.next(|n| m.upstream_watch_bytes(n)).await? {
-        if let Some(end) = apply_line(writer, &line, Some(m))? {
+        if let Some(end) = apply(writer, &line, Some(m))? {
             return Ok(end);
         }
         received += 1;
@@ -328,6 +410,54 @@ mod tests {
         );
         let del = br#"{"type":"DELETED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"d","resourceVersion":"10"}}}"#;
         apply_line(&writer, del, None).unwrap();
+        assert_eq!((cache.len(), cache.rv()), (0, 10));
+    }
+
+    #[test]
+    fn applies_protobuf_events_bookmarks_and_errors_and_refuses_what_does_not_decode() {
+        use kube_wire::proto::{envelope, json_to_proto};
+        let (cache, writer) = ResourceCache::new(
+            ResourceInfo::new("", "v1", "pods", "Pod", true),
+            CacheSettings::default(),
+        );
+        writer.replace(Vec::new(), 5);
+        let msg = writer.info().message.unwrap();
+        let frame = |ty: &str, object: &[u8]| {
+            envelope::watch_event(ty, &envelope::wrap("v1", "Pod", object))
+        };
+        let pod = |json: &str| json_to_proto(msg, json.as_bytes()).unwrap();
+        let add = pod(r#"{"metadata":{"name":"a","namespace":"d","resourceVersion":"6"}}"#);
+        assert!(
+            apply_frame(&writer, &frame("ADDED", &add), None)
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!((cache.len(), cache.rv()), (1, 6));
+        let stored = cache.snapshot().objects.get("d/a").unwrap().clone();
+        assert!(stored.is_protobuf() && stored.stored()[..] == add[..]);
+        let bm = pod(r#"{"metadata":{"resourceVersion":"9"}}"#);
+        apply_frame(&writer, &frame("BOOKMARK", &bm), None).unwrap();
+        assert_eq!(cache.rv(), 9);
+        let gone = envelope::watch_event(
+            "ERROR",
+            &envelope::status(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}"#).unwrap(),
+        );
+        assert!(matches!(
+            apply_frame(&writer, &gone, None).unwrap(),
+            Some(WatchEnd::Expired(_))
+        ));
+        // An object that does not decode is refused, as a malformed JSON line is, and the
+        // cache is left as it was.
+        let mut broken = pod(r#"{"metadata":{"name":"b","namespace":"d","resourceVersion":"10"}}"#);
+        broken.extend_from_slice(&[0x12, 0x03, 0x12, 0x05, 0x0a]);
+        assert!(matches!(
+            apply_frame(&writer, &frame("ADDED", &broken), None),
+            Err(ReflectorError::Malformed { .. })
+        ));
+        assert!(apply_frame(&writer, b"\x0a\x05ADD", None).is_err());
+        assert_eq!((cache.len(), cache.rv()), (1, 9));
+        let del = pod(r#"{"metadata":{"name":"a","namespace":"d","resourceVersion":"10"}}"#);
+        apply_frame(&writer, &frame("DELETED", &del), None).unwrap();
         assert_eq!((cache.len(), cache.rv()), (0, 10));
     }
 }

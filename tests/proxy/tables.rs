@@ -395,7 +395,7 @@ async fn watch_frames_print_as_the_simulator() {
                     &c.info,
                     &printer,
                     emitted,
-                    &ev.emitted_body(emitted),
+                    &ev.emitted_object(emitted),
                     form,
                     false,
                     now,

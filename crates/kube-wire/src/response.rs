@@ -202,13 +202,14 @@ pub fn accepts_gzip(headers: &http::HeaderMap) -> bool {
 }
 
 /// The chunks of a List body: `head`, the items joined by commas, then `]}`, about 64 KiB each.
-struct ListChunks {
+struct ListChunks<T> {
     head: Option<String>,
-    items: std::iter::Enumerate<std::vec::IntoIter<Bytes>>,
+    items: std::iter::Enumerate<std::vec::IntoIter<T>>,
+    write: ItemWriter<T>,
     finished: bool,
 }
 
-impl Iterator for ListChunks {
+impl<T> Iterator for ListChunks<T> {
     type Item = Bytes;
 
     fn next(&mut self) -> Option<Bytes> {
@@ -216,27 +217,27 @@ impl Iterator for ListChunks {
         if self.finished {
             return None;
         }
-        let mut buf = BytesMut::with_capacity(CHUNK);
+        let mut buf = Vec::with_capacity(CHUNK + CHUNK / 4);
         if let Some(h) = self.head.take() {
-            buf.put_slice(h.as_bytes());
+            buf.extend_from_slice(h.as_bytes());
         }
         while buf.len() < CHUNK {
             match self.items.next() {
                 Some((i, item)) => {
                     if i > 0 {
-                        buf.put_u8(b',');
+                        buf.push(b',');
                     }
-                    buf.put_slice(&item);
+                    (self.write)(&item, &mut buf);
                 }
                 None => {
                     // Go's `json.Encoder` ends the body with a newline.
-                    buf.put_slice(b"]}\n");
+                    buf.extend_from_slice(b"]}\n");
                     self.finished = true;
                     break;
                 }
             }
         }
-        Some(buf.freeze())
+        Some(Bytes::from(buf))
     }
 }
 
@@ -248,12 +249,37 @@ pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Resp
         + items.iter().map(Bytes::len).sum::<usize>()
         + items.len().saturating_sub(1)
         + 3;
+    let write: ItemWriter<Bytes> = Box::new(|item, buf| buf.extend_from_slice(item));
     let chunks = ListChunks {
         head: Some(head),
         items: items.into_iter().enumerate(),
+        write,
         finished: false,
     };
     (stream_maybe_gzip(chunks, total, gzip), total)
+}
+
+/// Writes one item of a list into the chunk being built.
+pub type ItemWriter<T> = Box<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
+
+/// [`stream_list_encoded`] for items whose bytes are made as they are sent, by `write`, one
+/// chunk of about 64 KiB at a time (objects stored in another encoding: the answer never holds
+/// more than one chunk of their JSON). Whether it is compressed is decided on `size_hint`, the
+/// body's expected length.
+pub fn stream_list_written<T: Send + Sync + 'static>(
+    head: String,
+    items: Vec<T>,
+    write: ItemWriter<T>,
+    size_hint: usize,
+    gzip: bool,
+) -> Response<Body> {
+    let chunks = ListChunks {
+        head: Some(head),
+        items: items.into_iter().enumerate(),
+        write,
+        finished: false,
+    };
+    stream_maybe_gzip(chunks, size_hint, gzip)
 }
 
 /// Streams a body of `total` bytes made of `chunks` (taken as they are sent, or gzip-compressed

@@ -49,6 +49,18 @@ pub fn read_scalar<'a>(
     path: &str,
 ) -> Result<Option<FieldValue<'a>>, ProtoError> {
     let (parent, field) = locate(msg, pb, path)?;
+    check_scalar(field, path)?;
+    let Some(parent) = parent else {
+        return Ok(None);
+    };
+    match find(parent, field.tag, false, path)? {
+        Some(occ) => scalar(field, occ, path).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A path must end at a string, bool or integer that is not a list or a map.
+fn check_scalar(field: &Field, path: &str) -> Result<(), ProtoError> {
     let scalar_elem = matches!(
         field.elem,
         Elem::String | Elem::Bool | Elem::Int32 | Elem::Int64 | Elem::Uint32
@@ -56,13 +68,7 @@ pub fn read_scalar<'a>(
     if !scalar_elem || field.shape == Shape::Slice || field.shape == Shape::Map {
         return Err(not_scalar(path));
     }
-    let Some(parent) = parent else {
-        return Ok(None);
-    };
-    match occurrences(parent, field.tag, path)?.last() {
-        Some(occ) => scalar(field, *occ, path).map(Some),
-        None => Ok(None),
-    }
+    Ok(())
 }
 
 /// The string-to-string map at `path` (`metadata.labels`), in wire order (kube writes keys
@@ -107,11 +113,18 @@ fn locate<'a>(
     pb: &'a [u8],
     path: &str,
 ) -> Result<(Option<&'a [u8]>, &'static Field), ProtoError> {
+    let (steps, field) = resolve(msg, path)?;
+    Ok((walk(&steps, pb, path)?, field))
+}
+
+/// The message fields on the way to `path` in `msg`'s schema (their tag, and whether the first
+/// occurrence is followed: a list's first element, `podIPs[0]`, rather than the last), and the
+/// field it ends at.
+fn resolve(msg: MessageRef, path: &str) -> Result<(Vec<(u32, bool)>, &'static Field), ProtoError> {
     let mut message: &'static Message = msg.message();
-    let mut buf = Some(pb);
+    let mut steps = Vec::new();
     let mut parts = path.split('.').peekable();
     while let Some(part) = parts.next() {
-        // `podIPs[0]`: into the first element of a list of messages.
         let (part, first) = match part.strip_suffix("[0]") {
             Some(p) => (p, true),
             None => (part, false),
@@ -125,7 +138,7 @@ fn locate<'a>(
                 .get(usize::from(i))
                 .ok_or_else(|| ProtoError::protobuf(path, "schema index out of range"))?;
             if parts.peek().is_none() && n + 1 == indices.len() {
-                return Ok((buf, field));
+                return Ok((steps, field));
             }
             let Elem::Message(id) = field.elem else {
                 return Err(not_scalar(path));
@@ -137,25 +150,88 @@ fn locate<'a>(
             message = schema::MESSAGES
                 .get(usize::from(id))
                 .ok_or_else(|| ProtoError::protobuf(path, "schema index out of range"))?;
-            buf = match buf {
-                Some(b) => match occurrences(b, field.tag, path)?
-                    .into_iter()
-                    .reduce(|a, b| if into_first { a } else { b })
-                {
-                    Some(Occ::Bytes(inner)) => Some(inner),
-                    Some(_) => return Err(wire_type(path)),
-                    None => None,
-                },
-                None => None,
-            };
+            steps.push((field.tag, into_first));
         }
     }
     Err(ProtoError::protobuf(path, "an empty path"))
 }
 
+/// The encoded message `steps` lead to from `pb` (`None`: one on the way is absent).
+fn walk<'a>(
+    steps: &[(u32, bool)],
+    pb: &'a [u8],
+    path: &str,
+) -> Result<Option<&'a [u8]>, ProtoError> {
+    let mut buf = pb;
+    for &(tag, first) in steps {
+        match find(buf, tag, first, path)? {
+            Some(Occ::Bytes(inner)) => buf = inner,
+            Some(_) => return Err(wire_type(path)),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(buf))
+}
+
 /// Whether `path` names a scalar field of `msg` in the schema (whatever an object holds).
 pub fn has_scalar(msg: MessageRef, path: &str) -> bool {
     read_scalar(msg, &[], path).is_ok()
+}
+
+/// A scalar path ([`read_scalar`]'s) resolved through the schema once, then read from any
+/// number of objects of its message without allocating or looking names up: what a cache
+/// filing every object it ingests uses.
+#[derive(Debug, Clone)]
+pub struct ScalarPath {
+    path: &'static str,
+    /// The message fields on the way: their tag, and whether the first occurrence is followed
+    /// (a list's first element, `podIPs[0]`) rather than the last.
+    steps: Vec<(u32, bool)>,
+    field: &'static Field,
+}
+
+impl ScalarPath {
+    /// `path` in `msg`'s schema; an error where [`read_scalar`] would give one for any object.
+    pub fn new(msg: MessageRef, path: &'static str) -> Result<ScalarPath, ProtoError> {
+        let (steps, field) = resolve(msg, path)?;
+        check_scalar(field, path)?;
+        Ok(ScalarPath { path, steps, field })
+    }
+
+    /// The path as written.
+    pub fn path(&self) -> &'static str {
+        self.path
+    }
+
+    /// The scalar in the encoded message `pb`, if present: what [`read_scalar`] reads.
+    pub fn read<'a>(&self, pb: &'a [u8]) -> Result<Option<FieldValue<'a>>, ProtoError> {
+        let Some(parent) = walk(&self.steps, pb, self.path)? else {
+            return Ok(None);
+        };
+        match find(parent, self.field.tag, false, self.path)? {
+            Some(occ) => scalar(self.field, occ, self.path).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The first (`first`) or last occurrence of field `tag` in `buf`, every field of which is
+/// read (so malformed bytes are an error wherever they are).
+fn find<'a>(
+    mut buf: &'a [u8],
+    tag: u32,
+    first: bool,
+    at: &str,
+) -> Result<Option<Occ<'a>>, ProtoError> {
+    let mut found = None;
+    while !buf.is_empty() {
+        let (t, wt) = decode_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
+        let occ = read(wt, &mut buf, at)?;
+        if t == tag && !(first && found.is_some()) {
+            found = Some(occ);
+        }
+    }
+    Ok(found)
 }
 
 /// Every occurrence of field `tag` in `buf`, in wire order.
@@ -291,6 +367,8 @@ mod tests {
             let mut present = 0;
             for path in *paths {
                 let got = read_scalar(msg, &pb, path).unwrap();
+                // A path resolved once reads the same.
+                assert_eq!(ScalarPath::new(msg, path).unwrap().read(&pb).unwrap(), got);
                 let want = json_value(&obj, path);
                 // gogo writes zero scalars that JSON omits (omitempty): absent in JSON and
                 // zero in protobuf is the same value.
@@ -358,6 +436,7 @@ mod tests {
             "",
         ] {
             assert!(read_scalar(msg, &pb, bad).is_err(), "{bad}");
+            assert!(ScalarPath::new(msg, bad).is_err(), "{bad}");
         }
         assert!(read_string_map(msg, &pb, "metadata.name").is_err());
         assert!(has_scalar(msg, "spec.nodeName") && has_scalar(msg, "status.podIPs[0].ip"));
@@ -368,5 +447,11 @@ mod tests {
         }
         assert!(read_scalar(msg, &[0x0a, 0xff], "metadata.name").is_err());
         assert!(read_scalar(msg, &[0x0a, 0x02, 0x1a, 0x80], "metadata.name").is_err());
+        let name = ScalarPath::new(msg, "metadata.name").unwrap();
+        for cut in 1..pb.len() {
+            let _ = name.read(&pb[..cut]);
+        }
+        assert!(name.read(&[0x0a, 0xff]).is_err());
+        assert!(name.read(&[0x0a, 0x02, 0x1a, 0x80]).is_err());
     }
 }
