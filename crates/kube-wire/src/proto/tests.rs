@@ -862,6 +862,138 @@ mod props {
         }
     }
 
+    /// Every top-level field of a message body, as (start, end) byte ranges.
+    fn top_fields(pb: &[u8]) -> Option<Vec<(usize, usize)>> {
+        let mut spans = Vec::new();
+        let mut buf = pb;
+        while !buf.is_empty() {
+            let start = pb.len() - buf.len();
+            let (tag, wt) = prost::encoding::decode_key(&mut buf).ok()?;
+            prost::encoding::skip_field(wt, tag, &mut buf, Default::default()).ok()?;
+            spans.push((start, pb.len() - buf.len()));
+        }
+        Some(spans)
+    }
+
+    /// A decoder input: (message, bytes, with TypeMeta).
+    type Input = (MessageRef, Vec<u8>, Option<(&'static str, &'static str)>);
+
+    /// Inputs that exercise the decoder everywhere: each fixture as its kind and as every other
+    /// root kind, mutated (flipped, cut, spliced); random objects of every root kind, merged
+    /// with themselves and others, fields reversed and repeated; the fleet pods of
+    /// `MEASURE_PODS` if set.
+    fn golden_inputs() -> Vec<Input> {
+        let mut inputs: Vec<Input> = Vec::new();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for &(v, kind, _) in super::FIXTURES {
+            let m = super::msg(v, kind);
+            let pb = super::pb_of(kind);
+            inputs.push((m, pb.clone(), Some((v, kind))));
+            for root in schema::ROOTS.iter() {
+                inputs.push((MessageRef(root.message), pb.clone(), None));
+            }
+            for _ in 0..300 {
+                let mut bad = pb.clone();
+                match rng.below(4) {
+                    0 => {
+                        for _ in 0..=rng.below(4) {
+                            let at = rng.below(bad.len() as u64) as usize;
+                            bad[at] = rng.next() as u8;
+                        }
+                    }
+                    1 => bad.truncate(rng.below(bad.len() as u64) as usize),
+                    2 => {
+                        let at = rng.below(bad.len() as u64) as usize;
+                        bad.insert(at, rng.next() as u8);
+                    }
+                    _ => {
+                        let a = rng.below(bad.len() as u64) as usize;
+                        let b = a + rng.below((bad.len() - a) as u64) as usize;
+                        let at = rng.below(bad.len() as u64) as usize;
+                        let piece = bad[a..b].to_vec();
+                        bad.splice(at..at, piece);
+                    }
+                }
+                inputs.push((m, bad, None));
+            }
+        }
+        for seed in 1..=300u64 {
+            for root in schema::ROOTS.iter() {
+                let m = MessageRef(root.message);
+                let mut rng = Rng(seed);
+                let mut pb = Vec::new();
+                message(&mut rng, root.message, 0, &mut pb);
+                let mut other = Vec::new();
+                message(&mut rng, root.message, 0, &mut other);
+                let mut twice = pb.clone();
+                twice.extend_from_slice(&pb);
+                let mut merged = pb.clone();
+                merged.extend_from_slice(&other);
+                let spans = top_fields(&pb).unwrap_or_default();
+                let mut reversed = Vec::new();
+                let mut repeated = Vec::new();
+                for &(a, b) in spans.iter().rev() {
+                    reversed.extend_from_slice(&pb[a..b]);
+                    repeated.extend_from_slice(&pb[a..b]);
+                    repeated.extend_from_slice(&pb[a..b]);
+                }
+                inputs.push((m, pb, Some((root.api_version, root.kind))));
+                inputs.push((m, twice, None));
+                inputs.push((m, merged, None));
+                inputs.push((m, reversed, None));
+                inputs.push((m, repeated, None));
+            }
+        }
+        if let Ok(path) = std::env::var("MEASURE_PODS") {
+            let m = super::msg("v1", "Pod");
+            for line in std::fs::read_to_string(path).unwrap().lines() {
+                inputs.push((m, json_to_proto(m, line.as_bytes()).unwrap(), Some(("v1", "Pod"))));
+            }
+        }
+        inputs
+    }
+
+    /// A digest of the decoder's answer to each of [`golden_inputs`] (its JSON, or its error's
+    /// text), one line each: with `PROTO_GOLDEN=<file>`, written to the file when it does not
+    /// exist and compared with it when it does. For changes to the decoder that must not change
+    /// its output: run once before, once after
+    /// (`PROTO_GOLDEN=/tmp/golden cargo test -p kube-wire --release -- --ignored golden`).
+    #[test]
+    #[ignore]
+    fn golden_outputs() {
+        use std::hash::{Hash, Hasher};
+        let Ok(path) = std::env::var("PROTO_GOLDEN") else {
+            return;
+        };
+        let mut lines = String::new();
+        let (mut oks, mut errs) = (0, 0);
+        for (i, (m, pb, tm)) in golden_inputs().iter().enumerate() {
+            let mut h = std::hash::DefaultHasher::new();
+            let answer = match proto_to_json(*m, pb, *tm) {
+                Ok(json) => {
+                    oks += 1;
+                    json
+                }
+                Err(e) => {
+                    errs += 1;
+                    format!("error: {e}").into_bytes()
+                }
+            };
+            answer.hash(&mut h);
+            lines.push_str(&format!("{i} {} {:016x}\n", answer.len(), h.finish()));
+        }
+        println!("{oks} decoded, {errs} refused");
+        match std::fs::read_to_string(&path) {
+            Ok(want) => {
+                for (i, (w, g)) in want.lines().zip(lines.lines()).enumerate() {
+                    assert_eq!(w, g, "input {i}");
+                }
+                assert_eq!(want.lines().count(), lines.lines().count());
+            }
+            Err(_) => std::fs::write(&path, lines).unwrap(),
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 

@@ -1,0 +1,105 @@
+//! Timing of `proto_to_json` (protobuf → JSON) on the transcoder's fixtures and, with
+//! `MEASURE_PODS=<file>` (one pod's JSON a line, e.g. the simulator's fleet pods written by
+//! kube-sim's ignored test `dump_fleet_pods`), on those pods: the median time per call over
+//! several rounds, and the JSON written per second.
+//!
+//! `cargo run --release -p kube-wire --example proto_timing [ROUNDS]`
+
+use std::time::{Duration, Instant};
+
+use kube_wire::proto::{MessageRef, json_to_proto, message_for, proto_to_json};
+
+const FIXTURES: &[(&str, &str, &str)] = &[
+    ("v1", "Pod", include_str!("../src/proto/testdata/pod.json")),
+    ("v1", "Node", include_str!("../src/proto/testdata/node.json")),
+    ("apps/v1", "Deployment", include_str!("../src/proto/testdata/deployment.json")),
+    ("v1", "ConfigMap", include_str!("../src/proto/testdata/configmap.json")),
+    (
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        include_str!("../src/proto/testdata/endpointslice.json"),
+    ),
+    (
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        include_str!("../src/proto/testdata/crd.json"),
+    ),
+];
+
+/// One case: its message, TypeMeta and encoded objects.
+struct Case {
+    name: String,
+    msg: MessageRef,
+    type_meta: (&'static str, &'static str),
+    objects: Vec<Vec<u8>>,
+}
+
+/// The median and minimum time per object of `rounds` rounds of about 50 ms each.
+fn time(case: &Case, rounds: usize) -> (Duration, Duration, usize) {
+    let once = || {
+        let mut bytes = 0;
+        for pb in &case.objects {
+            let json = proto_to_json(case.msg, pb, Some(case.type_meta)).expect("decodes");
+            bytes += json.len();
+        }
+        bytes
+    };
+    let bytes = once();
+    let start = Instant::now();
+    once();
+    let per_pass = start.elapsed().max(Duration::from_nanos(1));
+    let passes = (Duration::from_millis(50).as_nanos() / per_pass.as_nanos()).max(1) as u32;
+    let mut samples: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..passes {
+                std::hint::black_box(once());
+            }
+            start.elapsed() / (passes * case.objects.len() as u32)
+        })
+        .collect();
+    samples.sort();
+    (samples[samples.len() / 2], samples[0], bytes / case.objects.len())
+}
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(15);
+    let mut cases: Vec<Case> = FIXTURES
+        .iter()
+        .map(|&(v, kind, json)| {
+            let msg = message_for(v, kind).expect("a root kind");
+            let pb = json_to_proto(msg, json.as_bytes()).expect("encodes");
+            Case {
+                name: kind.to_string(),
+                msg,
+                type_meta: (v, kind),
+                objects: vec![pb],
+            }
+        })
+        .collect();
+    if let Ok(path) = std::env::var("MEASURE_PODS") {
+        let msg = message_for("v1", "Pod").expect("Pod");
+        let text = std::fs::read_to_string(&path).expect("MEASURE_PODS names a readable file");
+        let objects: Vec<Vec<u8>> = text
+            .lines()
+            .map(|l| json_to_proto(msg, l.as_bytes()).expect("a pod"))
+            .collect();
+        cases.push(Case {
+            name: format!("{} fleet pods", objects.len()),
+            msg,
+            type_meta: ("v1", "Pod"),
+            objects,
+        });
+    }
+    for case in &cases {
+        let (median, min, bytes) = time(case, rounds);
+        let mbs = bytes as f64 / median.as_secs_f64() / 1e6;
+        println!(
+            "{:<26} {:>7} B JSON  median {:>9.2?}  min {:>9.2?}  {:>6.0} MB/s",
+            case.name, bytes, median, min, mbs
+        );
+    }
+}
