@@ -291,6 +291,19 @@ pub struct Launch {
     /// Have the target write its live heap bytes to this file (the bench's own roles: watchmux,
     /// the limit program; for `direct`, the simulator is started with one instead).
     pub heap_file: Option<PathBuf>,
+    /// Start watchmux (or the limit program) from this build instead of the bench's own binary
+    /// (`None`).
+    pub build: Option<Build>,
+}
+
+/// A build of watchmux to start: a `watchmux-bench` binary, whose `serve` role takes the
+/// bench's configuration (another commit's binary, to compare two builds in one run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    /// Its name in reports and in its processes' log file names ("baseline", "current").
+    pub name: &'static str,
+    /// The binary.
+    pub exe: PathBuf,
 }
 
 enum Running {
@@ -412,7 +425,8 @@ async fn start_watchmux_full(
     own_process(env, TargetKind::Watchmux, sim, addr, &args, launch).await
 }
 
-/// Runs the bench binary with `args` (its `serve` or `limit` role) as target `kind` on `addr`.
+/// Runs the bench binary (or `launch`'s build) with `args` (its `serve` or `limit` role) as
+/// target `kind` on `addr`.
 async fn own_process(
     env: &Env,
     kind: TargetKind,
@@ -421,13 +435,17 @@ async fn own_process(
     args: &[String],
     launch: &Launch,
 ) -> Result<Target, BenchError> {
+    let (exe, log) = match &launch.build {
+        Some(b) => (&b.exe, env.log(&format!("{}-{}", kind.name(), b.name))),
+        None => (&env.exe, env.log(kind.name())),
+    };
     let p = Proc::spawn_with(
         kind.name(),
-        &env.exe,
+        exe,
         args,
         launch.heap_file.as_deref(),
         addr,
-        &env.log(kind.name()),
+        &log,
         Duration::from_secs(30),
     )
     .await?;
