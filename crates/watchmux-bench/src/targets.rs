@@ -172,12 +172,13 @@ async fn start_sim_full(
     )
     .await?;
     if let Some(a) = tls_addr {
-        // Bound right after the plain one.
+        // Bound once the fleet is loaded: the plain address listens before (the loading's time
+        // bound again).
         procs::wait_listening(
             "the simulator's HTTPS address",
             a,
             None,
-            Duration::from_secs(30),
+            Duration::from_secs(300),
         )
         .await?;
         p.tls_addr = Some(a);
