@@ -20,6 +20,7 @@ pub mod limit;
 pub mod nginx;
 pub mod ondemand;
 pub mod pbframe;
+pub mod pbnative;
 pub mod persist;
 pub mod plot;
 pub mod procs;
@@ -94,6 +95,9 @@ pub enum Scenario {
     WatchCost,
     /// S10: many kinds cached on demand against all of them listed (watchmux only).
     OnDemand,
+    /// S11: two watchmux builds side by side (`--baseline-exe` and this one) on the targets of
+    /// a cache keeping protobuf bytes: memory against the JSON, first LISTs, delivery CPU, sync.
+    PbNative,
 }
 
 impl Scenario {
@@ -125,9 +129,10 @@ impl std::str::FromStr for Scenario {
             "s8" | "protobuf" => Scenario::Protobuf,
             "s9" | "watchcost" => Scenario::WatchCost,
             "s10" | "ondemand" | "on-demand" => Scenario::OnDemand,
+            "s11" | "pbnative" => Scenario::PbNative,
             other => {
                 return Err(format!(
-                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand)"
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand, s11 pbnative)"
                 ));
             }
         })
@@ -206,6 +211,13 @@ pub struct Sizes {
     pub ondemand_rate: f64,
     /// S10: seconds of the steady phase.
     pub ondemand_secs: f64,
+    /// S11: pods each build holds for the memory and first-LIST figures.
+    pub pbnative_pods: usize,
+    /// S11: watchers of the delivery figures (S1's writer and fleet: `broadcast_rate` writes/s
+    /// to `broadcast_pods` pods).
+    pub pbnative_watchers: usize,
+    /// S11: pods of the sync figures (a simulator of its own).
+    pub pbnative_sync_pods: usize,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -256,6 +268,9 @@ impl Sizes {
             ondemand_object_bytes: 1200,
             ondemand_rate: 20.0,
             ondemand_secs: 10.0,
+            pbnative_pods: 100_000,
+            pbnative_watchers: 1000,
+            pbnative_sync_pods: 150_000,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -299,6 +314,9 @@ impl Sizes {
             ondemand_object_bytes: 500,
             ondemand_rate: 20.0,
             ondemand_secs: 1.0,
+            pbnative_pods: 300,
+            pbnative_watchers: 10,
+            pbnative_sync_pods: 400,
             window_secs: 0.5,
             repeats: 2,
         }
@@ -310,6 +328,9 @@ impl Sizes {
 pub struct BenchOptions {
     /// The `watchmux-bench` binary (also the simulator, watchmux and the limit program).
     pub exe: PathBuf,
+    /// S11's baseline: another build's `watchmux-bench` binary, whose watchmux is compared with
+    /// `exe`'s (S11 refuses to run without it).
+    pub baseline_exe: Option<PathBuf>,
     /// Results directory (created): `results.md`, `samples.csv`, `summary.csv`, `fanout.png`.
     pub out: PathBuf,
     /// Scenarios to run, in order.
@@ -353,6 +374,9 @@ pub fn raise_nofile_limit() -> u64 {
 
 /// Runs the scenarios and writes the results.
 pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
+    if opts.scenarios.contains(&Scenario::PbNative) {
+        pbnative::check_baseline(opts.baseline_exe.as_deref())?;
+    }
     let nofile = raise_nofile_limit();
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| BenchError::io(format!("creating {}", opts.out.display()), e))?;
@@ -378,7 +402,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     let mut big: Option<procs::Proc> = None;
     for sc in &opts.scenarios {
         let t0 = Instant::now();
-        // A scenario reports one table, S7 two, S8 three.
+        // A scenario reports one table, S7 two, S8 three, S11 five.
         let mine = match sc {
             Scenario::Broadcast => vec![scenarios::broadcast_spec(s)],
             Scenario::Fleet => vec![scenarios::fleet_spec(s)],
@@ -390,6 +414,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::Protobuf => protobuf::specs(s),
             Scenario::WatchCost => vec![watchcost::spec(s)],
             Scenario::OnDemand => vec![ondemand::spec(s)],
+            Scenario::PbNative => pbnative::specs(s, opts.baseline_exe.as_deref(), &opts.exe),
         };
         let title = mine
             .iter()
@@ -422,6 +447,10 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
                 watchcost::run(&env, s, kinds, &mut samples, &mut not_run).await?
             }
             Scenario::OnDemand => ondemand::run(&env, s, kinds, &mut samples).await?,
+            Scenario::PbNative => {
+                let baseline = pbnative::check_baseline(opts.baseline_exe.as_deref())?;
+                pbnative::run(&env, s, baseline, kinds, &mut samples).await?
+            }
         }
         eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
         specs.extend(mine);
@@ -451,7 +480,11 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     }
     for spec in &specs {
         let mine: Vec<&Sample> = samples.iter().filter(|x| x.scenario == spec.id).collect();
-        md.push_str(&report::markdown(spec, &mine, s.repeats));
+        if pbnative::reports(spec) {
+            md.push_str(&pbnative::markdown(spec, &mine, s.repeats));
+        } else {
+            md.push_str(&report::markdown(spec, &mine, s.repeats));
+        }
         let skipped: Vec<&NotRun> = not_run.iter().filter(|n| n.scenario == spec.id).collect();
         md.push_str(&report::not_run_markdown(&skipped));
         md.push('\n');

@@ -162,7 +162,7 @@ struct PersistArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync s7|consistent
-    /// s8|protobuf s9|watchcost s10|ondemand, or `all` (all but s10).
+    /// s8|protobuf s9|watchcost s10|ondemand s11|pbnative, or `all` (all but s10 and s11).
     #[arg(default_value = "all")]
     scenarios: Vec<String>,
     /// Tiny sizes that run in seconds (what the test suite runs).
@@ -275,6 +275,21 @@ struct RunArgs {
     /// S10 seconds of the steady phase [default: 10; --smoke: 1].
     #[arg(long)]
     ondemand_secs: Option<f64>,
+    /// S11's baseline build: another commit's `watchmux-bench` binary, whose watchmux runs
+    /// beside this binary's (required by s11).
+    #[arg(long)]
+    baseline_exe: Option<std::path::PathBuf>,
+    /// S11 pods each build holds for the memory and LIST figures [default: 100000; --smoke:
+    /// 300].
+    #[arg(long)]
+    pbnative_pods: Option<usize>,
+    /// S11 watchers of the delivery figures (the writer is S1's: --broadcast-rate) [default:
+    /// 1000; --smoke: 10].
+    #[arg(long)]
+    pbnative_watchers: Option<usize>,
+    /// S11 pods of the sync figures [default: 150000; --smoke: 400].
+    #[arg(long)]
+    pbnative_sync_pods: Option<usize>,
 }
 
 #[tokio::main]
@@ -370,7 +385,10 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         ondemand_read,
         ondemand_objects,
         ondemand_rate,
-        ondemand_secs
+        ondemand_secs,
+        pbnative_pods,
+        pbnative_watchers,
+        pbnative_sync_pods
     );
     if let Some(r) = a.watchcost_repeats {
         sizes.watchcost_repeats = Some(r);
@@ -394,6 +412,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     };
     let opts = BenchOptions {
         exe: std::env::current_exe().context("locating the watchmux-bench binary")?,
+        baseline_exe: a.baseline_exe,
         out: a.out,
         scenarios,
         targets: a.targets,

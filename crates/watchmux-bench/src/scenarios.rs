@@ -492,6 +492,7 @@ pub async fn broadcast(
         let launch = Launch {
             tls: tp.is_tls(),
             heap_file: None,
+            ..Launch::default()
         };
         let started =
             start_targets_with(env, &kinds_over(s, kinds, tp), &sim, &["pods"], &launch).await?;
@@ -930,6 +931,7 @@ pub async fn idle(
             let launch = Launch {
                 tls: tp.is_tls(),
                 heap_file: None,
+                ..Launch::default()
             };
             let ts = start_targets_with(env, &kinds_tp, &sim, &["pods"], &launch).await?;
             for t in &ts {

@@ -172,12 +172,13 @@ async fn start_sim_full(
     )
     .await?;
     if let Some(a) = tls_addr {
-        // Bound right after the plain one.
+        // Bound once the fleet is loaded: the plain address listens before (the loading's time
+        // bound again).
         procs::wait_listening(
             "the simulator's HTTPS address",
             a,
             None,
-            Duration::from_secs(30),
+            Duration::from_secs(300),
         )
         .await?;
         p.tls_addr = Some(a);
@@ -291,6 +292,19 @@ pub struct Launch {
     /// Have the target write its live heap bytes to this file (the bench's own roles: watchmux,
     /// the limit program; for `direct`, the simulator is started with one instead).
     pub heap_file: Option<PathBuf>,
+    /// Start watchmux (or the limit program) from this build instead of the bench's own binary
+    /// (`None`).
+    pub build: Option<Build>,
+}
+
+/// A build of watchmux to start: a `watchmux-bench` binary, whose `serve` role takes the
+/// bench's configuration (another commit's binary, to compare two builds in one run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    /// Its name in reports and in its processes' log file names ("baseline", "current").
+    pub name: &'static str,
+    /// The binary.
+    pub exe: PathBuf,
 }
 
 enum Running {
@@ -412,7 +426,8 @@ async fn start_watchmux_full(
     own_process(env, TargetKind::Watchmux, sim, addr, &args, launch).await
 }
 
-/// Runs the bench binary with `args` (its `serve` or `limit` role) as target `kind` on `addr`.
+/// Runs the bench binary (or `launch`'s build) with `args` (its `serve` or `limit` role) as
+/// target `kind` on `addr`.
 async fn own_process(
     env: &Env,
     kind: TargetKind,
@@ -421,13 +436,17 @@ async fn own_process(
     args: &[String],
     launch: &Launch,
 ) -> Result<Target, BenchError> {
+    let (exe, log) = match &launch.build {
+        Some(b) => (&b.exe, env.log(&format!("{}-{}", kind.name(), b.name))),
+        None => (&env.exe, env.log(kind.name())),
+    };
     let p = Proc::spawn_with(
         kind.name(),
-        &env.exe,
+        exe,
         args,
         launch.heap_file.as_deref(),
         addr,
-        &env.log(kind.name()),
+        &log,
         Duration::from_secs(30),
     )
     .await?;

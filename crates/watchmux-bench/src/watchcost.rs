@@ -257,6 +257,7 @@ async fn one_case(
     let launch = Launch {
         tls: t.is_tls(),
         heap_file: matches!(kind, TargetKind::Watchmux | TargetKind::Limit).then(|| heap_file),
+        ..Launch::default()
     };
     let target = targets::start_with(env, kind, sim, &["pods"], &launch).await?;
     heap_reported(&target).await;

@@ -32,6 +32,8 @@ async fn smoke_bench(scenarios: &[Scenario], ids: &[&str]) -> (BenchReport, Vec<
     let nginx = watchmux_bench::targets::find_nginx().is_some();
     let opts = BenchOptions {
         exe: env!("CARGO_BIN_EXE_watchmux-bench").into(),
+        // S11's baseline build is this one too (the figures are the noise between two runs).
+        baseline_exe: Some(env!("CARGO_BIN_EXE_watchmux-bench").into()),
         out: out.path().to_path_buf(),
         scenarios: scenarios.to_vec(),
         targets: TargetKind::ALL.to_vec(),
@@ -580,4 +582,52 @@ async fn short_persist_bench_restores_and_measures_writes() {
     );
     let csv = std::fs::read_to_string(out.path().join("persist.csv")).unwrap();
     assert!(csv.lines().count() > 40, "{csv}");
+}
+
+/// S11 at smoke sizes, this binary as both builds: every table has each build's figures in
+/// every repeat, both read the same pods, and the report puts the builds side by side. (Its
+/// targets are reported, not asserted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_bench_pbnative_builds() {
+    let ids = ["S11.1", "S11.2", "S11.3", "S11.4", "S11.5"];
+    let (report, _) = smoke_bench(&[Scenario::PbNative], &ids).await;
+    let sizes = Sizes::smoke();
+    let get = |x: &Sample, k: &str| x.values.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    for id in ids {
+        for build in ["baseline", "current"] {
+            let rows: Vec<&Sample> = report
+                .samples
+                .iter()
+                .filter(|x| x.scenario == id && x.case.ends_with(&format!(" · {build}")))
+                .collect();
+            assert_eq!(rows.len(), sizes.repeats, "{id} {build}");
+            for x in rows {
+                match id {
+                    "S11.1" => {
+                        assert!(get(x, "json_mb").unwrap() > 0.0, "{x:?}");
+                        assert!(get(x, "rss_per_json_json2").unwrap() > 0.0, "{x:?}");
+                    }
+                    "S11.2" | "S11.3" => {
+                        let (pb, json) = (get(x, "pb_body_mb"), get(x, "json_body_mb"));
+                        assert!(pb.or(json).unwrap() > 0.0, "{x:?}");
+                    }
+                    "S11.4" => {
+                        assert!(get(x, "pb_cpu_per_m").unwrap().is_finite(), "{x:?}");
+                        assert!(get(x, "json_delivered_pct").unwrap() > 0.0, "{x:?}");
+                    }
+                    _ => assert!(get(x, "sync_s").unwrap() > 0.0, "{x:?}"),
+                }
+            }
+        }
+    }
+    // Both builds listed the same simulator.
+    let json: Vec<f64> = values(&report.samples, "S11.1", TargetKind::Watchmux, "json_mb");
+    assert!(json.windows(2).all(|w| w[0] == w[1]), "{json:?}");
+    assert!(
+        report
+            .markdown
+            .contains("| baseline | current | current ÷ baseline | target |"),
+        "{}",
+        report.markdown
+    );
 }
