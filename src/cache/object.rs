@@ -204,9 +204,10 @@ impl Cached {
             .sum::<usize>()
             + r.labels
                 .iter()
-                .chain(&r.fields)
                 .map(|(k, v)| k.len() + v.len() + 48)
-                .sum::<usize>();
+                .sum::<usize>()
+            // A field's name is shared by every object: its value and the pair.
+            + r.fields.iter().map(|(_, v)| v.len() + 40).sum::<usize>();
         let bytes = self.stored().len() + strings + r.namespace.len() + r.name.len();
         self.charge = Some(account.charge(bytes as u64 + RECORD_OVERHEAD));
         self

@@ -16,8 +16,11 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kube_wire::proto::MessageRef;
@@ -40,8 +43,30 @@ pub struct ObjectRecord {
     pub rv: u64,
     /// `metadata.labels`, sorted by key.
     pub labels: Vec<(String, String)>,
-    /// Selectable field values of the kind (metadata.name, metadata.namespace, spec.nodeName…).
-    pub fields: Vec<(String, String)>,
+    /// Selectable field values of the kind (metadata.name, metadata.namespace, spec.nodeName…),
+    /// each name shared by every object ([`field_name`]).
+    pub fields: Vec<(Arc<str>, String)>,
+}
+
+/// The one shared copy of a selectable field's name (`spec.nodeName`): a record holds its
+/// kind's names for every object, so they are kept once for the process (a few dozen).
+pub fn field_name(name: &str) -> Arc<str> {
+    static NAMES: OnceLock<Mutex<HashSet<Arc<str>>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock();
+    if let Some(n) = names.get(name) {
+        return n.clone();
+    }
+    let n: Arc<str> = Arc::from(name);
+    names.insert(n.clone());
+    n
+}
+
+/// `selectable_fields`' pairs with their names shared ([`field_name`]).
+fn shared_names(fields: Vec<(String, String)>) -> Vec<(Arc<str>, String)> {
+    fields
+        .into_iter()
+        .map(|(k, v)| (field_name(&k), v))
+        .collect()
 }
 
 impl ObjectRecord {
@@ -49,7 +74,7 @@ impl ObjectRecord {
     pub fn field(&self, name: &str) -> Option<&str> {
         self.fields
             .iter()
-            .find(|(k, _)| k == name)
+            .find(|(k, _)| &**k == name)
             .map(|(_, v)| v.as_str())
     }
 
@@ -287,7 +312,7 @@ fn decode_with(
             name: name.clone(),
             rv: rv_text.to_string(),
         })?;
-    let fields = if needs_full_parse(info) {
+    let fields = shared_names(if needs_full_parse(info) {
         let full: Value =
             serde_json::from_slice(raw).map_err(|e| DecodeError::Json(e.to_string()))?;
         kube_wire::selector::selectable::selectable_fields(
@@ -305,7 +330,7 @@ fn decode_with(
             &[],
             &sk.selectable_view(),
         )
-    };
+    });
     let labels = sk
         .metadata
         .labels
@@ -608,13 +633,13 @@ pub fn record_from_protobuf(
             }
         }
     }
-    let fields = kube_wire::selector::selectable::selectable_fields(
+    let fields = shared_names(kube_wire::selector::selectable::selectable_fields(
         &info.group,
         &info.kind,
         info.namespaced,
         &[],
         &view,
-    );
+    ));
     // Sorted by key; of a repeated key the later entry wins, as protobuf merges a map.
     let labels: Vec<(String, String)> = meta
         .labels

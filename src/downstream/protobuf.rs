@@ -4,12 +4,14 @@
 //! kube's envelope (`k8s\0` + `runtime.Unknown`) and watch framing (a 4-byte length before each
 //! `WatchEvent` on chunked HTTP; the bare event as one binary websocket message).
 //!
-//! The upstream is read in JSON (the reflector's records come from it); each object version is
-//! transcoded to its protobuf message once, on first use by a protobuf client, and the bytes are
-//! kept beside the JSON ([`Cached::protobuf`]): a LIST is the concatenation of those messages, a
-//! watch event wraps them once per event and form (the event log's shared frames), and a
+//! Built-in kinds are read from the upstream in protobuf and stored as the upstream's bytes
+//! ([`crate::cache::object`]): a LIST is the concatenation of those messages, a watch event
+//! wraps them once per event and form (the event log's shared frames), and a
 //! PartialObjectMetadata is cut out of them (its `metadata`, field 1 of every object) without
-//! a second transcode. Transcoding is [`kube_wire::proto`]'s.
+//! decoding the rest. An object stored as JSON (a custom resource, served in protobuf only as
+//! PartialObjectMetadata; a kind an upstream answered in JSON) is transcoded once, on first use
+//! by a protobuf client, and the bytes are kept beside the JSON ([`Cached::protobuf`]).
+//! Transcoding is [`kube_wire::proto`]'s.
 //!
 //! An object that does not transcode (upstream data outside the kind's schema) is never sent
 //! half-encoded: its answer is kube's 500 Status, and the failure is logged.
