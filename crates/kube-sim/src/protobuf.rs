@@ -105,10 +105,17 @@ fn unencodable(what: &str, e: &dyn Display) -> Status {
     Status::internal(format!("unable to encode {what} as protobuf: {e}"))
 }
 
-/// The message body of a stored object (JSON without type meta) in `repr`: the kind's message,
-/// or a PartialObjectMetadata (`{1: ObjectMeta}`, also a custom resource's).
-fn body_of(rt: &ResourceType, json: &[u8], repr: Repr) -> Result<Vec<u8>, Status> {
-    encode(&rt.kind, message(rt), json, repr)
+/// The message body of a stored object in `repr`: the kind's message (the one encoded when it
+/// was written), or a PartialObjectMetadata (`{1: ObjectMeta}`: cut from that message, or
+/// transcoded from a custom resource's JSON).
+fn body_of(rt: &ResourceType, obj: &StoredObject, repr: Repr) -> Result<Bytes, Status> {
+    match (&obj.protobuf, message(rt), repr) {
+        (Some(pb), Some(_), Repr::Json) => Ok(pb.clone()),
+        (Some(pb), Some(msg), Repr::Metadata) => envelope::partial_object_metadata(msg, pb)
+            .map(Bytes::from)
+            .map_err(|e| unencodable(&rt.kind, &e)),
+        _ => encode(&rt.kind, message(rt), &obj.body, repr).map(Bytes::from),
+    }
 }
 
 /// [`body_of`] for an object of `kind` whose message is `msg`.
@@ -148,7 +155,7 @@ fn type_meta(rt: &ResourceType, repr: Repr) -> (String, String) {
 
 /// A wrapped object (`k8s\0` + Unknown) in `repr`, as GET and the write verbs answer it.
 pub fn object(rt: &ResourceType, obj: &StoredObject, repr: Repr) -> Result<Vec<u8>, Status> {
-    let body = body_of(rt, &obj.body, repr)?;
+    let body = body_of(rt, obj, repr)?;
     let (av, kind) = type_meta(rt, repr);
     Ok(envelope::wrap(&av, &kind, &body))
 }
@@ -163,7 +170,7 @@ pub fn list<'a>(
 ) -> Result<envelope::ListChunks, Status> {
     let encoded = items
         .into_iter()
-        .map(|o| body_of(rt, &o.body, repr).map(Bytes::from))
+        .map(|o| body_of(rt, o, repr))
         .collect::<Result<Vec<_>, _>>()?;
     let meta_json = serde_json::to_vec(list_meta).map_err(|e| Status::internal(e.to_string()))?;
     let meta = envelope::list_meta(&meta_json).map_err(|e| unencodable("ListMeta", &e))?;
@@ -175,9 +182,14 @@ pub fn list<'a>(
 }
 
 /// A chunked watch frame (4-byte length + `WatchEvent`) of an event of type `ty` whose object is
-/// `json` (a stored body) in `repr`.
-pub fn event_frame(rt: &ResourceType, ty: &str, json: &[u8], repr: Repr) -> Result<Bytes, Status> {
-    let body = body_of(rt, json, repr)?;
+/// `obj` in `repr`.
+pub fn event_frame(
+    rt: &ResourceType,
+    ty: &str,
+    obj: &StoredObject,
+    repr: Repr,
+) -> Result<Bytes, Status> {
+    let body = body_of(rt, obj, repr)?;
     let (av, kind) = type_meta(rt, repr);
     Ok(Bytes::from(envelope::watch_frame(
         ty,

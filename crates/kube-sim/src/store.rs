@@ -47,6 +47,10 @@ pub struct StoredObject {
     pub labels: Vec<(String, String)>,
     /// Selectable field values (metadata.name, metadata.namespace, per-kind fields).
     pub fields: Vec<(String, String)>,
+    /// The kind's protobuf message of this version (built-in kinds the transcoder knows),
+    /// encoded once when it is written, as kube-apiserver's etcd holds it; `None` for a
+    /// custom resource, or an object outside its kind's schema.
+    pub protobuf: Option<Bytes>,
 }
 
 impl StoredObject {
@@ -84,8 +88,21 @@ impl StoredObject {
             ordered.insert(k, v);
         }
         let value = Value::Object(ordered);
-        let body = Bytes::from(to_go_json(&value));
-        Self::with_record(rt, body, rv.unwrap_or(0), &value)
+        let json = to_go_json(&value);
+        // A built-in object is what kube-apiserver decodes into its Go type and writes back:
+        // fields in Go order, unknown ones dropped, values canonical (JSON → protobuf → JSON).
+        let encoded = crate::protobuf::message(rt).and_then(|msg| {
+            let pb = kube_wire::proto::json_to_proto(msg, &json).ok()?;
+            let canonical = kube_wire::proto::proto_to_json(msg, &pb, None).ok()?;
+            Some((Bytes::from(pb), Bytes::from(canonical)))
+        });
+        let (protobuf, body) = match encoded {
+            Some((pb, canonical)) => (Some(pb), canonical),
+            None => (None, Bytes::from(json)),
+        };
+        let mut stored = Self::with_record(rt, body, rv.unwrap_or(0), &value);
+        stored.protobuf = protobuf;
+        stored
     }
 
     fn with_record(rt: &ResourceType, body: Bytes, rv: u64, value: &Value) -> StoredObject {
@@ -115,6 +132,7 @@ impl StoredObject {
             uid: s("uid"),
             labels,
             fields,
+            protobuf: None,
         }
     }
 
@@ -143,7 +161,9 @@ impl StoredObject {
     /// fields changed).
     fn reindexed(&self, rt: &ResourceType) -> StoredObject {
         let value: Value = serde_json::from_slice(&self.body).expect("valid body");
-        Self::with_record(rt, self.body.clone(), self.rv, &value)
+        let mut stored = Self::with_record(rt, self.body.clone(), self.rv, &value);
+        stored.protobuf = self.protobuf.clone();
+        stored
     }
 
     /// Selectable field value by name.

@@ -335,7 +335,7 @@ impl Watcher {
     /// Encodes one event for this watcher's representation.
     fn encode(&mut self, ty: EventType, obj: &StoredObject, value: Option<Value>) -> Bytes {
         if self.protobuf {
-            return protobuf::event_frame(&self.rt, ty.as_str(), &obj.body, self.repr)
+            return protobuf::event_frame(&self.rt, ty.as_str(), obj, self.repr)
                 .unwrap_or_else(|s| protobuf::error_frame(&s));
         }
         match self.repr {
