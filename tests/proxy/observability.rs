@@ -390,24 +390,10 @@ fn list_items(body: &[u8]) -> (usize, u64) {
     )
 }
 
-/// The items of a protobuf List answer and their bytes (`k8s\0` + `Unknown{raw: XList{2: item…}}`).
+/// The items of a protobuf List answer and their bytes.
 fn protobuf_list_items(body: &[u8]) -> (usize, u64) {
-    use prost::encoding::{WireType, decode_key, decode_varint, skip_field};
-    let unk = kube_wire::proto::envelope::unwrap(body).expect("a protobuf List");
-    let mut buf = unk.raw;
-    let (mut n, mut bytes) = (0, 0);
-    while !buf.is_empty() {
-        let (tag, wt) = decode_key(&mut buf).unwrap();
-        if tag == 2 && wt == WireType::LengthDelimited {
-            let len = decode_varint(&mut buf).unwrap() as usize;
-            buf = &buf[len..];
-            n += 1;
-            bytes += len as u64;
-        } else {
-            skip_field(wt, tag, &mut buf, Default::default()).unwrap();
-        }
-    }
-    (n, bytes)
+    let items = crate::common::protobuf_list_items(body);
+    (items.len(), items.iter().map(|i| i.len() as u64).sum())
 }
 
 /// Collects JSON log lines until one satisfies `pred`.

@@ -299,17 +299,12 @@ async fn without_kept_snapshots_pages_are_rebuilt_from_the_event_log() {
     assert_eq!(pods_gauge(&p, "watchmux_cache_snapshots"), 0.0);
 }
 
-/// Byte lengths of the items of a JSON list, as the simulator stored them.
-fn item_sizes(b: &Bytes) -> Vec<(String, usize)> {
-    #[derive(serde::Deserialize)]
-    struct List<'a> {
-        #[serde(borrow)]
-        items: Vec<&'a serde_json::value::RawValue>,
-    }
-    let l: List<'_> = serde_json::from_slice(b).unwrap();
+/// Byte lengths of the items of a list, as the cache stores them (pods: their protobuf, `pb`,
+/// the same list in protobuf), by the ids of the JSON list `b`.
+fn item_sizes(b: &Bytes, pb: &Bytes) -> Vec<(String, usize)> {
     items(b)
         .into_iter()
-        .zip(l.items.iter().map(|r| r.get().len()))
+        .zip(crate::common::protobuf_list_items(pb).iter().map(|i| i.len()))
         .collect()
 }
 
@@ -322,14 +317,21 @@ async fn a_kept_snapshot_outlives_the_event_window() {
     assert_eq!(pods_gauge(&p, "watchmux_cache_snapshots"), 1.0);
     // What it holds that the live store does not: the versions at `rv` of the pods changed
     // since (whether or not the event log still holds them as some event's previous state).
-    let (_, at_rv) = get(&format!(
+    let at_rv_url = format!(
         "{}/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact",
         sim.url()
-    ))
+    );
+    let (_, at_rv) = get(&at_rv_url).await;
+    let (_, _, at_rv_pb) = request(
+        Method::GET,
+        &at_rv_url,
+        &[("accept", "application/vnd.kubernetes.protobuf")],
+        "",
+    )
     .await;
     let (_, now) = get(&format!("{}/api/v1/pods", sim.url())).await;
     let live = items(&now);
-    let held_alone: usize = item_sizes(&at_rv)
+    let held_alone: usize = item_sizes(&at_rv, &at_rv_pb)
         .into_iter()
         .filter(|(id, _)| !live.contains(id))
         .map(|(_, n)| n)

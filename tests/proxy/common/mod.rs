@@ -250,3 +250,23 @@ pub fn spawn_watchmux(
     });
     (child, rx)
 }
+
+/// The items of a protobuf List answer (`k8s\0` + `Unknown{raw: XList{2: item…}}`), each the
+/// object's message as the cache stores it.
+pub fn protobuf_list_items(body: &[u8]) -> Vec<&[u8]> {
+    use prost::encoding::{WireType, decode_key, decode_varint, skip_field};
+    let unk = kube_wire::proto::envelope::unwrap(body).expect("a protobuf List");
+    let mut buf = unk.raw;
+    let mut items = Vec::new();
+    while !buf.is_empty() {
+        let (tag, wt) = decode_key(&mut buf).unwrap();
+        if tag == 2 && wt == WireType::LengthDelimited {
+            let len = decode_varint(&mut buf).unwrap() as usize;
+            items.push(&buf[..len]);
+            buf = &buf[len..];
+        } else {
+            skip_field(wt, tag, &mut buf, Default::default()).unwrap();
+        }
+    }
+    items
+}
