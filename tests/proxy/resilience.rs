@@ -678,6 +678,39 @@ async fn malformed_upstream_event_loses_and_repeats_nothing() {
     rig.finish_exact("malformed event").await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_upstream_object_is_refused_like_malformed_json_and_loses_and_repeats_nothing()
+{
+    let mut rig = Rig::new().await;
+    rig.writer.burst(10);
+    rig.proxy_caught_up().await;
+    let pods = rig.proxy.proxy.cache("", "v1", "pods").unwrap();
+    assert!(
+        pods.snapshot().objects.values().all(|o| o.is_protobuf()),
+        "pods are read, and stored, in protobuf"
+    );
+    let watches = stat(&rig.sim, "watchRequests");
+    // The next event on the pods watch is preceded by a well-framed event whose pod does not
+    // decode (a field inside its spec runs past its end; its metadata reads): the proxy must
+    // refuse it as it refuses a malformed JSON line — nothing of it cached, the connection
+    // dropped — and re-watch from its last RV, replaying the event it did not apply.
+    rig.sim.faults().send_undecodable_object();
+    rig.writer.burst(10);
+    rig.stat_above("watchRequests", watches).await;
+    assert!(
+        !rig.sim.faults().take_undecodable(),
+        "the undecodable object was sent"
+    );
+    rig.finish_exact("undecodable object").await;
+    assert!(
+        pods.snapshot()
+            .objects
+            .keys()
+            .all(|k| !k.ends_with("/undecodable")),
+        "nothing of the undecodable object was cached"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Compaction during an outage: 410, relist, bridge
 // ---------------------------------------------------------------------------------------------

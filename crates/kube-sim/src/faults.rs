@@ -36,6 +36,7 @@ pub struct Faults {
     delay_ms: AtomicU64,
     watch_lag_ms: AtomicU64,
     malformed: AtomicU32,
+    undecodable: AtomicU32,
     expire_watches: AtomicU32,
 }
 
@@ -48,6 +49,7 @@ impl Default for Faults {
             delay_ms: AtomicU64::new(0),
             watch_lag_ms: AtomicU64::new(0),
             malformed: AtomicU32::new(0),
+            undecodable: AtomicU32::new(0),
             expire_watches: AtomicU32::new(0),
         }
     }
@@ -150,6 +152,22 @@ impl Faults {
             .is_ok()
     }
 
+    /// The next watch event written by any watch stream is preceded by one whose envelope reads
+    /// but whose object does not decode as its kind: in protobuf, a message whose metadata reads
+    /// but whose second field (a pod's `spec`) holds, in its second (`containers`), a container
+    /// whose `resources` runs past its end; in JSON, an object whose `resourceVersion` is not a
+    /// number.
+    pub fn send_undecodable_object(&self) {
+        self.undecodable.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Consumes a pending undecodable-object fault.
+    pub fn take_undecodable(&self) -> bool {
+        self.undecodable
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
     /// The next `count` watches that start from a resourceVersion get kube's 410 `Expired`
     /// ERROR event, as if that resourceVersion had just been compacted away: what a proxy meets
     /// when it re-watches after an outage during which the history was compacted, without
@@ -172,6 +190,7 @@ impl Faults {
         self.delay_ms.store(0, Ordering::Relaxed);
         self.watch_lag_ms.store(0, Ordering::Relaxed);
         self.malformed.store(0, Ordering::SeqCst);
+        self.undecodable.store(0, Ordering::SeqCst);
         self.expire_watches.store(0, Ordering::SeqCst);
     }
 }

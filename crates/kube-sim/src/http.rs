@@ -1000,6 +1000,10 @@ async fn admin(state: &Arc<SimState>, rest: &str, req: Request<Incoming>) -> Res
             f.send_malformed_event();
             ok()
         }
+        (Method::POST, "faults/undecodable-object") => {
+            f.send_undecodable_object();
+            ok()
+        }
         (Method::POST, "faults/clear") => {
             f.clear();
             ok()

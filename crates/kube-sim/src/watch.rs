@@ -390,6 +390,9 @@ impl Watcher {
         if self.state.faults.take_malformed() && !self.send(self.malformed()).await {
             return false;
         }
+        if self.state.faults.take_undecodable() && !self.send(self.undecodable()).await {
+            return false;
+        }
         self.send(frame).await
     }
 
@@ -401,6 +404,34 @@ impl Watcher {
         } else {
             Bytes::from_static(MALFORMED_EVENT)
         }
+    }
+
+    /// The event of the undecodable-object fault ([`Faults::send_undecodable_object`]).
+    fn undecodable(&self) -> Bytes {
+        let meta =
+            r#"{"metadata":{"name":"undecodable","namespace":"default","resourceVersion":"1"}}"#;
+        if self.protobuf
+            && let Some(msg) = protobuf::message(&self.rt)
+            && let Ok(mut object) = kube_wire::proto::json_to_proto(msg, meta.as_bytes())
+        {
+            // A pod's spec { containers { name: "c", resources: <a field that runs past its
+            // end> } }: deep inside, where nothing that files the object reads.
+            let container = [0x0a, 0x01, b'c', 0x42, 0x02, 0x0a, 0x7f];
+            let containers = [&[0x12, container.len() as u8][..], &container].concat();
+            object.extend_from_slice(&[0x12, containers.len() as u8]);
+            object.extend_from_slice(&containers);
+            let wrapped =
+                kube_wire::proto::envelope::wrap(&self.rt.api_version(), &self.rt.kind, &object);
+            return Bytes::from(kube_wire::proto::envelope::watch_frame(
+                "MODIFIED", &wrapped,
+            ));
+        }
+        let line = format!(
+            r#"{{"type":"MODIFIED","object":{{"kind":"{}","apiVersion":"{}","metadata":{{"name":"undecodable","namespace":"default","resourceVersion":"x1"}}}}}}"#,
+            self.rt.kind,
+            self.rt.api_version()
+        );
+        Bytes::from(line + "\n")
     }
 
     async fn send(&mut self, b: Bytes) -> bool {
