@@ -304,7 +304,11 @@ async fn without_kept_snapshots_pages_are_rebuilt_from_the_event_log() {
 fn item_sizes(b: &Bytes, pb: &Bytes) -> Vec<(String, usize)> {
     items(b)
         .into_iter()
-        .zip(crate::common::protobuf_list_items(pb).iter().map(|i| i.len()))
+        .zip(
+            crate::common::protobuf_list_items(pb)
+                .iter()
+                .map(|i| i.len()),
+        )
         .collect()
 }
 
