@@ -3,7 +3,11 @@
 //! kube-sim's ignored test `dump_fleet_pods`), on those pods: the median time per call over
 //! several rounds, and the JSON written per second.
 //!
-//! `cargo run --release -p kube-wire --example proto_timing [ROUNDS]`
+//! `cargo run --release -p kube-wire --example proto_timing [ROUNDS] [CASE]`
+//!
+//! A round decodes each case's objects about 50 ms long, or `PASSES` times (a fixed amount of
+//! work, to count instructions or cycles with `perf stat` on a busy machine). `CASE` keeps the
+//! cases whose name contains it.
 
 use std::time::{Duration, Instant};
 
@@ -11,9 +15,21 @@ use kube_wire::proto::{MessageRef, json_to_proto, message_for, proto_to_json};
 
 const FIXTURES: &[(&str, &str, &str)] = &[
     ("v1", "Pod", include_str!("../src/proto/testdata/pod.json")),
-    ("v1", "Node", include_str!("../src/proto/testdata/node.json")),
-    ("apps/v1", "Deployment", include_str!("../src/proto/testdata/deployment.json")),
-    ("v1", "ConfigMap", include_str!("../src/proto/testdata/configmap.json")),
+    (
+        "v1",
+        "Node",
+        include_str!("../src/proto/testdata/node.json"),
+    ),
+    (
+        "apps/v1",
+        "Deployment",
+        include_str!("../src/proto/testdata/deployment.json"),
+    ),
+    (
+        "v1",
+        "ConfigMap",
+        include_str!("../src/proto/testdata/configmap.json"),
+    ),
     (
         "discovery.k8s.io/v1",
         "EndpointSlice",
@@ -48,7 +64,10 @@ fn time(case: &Case, rounds: usize) -> (Duration, Duration, usize) {
     let start = Instant::now();
     once();
     let per_pass = start.elapsed().max(Duration::from_nanos(1));
-    let passes = (Duration::from_millis(50).as_nanos() / per_pass.as_nanos()).max(1) as u32;
+    let passes = match std::env::var("PASSES").ok().and_then(|p| p.parse().ok()) {
+        Some(passes) => passes,
+        None => (Duration::from_millis(50).as_nanos() / per_pass.as_nanos()).max(1) as u32,
+    };
     let mut samples: Vec<Duration> = (0..rounds)
         .map(|_| {
             let start = Instant::now();
@@ -59,7 +78,11 @@ fn time(case: &Case, rounds: usize) -> (Duration, Duration, usize) {
         })
         .collect();
     samples.sort();
-    (samples[samples.len() / 2], samples[0], bytes / case.objects.len())
+    (
+        samples[samples.len() / 2],
+        samples[0],
+        bytes / case.objects.len(),
+    )
 }
 
 fn main() {
@@ -94,12 +117,16 @@ fn main() {
             objects,
         });
     }
+    if let Some(only) = std::env::args().nth(2) {
+        cases.retain(|c| c.name.contains(&only));
+    }
     for case in &cases {
         let (median, min, bytes) = time(case, rounds);
         let mbs = bytes as f64 / median.as_secs_f64() / 1e6;
+        let pb = case.objects.iter().map(Vec::len).sum::<usize>() / case.objects.len();
         println!(
-            "{:<26} {:>7} B JSON  median {:>9.2?}  min {:>9.2?}  {:>6.0} MB/s",
-            case.name, bytes, median, min, mbs
+            "{:<26} {:>6} B protobuf {:>7} B JSON  median {:>9.2?}  min {:>9.2?}  {:>6.0} MB/s",
+            case.name, pb, bytes, median, min, mbs
         );
     }
 }

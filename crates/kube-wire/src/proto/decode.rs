@@ -15,7 +15,7 @@ use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_f
 use super::error::ProtoError;
 use super::gotime::{self, Instant};
 use super::model::{
-    Elem, Field, INLINE, JsonForm, Message, MessageRef, NO_JSON, OMITEMPTY, OMITZERO, Shape,
+    Elem, Field, INLINE, JsonForm, Message, MessageRef, MsgId, NO_JSON, OMITEMPTY, OMITZERO, Shape,
 };
 use super::{gojson, quantity, schema};
 
@@ -30,22 +30,75 @@ pub fn proto_to_json(
     pb: &[u8],
     type_meta: Option<(&str, &str)>,
 ) -> Result<Vec<u8>, ProtoError> {
-    let mut out = Vec::with_capacity(pb.len() * 2 + 64);
+    let mut out = Vec::new();
+    proto_to_json_into(msg, pb, type_meta, &mut out)?;
+    Ok(out)
+}
+
+/// [`proto_to_json`] appending to `out` (e.g. the items of a list, one after the other, into
+/// one buffer). On error `out` is as it was.
+pub fn proto_to_json_into(
+    msg: MessageRef,
+    pb: &[u8],
+    type_meta: Option<(&str, &str)>,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
+    let start = out.len();
+    let written = object_with_type_meta(msg, pb, type_meta, out);
+    if written.is_err() {
+        out.truncate(start);
+    }
+    written
+}
+
+fn object_with_type_meta(
+    msg: MessageRef,
+    pb: &[u8],
+    type_meta: Option<(&str, &str)>,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
+    out.reserve(pb.len() * 5 / 2 + 128);
     out.push(b'{');
     let mut first = true;
     if let Some((api_version, kind)) = type_meta {
         if !kind.is_empty() {
-            key(&mut out, "kind", &mut first);
-            gojson::string(&mut out, kind.as_bytes());
+            key(out, "kind", &mut first);
+            gojson::string(out, kind.as_bytes());
         }
         if !api_version.is_empty() {
-            key(&mut out, "apiVersion", &mut first);
-            gojson::string(&mut out, api_version.as_bytes());
+            key(out, "apiVersion", &mut first);
+            gojson::string(out, api_version.as_bytes());
         }
     }
-    write_fields(msg.message(), &[pb], &mut out, &mut first, 0)?;
+    let mut pool = Pool::default();
+    write_fields(msg.0, &[pb], out, &mut first, 0, &mut pool)?;
     out.push(b'}');
-    Ok(out)
+    Ok(())
+}
+
+/// Buffers reused across the messages of one decode: a message's occurrences are scanned into
+/// a buffer taken from here and given back once the message is written, so a decode allocates
+/// about once per nesting level instead of once per message.
+#[derive(Default)]
+struct Pool<'a> {
+    occs: Vec<Vec<(u8, Occ<'a>)>>,
+    entries: Vec<Vec<Entry<'a>>>,
+}
+
+/// A map entry: its key and the range of its values' occurrences.
+type Entry<'a> = (&'a [u8], usize, usize);
+
+impl<'a> Pool<'a> {
+    fn occs(&mut self) -> Vec<(u8, Occ<'a>)> {
+        let mut v = self.occs.pop().unwrap_or_else(|| Vec::with_capacity(32));
+        v.clear();
+        v
+    }
+    fn entries(&mut self) -> Vec<Entry<'a>> {
+        let mut v = self.entries.pop().unwrap_or_else(|| Vec::with_capacity(16));
+        v.clear();
+        v
+    }
 }
 
 /// One occurrence of a field on the wire.
@@ -73,17 +126,140 @@ impl<'a> Occ<'a> {
     }
 }
 
-fn message(id: u16) -> Result<&'static Message, ProtoError> {
+fn message(id: MsgId) -> Result<&'static Message, ProtoError> {
     schema::MESSAGES
         .get(usize::from(id))
         .ok_or_else(|| ProtoError::protobuf("schema", format!("no message {id}")))
 }
 
+/// Tags below this are looked up in [`BY_TAG`] (kube's highest is 43).
+const TAGS: usize = 64;
+
+/// Per message, per tag below [`TAGS`]: 1 + the index of the field with that tag, 0 for none.
+static BY_TAG: [[u8; TAGS]; schema::MESSAGES.len()] = by_tag();
+
+const fn by_tag() -> [[u8; TAGS]; schema::MESSAGES.len()] {
+    let mut table = [[0u8; TAGS]; schema::MESSAGES.len()];
+    let mut m = 0;
+    while m < table.len() {
+        let fields = schema::MESSAGES[m].fields;
+        let mut i = 0;
+        while i < fields.len() {
+            let tag = fields[i].tag as usize;
+            assert!(
+                tag < TAGS && i < u8::MAX as usize,
+                "BY_TAG cannot hold the schema"
+            );
+            table[m][tag] = i as u8 + 1;
+            i += 1;
+        }
+        m += 1;
+    }
+    table
+}
+
+/// Per message, a bit per field (by index) that writes something, or may fail, when the field is
+/// absent: `null` for a nil pointer, slice or map without `omitempty`, a zero value Go does not
+/// omit (structs, times, quantities, non-`omitempty` scalars), an inline struct's fields. The
+/// other absent fields write nothing and are not visited.
+static ABSENT: [u64; schema::MESSAGES.len()] = absent();
+
+const fn absent() -> [u64; schema::MESSAGES.len()] {
+    let mut table = [0u64; schema::MESSAGES.len()];
+    let mut m = 0;
+    while m < table.len() {
+        let fields = schema::MESSAGES[m].fields;
+        assert!(fields.len() <= 64, "ABSENT cannot hold the schema");
+        let mut i = 0;
+        while i < fields.len() {
+            let f = &fields[i];
+            let (omitempty, omitzero) = (f.flags & OMITEMPTY != 0, f.flags & OMITZERO != 0);
+            let scalar = matches!(
+                f.elem,
+                Elem::String
+                    | Elem::Bytes
+                    | Elem::Bool
+                    | Elem::Int32
+                    | Elem::Int64
+                    | Elem::Uint32
+                    | Elem::Uint64
+                    | Elem::Float64
+            );
+            let time = matches!(f.elem, Elem::Time | Elem::MicroTime);
+            let writes = if f.flags & NO_JSON != 0 {
+                false
+            } else if f.flags & INLINE != 0 {
+                matches!(f.shape, Shape::Value) && matches!(f.elem, Elem::Message(_))
+            } else {
+                match f.shape {
+                    Shape::Pointer | Shape::Slice | Shape::Map => !omitempty,
+                    Shape::Value => !(omitempty && scalar || omitzero && time),
+                }
+            };
+            if writes {
+                table[m] |= 1 << i;
+            }
+            i += 1;
+        }
+        m += 1;
+    }
+    table
+}
+
+/// The index of `msg`'s field with protobuf number `tag`.
+fn field_index(id: MsgId, msg: &'static Message, tag: u32) -> Option<u8> {
+    match BY_TAG
+        .get(usize::from(id))
+        .and_then(|row| row.get(usize::try_from(tag).ok()?))
+    {
+        Some(&0) => None,
+        Some(&i) => Some(i - 1),
+        None => msg
+            .field_by_tag(tag)
+            .and_then(|(i, _)| u8::try_from(i).ok()),
+    }
+}
+
+/// prost's `decode_varint`, with the one- and two-byte varints (tags, lengths and most values)
+/// read inline.
+#[inline(always)]
+fn varint(buf: &mut &[u8]) -> Result<u64, prost::DecodeError> {
+    match **buf {
+        [b, ref rest @ ..] if b < 0x80 => {
+            *buf = rest;
+            Ok(u64::from(b))
+        }
+        [b0, b1, ref rest @ ..] if b1 < 0x80 => {
+            *buf = rest;
+            Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
+        }
+        _ => decode_varint(buf),
+    }
+}
+
+/// prost's `decode_key` (the same keys, the same errors), one-byte keys read inline.
+#[inline(always)]
+fn field_key(buf: &mut &[u8]) -> Result<(u32, WireType), prost::DecodeError> {
+    if let [b, ref rest @ ..] = **buf
+        && (8..0x80).contains(&b)
+        && let Ok(wt) = WireType::try_from(u64::from(b & 7))
+    {
+        *buf = rest;
+        return Ok((u32::from(b >> 3), wt));
+    }
+    decode_key(buf)
+}
+
 /// Reads one value of wire type `wt`.
+#[inline]
 pub(crate) fn read<'a>(wt: WireType, buf: &mut &'a [u8], at: &str) -> Result<Occ<'a>, ProtoError> {
-    let short = || ProtoError::protobuf(at, "unexpected EOF");
+    #[cold]
+    fn eof(at: &str) -> ProtoError {
+        ProtoError::protobuf(at, "unexpected EOF")
+    }
+    let short = || eof(at);
     Ok(match wt {
-        WireType::Varint => Occ::Varint(decode_varint(buf).map_err(|e| ProtoError::wire(at, e))?),
+        WireType::Varint => Occ::Varint(varint(buf).map_err(|e| ProtoError::wire(at, e))?),
         WireType::SixtyFourBit => {
             let (head, rest) = buf.split_at_checked(8).ok_or_else(short)?;
             *buf = rest;
@@ -95,7 +271,7 @@ pub(crate) fn read<'a>(wt: WireType, buf: &mut &'a [u8], at: &str) -> Result<Occ
             Occ::Fixed32
         }
         WireType::LengthDelimited => {
-            let len = decode_varint(buf).map_err(|e| ProtoError::wire(at, e))?;
+            let len = varint(buf).map_err(|e| ProtoError::wire(at, e))?;
             let len = usize::try_from(len).map_err(|_| short())?;
             let (head, rest) = buf.split_at_checked(len).ok_or_else(short)?;
             *buf = rest;
@@ -117,27 +293,23 @@ fn accepts(field: &Field, wt: WireType) -> bool {
     wt == scalar || (field.shape == Shape::Slice && wt == WireType::LengthDelimited)
 }
 
-/// Reads every known field of a message given as one or more chunks (merged occurrences),
-/// skipping unknown ones, sorted stably by field index.
-fn scan<'a>(msg: &'static Message, chunks: &[&'a [u8]]) -> Result<Vec<(u8, Occ<'a>)>, ProtoError> {
-    let mut occs = Vec::with_capacity(msg.fields.len());
+/// Reads every known field of a message given as one or more chunks (merged occurrences) into
+/// `occs`, skipping unknown ones, sorted stably by field index.
+fn scan<'a>(
+    id: MsgId,
+    msg: &'static Message,
+    chunks: &[&'a [u8]],
+    occs: &mut Vec<(u8, Occ<'a>)>,
+) -> Result<u64, ProtoError> {
+    let mut present = 0u64;
+    let mut sorted = true;
+    let mut previous = 0u8;
     for chunk in chunks {
         let mut buf: &'a [u8] = chunk;
-        // Fields come in tag order: try the next one before searching.
-        let mut next = 0usize;
         while !buf.is_empty() {
-            let (tag, wt) = decode_key(&mut buf).map_err(|e| ProtoError::wire(msg.name, e))?;
-            let expected = msg.by_tag.get(next).and_then(|&i| {
-                let f = msg.fields.get(usize::from(i))?;
-                (f.tag == tag).then_some((usize::from(i), f))
-            });
-            let found = match expected {
-                Some(hit) => {
-                    next += 1;
-                    Some(hit)
-                }
-                None => msg.field_by_tag(tag),
-            };
+            let (tag, wt) = field_key(&mut buf).map_err(|e| ProtoError::wire(msg.name, e))?;
+            let found =
+                field_index(id, msg, tag).and_then(|i| Some((i, msg.fields.get(usize::from(i))?)));
             match found {
                 None => skip_field(wt, tag, &mut buf, DecodeContext::default())
                     .map_err(|e| ProtoError::wire(msg.name, e))?,
@@ -148,16 +320,33 @@ fn scan<'a>(msg: &'static Message, chunks: &[&'a [u8]]) -> Result<Vec<(u8, Occ<'
                             format!("wrong wireType = {} for field {tag}", wt as u8),
                         ));
                     }
-                    let occ = read(wt, &mut buf, msg.name)?;
-                    occs.push((u8::try_from(index).unwrap_or(u8::MAX), occ));
+                    // Short strings and messages and small numbers inline; `read` for the rest.
+                    let occ = match (wt, buf) {
+                        (WireType::LengthDelimited, &[len, ref rest @ ..])
+                            if len < 0x80 && usize::from(len) <= rest.len() =>
+                        {
+                            let (head, tail) = rest.split_at(usize::from(len));
+                            buf = tail;
+                            Occ::Bytes(head)
+                        }
+                        (WireType::Varint, &[v, ref rest @ ..]) if v < 0x80 => {
+                            buf = rest;
+                            Occ::Varint(u64::from(v))
+                        }
+                        _ => read(wt, &mut buf, msg.name)?,
+                    };
+                    sorted &= index >= previous;
+                    previous = index;
+                    present |= 1u64.checked_shl(u32::from(index)).unwrap_or(0);
+                    occs.push((index, occ));
                 }
             }
         }
     }
-    if !occs.is_sorted_by_key(|(i, _)| *i) {
+    if !sorted {
         occs.sort_by_key(|(i, _)| *i);
     }
-    Ok(occs)
+    Ok(present)
 }
 
 /// Reads the fields of a small hand-marshalled message (Timestamp, Quantity, …): `f` gets each
@@ -171,7 +360,7 @@ fn inner<'a>(
     for chunk in chunks {
         let mut buf: &'a [u8] = chunk;
         while !buf.is_empty() {
-            let (tag, wt) = decode_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
+            let (tag, wt) = field_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
             match wire(tag) {
                 None => skip_field(wt, tag, &mut buf, DecodeContext::default())
                     .map_err(|e| ProtoError::wire(at, e))?,
@@ -188,7 +377,9 @@ fn inner<'a>(
     Ok(())
 }
 
+#[inline]
 fn key(out: &mut Vec<u8>, name: &str, first: &mut bool) {
+    out.reserve(name.len() + 4);
     if !*first {
         out.push(b',');
     }
@@ -219,19 +410,30 @@ fn last<'a>(group: Group<'_, 'a>) -> Option<Occ<'a>> {
 }
 
 /// Writes a message's fields (without braces: inline structs share their parent's object).
-fn write_fields(
-    msg: &'static Message,
-    chunks: &[&[u8]],
+fn write_fields<'a>(
+    id: MsgId,
+    chunks: &[&'a [u8]],
     out: &mut Vec<u8>,
     first: &mut bool,
     depth: usize,
+    pool: &mut Pool<'a>,
 ) -> Result<(), ProtoError> {
     if depth > MAX_DEPTH {
         return Err(ProtoError::TooDeep(MAX_DEPTH));
     }
-    let occs = scan(msg, chunks)?;
-    let mut rest: &[(u8, Occ)] = &occs;
-    for (index, field) in msg.fields.iter().enumerate() {
+    let msg = message(id)?;
+    let mut occs = pool.occs();
+    let present = scan(id, msg, chunks, &mut occs)?;
+    let mut rest: &[(u8, Occ<'a>)] = &occs;
+    // The fields present or written when absent, in Go order (`occs` is sorted by index, and
+    // holds only indices in `todo`).
+    let mut todo = present | ABSENT.get(usize::from(id)).copied().unwrap_or(u64::MAX);
+    while todo != 0 {
+        let index = todo.trailing_zeros() as usize;
+        todo &= todo - 1;
+        let Some(field) = msg.fields.get(index) else {
+            break;
+        };
         let n = rest
             .iter()
             .take_while(|(i, _)| usize::from(*i) == index)
@@ -249,22 +451,24 @@ fn write_fields(
                 continue;
             };
             with_chunks(group, |chunks| {
-                write_fields(message(id)?, chunks, out, first, depth + 1)
+                write_fields(id, chunks, out, first, depth + 1, pool)
             })?;
             continue;
         }
-        write_field(msg, field, group, out, first, depth)?;
+        write_field(msg, field, group, out, first, depth, pool)?;
     }
+    pool.occs.push(occs);
     Ok(())
 }
 
-fn write_field(
+fn write_field<'a>(
     msg: &'static Message,
     field: &'static Field,
-    occs: Group,
+    occs: Group<'_, 'a>,
     out: &mut Vec<u8>,
     first: &mut bool,
     depth: usize,
+    pool: &mut Pool<'a>,
 ) -> Result<(), ProtoError> {
     let omitempty = field.has(OMITEMPTY);
     match field.shape {
@@ -277,15 +481,15 @@ fn write_field(
         }
         Shape::Pointer => {
             key(out, field.name, first);
-            elem(msg, field.elem, occs, out, depth, false)
+            elem(msg, field.elem, occs, out, depth, false, pool)
         }
         Shape::Slice => {
             key(out, field.name, first);
-            list(msg, field.elem, occs, out, depth)
+            list(msg, field.elem, occs, out, depth, pool)
         }
         Shape::Map => {
             key(out, field.name, first);
-            map(msg, field.elem, occs, out, depth)
+            map(msg, field.elem, occs, out, depth, pool)
         }
         Shape::Value => {
             if omitempty && is_empty(field.elem, occs) {
@@ -303,7 +507,7 @@ fn write_field(
                 return Ok(());
             }
             key(out, field.name, first);
-            elem(msg, field.elem, occs, out, depth, false)
+            elem(msg, field.elem, occs, out, depth, false, pool)
         }
     }
 }
@@ -326,13 +530,14 @@ fn is_empty(elem: Elem, occs: Group) -> bool {
 
 /// Writes one element from its occurrences (`in_map`: a map value, where a missing `[]byte`
 /// is gogo's empty, non-nil slice).
-fn elem(
+fn elem<'a>(
     msg: &'static Message,
     elem: Elem,
-    occs: Group,
+    occs: Group<'_, 'a>,
     out: &mut Vec<u8>,
     depth: usize,
     in_map: bool,
+    pool: &mut Pool<'a>,
 ) -> Result<(), ProtoError> {
     let last = last(occs);
     match elem {
@@ -346,16 +551,10 @@ fn elem(
         } else {
             b"false"
         }),
-        Elem::Int32 => {
-            out.extend_from_slice((last.map_or(0, Occ::varint) as i32).to_string().as_bytes())
-        }
-        Elem::Int64 => {
-            out.extend_from_slice((last.map_or(0, Occ::varint) as i64).to_string().as_bytes())
-        }
-        Elem::Uint32 => {
-            out.extend_from_slice((last.map_or(0, Occ::varint) as u32).to_string().as_bytes())
-        }
-        Elem::Uint64 => out.extend_from_slice(last.map_or(0, Occ::varint).to_string().as_bytes()),
+        Elem::Int32 => gojson::int(out, i64::from(last.map_or(0, Occ::varint) as i32)),
+        Elem::Int64 => gojson::int(out, last.map_or(0, Occ::varint) as i64),
+        Elem::Uint32 => gojson::uint(out, u64::from(last.map_or(0, Occ::varint) as u32)),
+        Elem::Uint64 => gojson::uint(out, last.map_or(0, Occ::varint)),
         Elem::Float64 => {
             let bits = match last {
                 Some(Occ::Fixed64(b)) => b,
@@ -365,7 +564,7 @@ fn elem(
                 .map_err(|e| ProtoError::unencodable(msg.name, e))?;
         }
         Elem::Message(id) => {
-            with_chunks(occs, |chunks| object(message(id)?, chunks, out, depth + 1))?;
+            with_chunks(occs, |chunks| object(id, chunks, out, depth + 1, pool))?;
         }
         Elem::Time | Elem::MicroTime => {
             let micro = elem == Elem::MicroTime;
@@ -427,7 +626,7 @@ fn elem(
                 )
             })?;
             match ty as i64 {
-                0 => out.extend_from_slice((int as i32).to_string().as_bytes()),
+                0 => gojson::int(out, i64::from(int as i32)),
                 1 => gojson::string(out, s),
                 _ => {
                     return Err(ProtoError::unencodable(
@@ -493,21 +692,22 @@ fn time(occs: Group, micro: bool, at: &str) -> Result<Option<Instant>, ProtoErro
 }
 
 /// Writes a slice: each occurrence one element (packed scalars expanded).
-fn list(
+fn list<'a>(
     msg: &'static Message,
     elem_ty: Elem,
-    occs: Group,
+    occs: Group<'_, 'a>,
     out: &mut Vec<u8>,
     depth: usize,
+    pool: &mut Pool<'a>,
 ) -> Result<(), ProtoError> {
     out.push(b'[');
     let mut first = true;
-    let mut item = |out: &mut Vec<u8>, o: Occ| -> Result<(), ProtoError> {
+    let mut item = |out: &mut Vec<u8>, o: Occ<'a>| -> Result<(), ProtoError> {
         if !first {
             out.push(b',');
         }
         first = false;
-        elem(msg, elem_ty, &[(0, o)], out, depth, false)
+        elem(msg, elem_ty, &[(0, o)], out, depth, false, pool)
     };
     let packable = matches!(
         elem_ty,
@@ -535,12 +735,13 @@ fn list(
 
 /// Writes a `map[string]T`: entries `{1: key, 2: value}`, the last of a key winning, keys sorted
 /// as Go's encoder sorts them.
-fn map(
+fn map<'a>(
     msg: &'static Message,
     elem_ty: Elem,
-    occs: Group,
+    occs: Group<'_, 'a>,
     out: &mut Vec<u8>,
     depth: usize,
+    pool: &mut Pool<'a>,
 ) -> Result<(), ProtoError> {
     if depth > MAX_DEPTH {
         return Err(ProtoError::TooDeep(MAX_DEPTH));
@@ -550,9 +751,9 @@ fn map(
         Elem::Float64 => WireType::SixtyFourBit,
         _ => WireType::LengthDelimited,
     };
-    // Entries as (key, range of their values in `values`): two allocations per map.
-    let mut values: Vec<(u8, Occ)> = Vec::with_capacity(occs.len());
-    let mut entries: Vec<(&[u8], usize, usize)> = Vec::with_capacity(occs.len());
+    // Entries as (key, range of their values in `values`).
+    let mut values = pool.occs();
+    let mut entries = pool.entries();
     for (_, o) in occs {
         let mut k: &[u8] = &[];
         let start = values.len();
@@ -574,9 +775,12 @@ fn map(
         )?;
         entries.push((k, start, values.len()));
     }
-    entries.reverse();
-    entries.sort_by(|a, b| a.0.cmp(b.0));
-    entries.dedup_by(|later, earlier| later.0 == earlier.0);
+    // gogo writes keys sorted, each once: then there is nothing to sort or drop.
+    if !entries.is_sorted_by(|a, b| a.0 < b.0) {
+        entries.reverse();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        entries.dedup_by(|later, earlier| later.0 == earlier.0);
+    }
     out.push(b'{');
     for (i, &(k, start, end)) in entries.iter().enumerate() {
         if i > 0 {
@@ -585,30 +789,35 @@ fn map(
         gojson::string(out, k);
         out.push(b':');
         let group = values.get(start..end).unwrap_or_default();
-        elem(msg, elem_ty, group, out, depth + 1, true)?;
+        elem(msg, elem_ty, group, out, depth + 1, true, pool)?;
     }
     out.push(b'}');
+    pool.occs.push(values);
+    pool.entries.push(entries);
     Ok(())
 }
 
 /// Writes a struct (or one of apiextensions' either-or types) from its merged occurrences.
-fn object(
-    msg: &'static Message,
-    chunks: &[&[u8]],
+fn object<'a>(
+    id: MsgId,
+    chunks: &[&'a [u8]],
     out: &mut Vec<u8>,
     depth: usize,
+    pool: &mut Pool<'a>,
 ) -> Result<(), ProtoError> {
     if depth > MAX_DEPTH {
         return Err(ProtoError::TooDeep(MAX_DEPTH));
     }
+    let msg = message(id)?;
     if msg.form == JsonForm::Struct {
         out.push(b'{');
         let mut first = true;
-        write_fields(msg, chunks, out, &mut first, depth)?;
+        write_fields(id, chunks, out, &mut first, depth, pool)?;
         out.push(b'}');
         return Ok(());
     }
-    let occs = scan(msg, chunks)?;
+    let mut occs = Vec::new();
+    scan(id, msg, chunks, &mut occs)?;
     let of = |tag: u32| -> (Vec<(u8, Occ)>, Option<Elem>) {
         match msg.field_by_tag(tag) {
             Some((i, f)) => (
@@ -626,7 +835,7 @@ fn object(
             let (allows, _) = of(1);
             let (schema, schema_elem) = of(2);
             match schema_elem {
-                Some(e) if !schema.is_empty() => elem(msg, e, &schema, out, depth, false)?,
+                Some(e) if !schema.is_empty() => elem(msg, e, &schema, out, depth, false, pool)?,
                 _ => out.extend_from_slice(if last(&allows).is_some_and(|o| o.varint() != 0) {
                     b"true"
                 } else {
@@ -638,8 +847,10 @@ fn object(
             let (schema, schema_elem) = of(1);
             let (items, items_elem) = of(2);
             match (schema_elem, items_elem) {
-                (_, Some(e)) if !items.is_empty() => list(msg, e, &items, out, depth + 1)?,
-                (Some(e), _) if !schema.is_empty() => elem(msg, e, &schema, out, depth, false)?,
+                (_, Some(e)) if !items.is_empty() => list(msg, e, &items, out, depth + 1, pool)?,
+                (Some(e), _) if !schema.is_empty() => {
+                    elem(msg, e, &schema, out, depth, false, pool)?
+                }
                 _ => out.extend_from_slice(b"null"),
             }
         }

@@ -12,7 +12,16 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// `\t`; other control characters, `<`, `>`, `&`, U+2028 and U+2029 as `\u00XX`; each byte of
 /// invalid UTF-8 as `\ufffd`.
 pub(crate) fn string(out: &mut Vec<u8>, s: &[u8]) {
+    out.reserve(s.len() + 2);
     out.push(b'"');
+    // Usually nothing to escape: copied at once. Otherwise the bytes before the first special
+    // one are copied, and the rest goes the long way.
+    let (head, s) = s.split_at(plain(s));
+    out.extend_from_slice(head);
+    if s.is_empty() {
+        out.push(b'"');
+        return;
+    }
     if s.is_ascii() {
         ascii(out, s);
     } else {
@@ -39,8 +48,50 @@ pub(crate) fn string(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
+/// The bytes a string cannot be copied through as they are: the ASCII ones Go escapes, and
+/// every non-ASCII byte (UTF-8 to check, U+2028 and U+2029 to escape).
+static SPECIAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = b >= 0x80 || escaped(b as u8);
+        b += 1;
+    }
+    table
+};
+
+/// How many bytes `s` starts with that are not [`SPECIAL`]: eight at a time, then one by one.
+fn plain(s: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A high bit for each zero byte, or none (exact as a whole, which is all we ask).
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let mut n = 0;
+    for chunk in s.chunks_exact(8) {
+        let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let x = u64::from_le_bytes(bytes);
+        let special = (x & HIGH) // non-ASCII
+            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH) // control characters
+            | zero((x ^ (ONES * 0x22)) & (ONES * 0xfb)) // `"` and `&` (0x22, 0x26)
+            | zero((x ^ (ONES * 0x3c)) & (ONES * 0xfd)) // `<` and `>` (0x3c, 0x3e)
+            | zero(x ^ (ONES * 0x5c)); // `\\`
+        if special != 0 {
+            break;
+        }
+        n += 8;
+    }
+    n + s
+        .get(n..)
+        .unwrap_or_default()
+        .iter()
+        .position(|&b| SPECIAL[usize::from(b)])
+        .unwrap_or(s.len() - n)
+}
+
 /// Whether an ASCII byte needs escaping.
-fn escaped(b: u8) -> bool {
+const fn escaped(b: u8) -> bool {
     b < 0x20 || matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&')
 }
 
@@ -98,7 +149,17 @@ fn valid_str(out: &mut Vec<u8>, s: &str) {
 /// Appends the output of a Go `MarshalJSON` that returned `raw`: Go checks it is valid JSON,
 /// drops insignificant whitespace and HTML-escapes `<`, `>`, `&`, U+2028 and U+2029.
 pub(crate) fn compact(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), String> {
-    serde_json::from_slice::<serde::de::IgnoredAny>(raw).map_err(|e| e.to_string())?;
+    match Check::valid(raw) {
+        // Valid and already compact and escaped (as kube writes it).
+        Some(true) => {
+            out.extend_from_slice(raw);
+            return Ok(());
+        }
+        Some(false) => {}
+        None => {
+            serde_json::from_slice::<serde::de::IgnoredAny>(raw).map_err(|e| e.to_string())?;
+        }
+    }
     // Usually (kube wrote it) there is nothing to do: no whitespace, nothing to escape.
     let special = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'<' | b'>' | b'&' | 0xe2);
     let clean = raw.chunks(32).all(|chunk| {
@@ -156,6 +217,182 @@ pub(crate) fn compact(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// A quick JSON validity check for [`compact`], for the common case only: `Some` when `raw` is
+/// valid JSON that `serde_json` also accepts (ASCII strings, nesting under [`Check::MAX_DEPTH`]),
+/// with whether it is already compact and escaped; `None` for anything else, valid or not, which
+/// `serde_json` then judges (and words the error). One pass, no recursion: open arrays and
+/// objects are bits of a stack.
+struct Check<'a> {
+    s: &'a [u8],
+    i: usize,
+    /// Whitespace between tokens, or a `<`, `>`, `&` in a string: [`compact`] has work to do.
+    dirty: bool,
+}
+
+impl<'a> Check<'a> {
+    /// Well below `serde_json`'s recursion limit (128), and within the bits of the stack.
+    const MAX_DEPTH: u32 = 100;
+
+    fn valid(raw: &'a [u8]) -> Option<bool> {
+        let mut c = Check {
+            s: raw,
+            i: 0,
+            dirty: false,
+        };
+        // Bit 0: whether the innermost open value is an object.
+        let mut stack = 0u128;
+        let mut depth = 0u32;
+        'value: loop {
+            match c.next()? {
+                open @ (b'{' | b'[') => {
+                    if depth >= Self::MAX_DEPTH {
+                        return None;
+                    }
+                    c.i += 1;
+                    let object = open == b'{';
+                    let close = if object { b'}' } else { b']' };
+                    if c.next()? == close {
+                        c.i += 1;
+                    } else {
+                        stack = stack << 1 | u128::from(object);
+                        depth += 1;
+                        if object {
+                            c.key()?;
+                        }
+                        continue 'value;
+                    }
+                }
+                b'"' => {
+                    c.i += 1;
+                    c.string()?;
+                }
+                b't' => c.literal(b"true")?,
+                b'f' => c.literal(b"false")?,
+                b'n' => c.literal(b"null")?,
+                _ => c.number()?,
+            }
+            // After a value: the end, or what follows it in its array or object.
+            loop {
+                if depth == 0 {
+                    return match c.next() {
+                        None => Some(!c.dirty),
+                        Some(_) => None,
+                    };
+                }
+                let object = stack & 1 == 1;
+                match c.next()? {
+                    b',' => {
+                        c.i += 1;
+                        if object {
+                            c.key()?;
+                        }
+                        continue 'value;
+                    }
+                    b'}' if object => {}
+                    b']' if !object => {}
+                    _ => return None,
+                }
+                c.i += 1;
+                stack >>= 1;
+                depth -= 1;
+            }
+        }
+    }
+
+    /// The next byte that is not whitespace, not consumed (`None` at the end).
+    fn next(&mut self) -> Option<u8> {
+        loop {
+            let b = *self.s.get(self.i)?;
+            if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                return Some(b);
+            }
+            self.dirty = true;
+            self.i += 1;
+        }
+    }
+
+    /// An object's key and its colon.
+    fn key(&mut self) -> Option<()> {
+        if self.next()? != b'"' {
+            return None;
+        }
+        self.i += 1;
+        self.string()?;
+        if self.next()? != b':' {
+            return None;
+        }
+        self.i += 1;
+        Some(())
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i + word.len();
+        (self.s.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// The rest of a string after its opening quote.
+    fn string(&mut self) -> Option<()> {
+        loop {
+            self.i += plain(self.s.get(self.i..)?);
+            let b = *self.s.get(self.i)?;
+            self.i += 1;
+            match b {
+                b'"' => return Some(()),
+                b'\\' => match *self.s.get(self.i)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                    b'u' => {
+                        let hex = self.s.get(self.i + 1..self.i + 5)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return None;
+                        }
+                        self.i += 5;
+                    }
+                    _ => return None,
+                },
+                b'<' | b'>' | b'&' => self.dirty = true,
+                // Control characters (invalid) and non-ASCII bytes (left to serde_json).
+                _ => return None,
+            }
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            self.peek().filter(u8::is_ascii_digit)?;
+            self.digits();
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            self.peek().filter(u8::is_ascii_digit)?;
+            self.digits();
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.i += 1;
+        }
+    }
+}
+
 /// Appends a float64 as Go's encoder writes it (ES6 style: `%f` for 1e-6 <= |f| < 1e21, else
 /// `%e` with the exponent's leading zero dropped). NaN and infinities are refused, as Go does.
 pub(crate) fn float(out: &mut Vec<u8>, f: f64) -> Result<(), String> {
@@ -183,6 +420,34 @@ pub(crate) fn float(out: &mut Vec<u8>, f: f64) -> Result<(), String> {
         out.extend_from_slice(format!("{f}").as_bytes());
     }
     Ok(())
+}
+
+/// Appends an integer in decimal, as Go writes it.
+pub(crate) fn int(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    uint(out, v.unsigned_abs());
+}
+
+/// Appends an unsigned integer in decimal.
+pub(crate) fn uint(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 20];
+    out.extend_from_slice(digits(&mut buf, v));
+}
+
+/// The decimal digits of `v`, written at the end of `buf` (20 digits hold any `u64`).
+pub(crate) fn digits(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
+    let mut start = buf.len();
+    for slot in buf.iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
+        v /= 10;
+        start -= 1;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.get(start..).unwrap_or_default()
 }
 
 /// Appends `[]byte` as Go does: a standard, padded base64 string.
@@ -229,6 +494,27 @@ mod tests {
     }
 
     #[test]
+    fn plain_prefixes() {
+        let specials = b"\"\\<>&\x00\x1f\x80\xff";
+        for len in 0..20 {
+            for at in 0..=len {
+                for &special in specials {
+                    let mut s = vec![b'a'; len];
+                    if at < len {
+                        s[at] = special;
+                    }
+                    assert_eq!(plain(&s), at, "{s:?}");
+                }
+            }
+        }
+        let all: Vec<u8> = (0..=255).collect();
+        for b in all {
+            let s = [b'x', b'y', b'z', b, b'x', b'x', b'x', b'x', b'x'];
+            assert_eq!(plain(&s) == 3, SPECIAL[usize::from(b)], "{b}");
+        }
+    }
+
+    #[test]
     fn strings_escape_as_go() {
         assert_eq!(s(b"a<b>&c"), r#""a\u003cb\u003e\u0026c""#);
         assert_eq!(s(b"\x01\x08\x0c\n\r\t\"\\"), r#""\u0001\b\f\n\r\t\"\\""#);
@@ -269,6 +555,102 @@ mod tests {
         );
         assert!(compact(&mut Vec::new(), b"{").is_err());
         assert!(compact(&mut Vec::new(), b"").is_err());
+    }
+
+    /// The quick check never calls valid what serde_json refuses, and knows the usual forms.
+    #[test]
+    fn quick_check_agrees_with_serde_json() {
+        let serde = |raw: &[u8]| serde_json::from_slice::<serde::de::IgnoredAny>(raw).is_ok();
+        let samples: &[&[u8]] = &[
+            br#"{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"k:{\"uid\":\"x\"}":{}}"#,
+            b"[1,-2,3.5,-0.25e+10,1E3,0,true,false,null,\"\\u00e9\\n\\/\"]",
+            b" { \"a\" : [ ] } ",
+            b"\"x<y\"",
+            b"-0",
+            b"01",
+            b"1.",
+            b".5",
+            b"1e",
+            b"+1",
+            b"-",
+            b"[1,]",
+            b"{\"a\":1,}",
+            b"{\"a\" 1}",
+            b"{1:2}",
+            b"[1 2]",
+            b"\"\\x\"",
+            b"\"\\u12G4\"",
+            b"\"\x01\"",
+            b"\"\xc3\xa9\"",
+            b"tru",
+            b"nulll",
+            b"{}{}",
+            b"",
+            b"   ",
+            b"\"unterminated",
+        ];
+        let deep = format!("{}{}", "[".repeat(99), "]".repeat(99));
+        let deeper = format!("{}{}", "[".repeat(101), "]".repeat(101));
+        let too_deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let mut all: Vec<&[u8]> = samples.to_vec();
+        all.extend([deep.as_bytes(), deeper.as_bytes(), too_deep.as_bytes()]);
+        for raw in all {
+            if let Some(clean) = Check::valid(raw) {
+                assert!(serde(raw), "{}", String::from_utf8_lossy(raw));
+                let mut out = Vec::new();
+                compact(&mut out, raw).unwrap();
+                assert_eq!(clean, out == raw, "{}", String::from_utf8_lossy(raw));
+            }
+        }
+        assert_eq!(Check::valid(samples[0]), Some(true));
+        assert_eq!(Check::valid(samples[1]), Some(true));
+        assert_eq!(Check::valid(samples[2]), Some(false));
+        assert_eq!(Check::valid(samples[3]), Some(false));
+        assert_eq!(Check::valid(deep.as_bytes()), Some(true));
+        // Random strings of JSON's tokens: never valid where serde_json says otherwise, and
+        // compacted as it says.
+        let pieces: &[&[u8]] = &[
+            b"{", b"}", b"[", b"]", b"\"", b"\"a", b":", b",", b"0", b"12", b"-", b".", b"e", b"+",
+            b" ", b"\n", b"true", b"nul", b"null", b"\\", b"\\u00ff", b"<", b"\x01",
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let (mut known, mut valid) = (0, 0);
+        for _ in 0..200_000 {
+            let mut raw = Vec::new();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut r = x;
+            for _ in 0..(r % 12) {
+                r = r.rotate_left(5) ^ 0x5555;
+                raw.extend_from_slice(pieces[(r % pieces.len() as u64) as usize]);
+            }
+            if let Some(clean) = Check::valid(&raw) {
+                known += 1;
+                assert!(serde(&raw), "{}", String::from_utf8_lossy(&raw));
+                let mut out = Vec::new();
+                compact(&mut out, &raw).unwrap();
+                assert_eq!(clean, out == raw, "{}", String::from_utf8_lossy(&raw));
+            }
+            valid += usize::from(serde(&raw));
+        }
+        assert!(known > 1000 && known <= valid, "{known} {valid}");
+        // Every prefix and every one-byte change of a valid document.
+        let doc = samples[1];
+        for cut in 0..doc.len() {
+            if Check::valid(&doc[..cut]).is_some() {
+                assert!(serde(&doc[..cut]));
+            }
+            for b in [
+                b' ', b'"', b'\\', b'0', b'e', b'.', b'-', b',', b']', b'}', 0x01, 0xff,
+            ] {
+                let mut changed = doc.to_vec();
+                changed[cut] = b;
+                if Check::valid(&changed).is_some() {
+                    assert!(serde(&changed), "{}", String::from_utf8_lossy(&changed));
+                }
+            }
+        }
     }
 
     #[test]

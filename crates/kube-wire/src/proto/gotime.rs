@@ -80,11 +80,12 @@ fn push_padded(out: &mut Vec<u8>, x: i64, width: usize) {
     if x < 0 {
         out.push(b'-');
     }
-    let digits = x.unsigned_abs().to_string();
+    let mut buf = [0u8; 20];
+    let digits = super::gojson::digits(&mut buf, x.unsigned_abs());
     for _ in digits.len()..width {
         out.push(b'0');
     }
-    out.extend_from_slice(digits.as_bytes());
+    out.extend_from_slice(digits);
 }
 
 /// Appends an instant in UTC as `2006-01-02T15:04:05Z`, or with `micros` as

@@ -29,7 +29,7 @@ pub mod model;
 mod quantity;
 pub mod schema;
 
-pub use decode::proto_to_json;
+pub use decode::{proto_to_json, proto_to_json_into};
 pub use encode::json_to_proto;
 pub use error::ProtoError;
 pub use model::MessageRef;

@@ -192,25 +192,29 @@ pub(crate) fn canonical(s: &str) -> Result<Cow<'_, str>, String> {
     if precision >= 0 {
         scale -= i64::try_from(p.denom.len()).unwrap_or(i64::MAX);
         if scale >= -9 {
-            let shifted = format!("{}{}", p.num, p.denom);
-            let value: i64 = shifted.parse().map_err(|_| NUMERIC)?;
+            // The digits of `num` then `denom`, as one number.
+            let shifted = || p.num.bytes().chain(p.denom.bytes());
+            let value = parse_i64(shifted()).ok_or(NUMERIC)?;
             if let Some(mut result) = value.checked_mul(mantissa) {
                 if !p.positive {
                     result = -result;
                 }
                 let cached = match format {
                     Format::BinarySI => exponent % 10 == 0 && value & 0x07 != 0,
-                    _ => scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0'),
+                    _ => {
+                        scale % 3 == 0
+                            && shifted().rev().take(3).filter(|&c| c == b'0').count() < 3
+                            && shifted().next() != Some(b'0')
+                    }
                 };
                 if cached {
                     return Ok(Cow::Borrowed(s));
                 }
                 // Exact: value × 10^scale.
-                return Ok(Cow::Owned(canonicalize(
-                    BigInt::from(result),
-                    -scale,
-                    format,
-                )));
+                return Ok(Cow::Owned(
+                    canonicalize_small(i128::from(result), -scale, format)
+                        .unwrap_or_else(|| canonicalize(BigInt::from(result), -scale, format)),
+                ));
             }
         }
     }
@@ -241,6 +245,117 @@ pub(crate) fn canonical(s: &str) -> Result<Cow<'_, str>, String> {
     }
     let value = if negative { -abs } else { abs };
     Ok(Cow::Owned(canonicalize(value, dec_scale, format)))
+}
+
+/// Go's `strconv.ParseInt(s, 10, 64)` of ASCII digits: `None` when there are none, one is not a
+/// digit, or the value overflows.
+fn parse_i64(digits: impl Iterator<Item = u8>) -> Option<i64> {
+    let mut value: Option<i64> = None;
+    for c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        value = value
+            .unwrap_or(0)
+            .checked_mul(10)?
+            .checked_add(i64::from(c - b'0'));
+        value?;
+    }
+    value
+}
+
+/// [`canonicalize`] in 128-bit integers, for the values of Go's int64 fast path; `None` when
+/// the arithmetic would not fit (then [`canonicalize`] computes it).
+fn canonicalize_small(unscaled: i128, scale: i64, format: Format) -> Option<String> {
+    const TEN: [i128; 19] = {
+        let mut t = [1i128; 19];
+        let mut i = 1;
+        while i < t.len() {
+            t[i] = t[i - 1] * 10;
+            i += 1;
+        }
+        t
+    };
+    let pow10 = |n: i64| TEN.get(usize::try_from(n).ok()?).copied();
+    if unscaled == 0 {
+        return Some("0".into());
+    }
+    let mut format = format;
+    let mut integer = None;
+    if format == Format::BinarySI {
+        // |unscaled| × 10^-scale < 1024
+        let abs = unscaled.checked_abs()?;
+        let small = if scale >= 0 {
+            abs < 1024i128.checked_mul(pow10(scale)?)?
+        } else {
+            abs.checked_mul(pow10(-scale)?)? < 1024
+        };
+        if small {
+            format = Format::DecimalSI;
+        } else if scale <= 0 {
+            integer = Some(unscaled.checked_mul(pow10(-scale)?)?);
+        } else {
+            let div = pow10(scale)?;
+            if unscaled % div == 0 {
+                integer = Some(unscaled / div);
+            } else {
+                format = Format::DecimalSI;
+            }
+        }
+    }
+    if let (Format::BinarySI, Some(mut v)) = (format, integer) {
+        let mut times = 0i64;
+        while v != 0 && v % 1024 == 0 {
+            v /= 1024;
+            times += 1;
+        }
+        return Some(format!("{v}{}", binary_suffix(times)));
+    }
+    let mut mantissa = unscaled;
+    let mut exponent = scale.checked_neg()?;
+    while mantissa % 10 == 0 {
+        mantissa /= 10;
+        exponent += 1;
+    }
+    while exponent % 3 != 0 {
+        mantissa = mantissa.checked_mul(10)?;
+        exponent -= 1;
+    }
+    Some(format!("{mantissa}{}", decimal_suffix(format, exponent)))
+}
+
+/// The suffix of a BinarySI value divided `times` times by 1024.
+fn binary_suffix(times: i64) -> &'static str {
+    match times * 10 {
+        10 => "Ki",
+        20 => "Mi",
+        30 => "Gi",
+        40 => "Ti",
+        50 => "Pi",
+        60 => "Ei",
+        _ => "",
+    }
+}
+
+/// The suffix of a DecimalSI or DecimalExponent value with a power of ten `exponent`.
+fn decimal_suffix(format: Format, exponent: i64) -> Cow<'static, str> {
+    match format {
+        Format::DecimalExponent if exponent == 0 => "".into(),
+        Format::DecimalExponent => format!("e{exponent}").into(),
+        _ => match exponent {
+            -9 => "n",
+            -6 => "u",
+            -3 => "m",
+            3 => "k",
+            6 => "M",
+            9 => "G",
+            12 => "T",
+            15 => "P",
+            18 => "E",
+            _ => "",
+        }
+        .into(),
+    }
 }
 
 /// `inf.Dec.SetString`: an optional sign, digits with at most one dot, at least one digit.
@@ -312,16 +427,7 @@ fn canonicalize(unscaled: BigInt, scale: i64, format: Format) -> String {
             v /= &k;
             times += 1;
         }
-        let suffix = match times * 10 {
-            10 => "Ki",
-            20 => "Mi",
-            30 => "Gi",
-            40 => "Ti",
-            50 => "Pi",
-            60 => "Ei",
-            _ => "",
-        };
-        return format!("{v}{suffix}");
+        return format!("{v}{}", binary_suffix(times));
     }
     let mut mantissa = unscaled;
     let mut exponent = -scale;
@@ -334,24 +440,7 @@ fn canonicalize(unscaled: BigInt, scale: i64, format: Format) -> String {
         mantissa *= &ten;
         exponent -= 1;
     }
-    let suffix: Cow<'static, str> = match format {
-        Format::DecimalExponent if exponent == 0 => "".into(),
-        Format::DecimalExponent => format!("e{exponent}").into(),
-        _ => match exponent {
-            -9 => "n",
-            -6 => "u",
-            -3 => "m",
-            3 => "k",
-            6 => "M",
-            9 => "G",
-            12 => "T",
-            15 => "P",
-            18 => "E",
-            _ => "",
-        }
-        .into(),
-    };
-    format!("{mantissa}{suffix}")
+    format!("{mantissa}{}", decimal_suffix(format, exponent))
 }
 
 #[cfg(test)]
@@ -437,5 +526,47 @@ mod tests {
             assert!(canonical(bad).is_err() || bad == ".", "{bad} should fail");
         }
         assert_eq!(canonical(".").as_deref(), Ok("0"));
+    }
+
+    /// The 128-bit canonicalisation agrees with the exact one wherever it answers.
+    #[test]
+    fn small_canonicalisation_is_exact() {
+        use super::{BigInt, Format, canonicalize, canonicalize_small};
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut answered = 0;
+        for i in 0..200_000 {
+            // Values with runs of trailing zeros and powers of two, small and large.
+            let r = next();
+            let base = match i % 4 {
+                0 => (r >> (r % 64)) as i64,
+                1 => ((r % 1000) as i64) * 10i64.pow((r >> 32) as u32 % 16),
+                2 => ((r % 64) as i64) << ((r >> 20) % 60),
+                _ => (r % 100_000) as i64,
+            };
+            let unscaled = if r & (1 << 63) != 0 {
+                base.wrapping_neg()
+            } else {
+                base
+            };
+            let scale = (next() % 40) as i64 - 20;
+            let format = [Format::DecimalSI, Format::BinarySI, Format::DecimalExponent]
+                [(next() % 3) as usize];
+            if let Some(small) = canonicalize_small(i128::from(unscaled), scale, format) {
+                answered += 1;
+                assert_eq!(
+                    small,
+                    canonicalize(BigInt::from(unscaled), scale, format),
+                    "{unscaled} e{} {format:?}",
+                    -scale
+                );
+            }
+        }
+        assert!(answered > 150_000, "{answered}");
     }
 }

@@ -631,6 +631,29 @@ fn malformed_input_is_an_error() {
     assert!(json_to_proto(props, deep_json.as_bytes()).is_err());
 }
 
+#[test]
+fn decoding_into_a_buffer_appends_or_leaves_it_as_it_was() {
+    let m = msg("v1", "Pod");
+    let pod = pb_of("Pod");
+    let alone = proto_to_json(m, &pod, Some(("v1", "Pod"))).unwrap();
+    let mut out = b"[".to_vec();
+    super::proto_to_json_into(m, &pod, Some(("v1", "Pod")), &mut out).unwrap();
+    out.push(b',');
+    super::proto_to_json_into(m, &pod, None, &mut out).unwrap();
+    let before = out.clone();
+    // Cut inside the last field: an error after much has been written.
+    let cut = &pod[..pod.len() - 1];
+    assert!(super::proto_to_json_into(m, cut, Some(("v1", "Pod")), &mut out).is_err());
+    assert_eq!(out, before);
+    out.push(b']');
+    let items: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    assert_eq!(items.len(), 2);
+    assert!(
+        out[1..].starts_with(&alone),
+        "the same bytes as proto_to_json"
+    );
+}
+
 fn schema_id(short: &str) -> u16 {
     schema::MESSAGES
         .iter()
@@ -947,7 +970,11 @@ mod props {
         if let Ok(path) = std::env::var("MEASURE_PODS") {
             let m = super::msg("v1", "Pod");
             for line in std::fs::read_to_string(path).unwrap().lines() {
-                inputs.push((m, json_to_proto(m, line.as_bytes()).unwrap(), Some(("v1", "Pod"))));
+                inputs.push((
+                    m,
+                    json_to_proto(m, line.as_bytes()).unwrap(),
+                    Some(("v1", "Pod")),
+                ));
             }
         }
         inputs
