@@ -130,7 +130,7 @@ impl Cached {
         match &self.stored {
             Stored::Json(b) => out.extend_from_slice(b),
             Stored::Protobuf(pb, msg) => {
-                if let Err(e) = super::record::pb_json_into(*msg, pb, out) {
+                if let Err(e) = proto::proto_to_json_into(*msg, pb, None, out) {
                     // Unreachable: ingest decoded these very bytes with the same function.
                     // Never half an object: its identity, as a client can still key it.
                     tracing::error!(
@@ -172,7 +172,7 @@ impl Cached {
         let meta = proto::envelope::field_slice(pb, 1).unwrap_or_default();
         let mut out = Vec::with_capacity(meta.len() * 2 + 16);
         out.extend_from_slice(b"{\"metadata\":");
-        match super::record::pb_json_into(meta_msg, meta, &mut out) {
+        match proto::proto_to_json_into(meta_msg, meta, None, &mut out) {
             Ok(()) => {
                 out.push(b'}');
                 Bytes::from(out)

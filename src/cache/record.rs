@@ -372,8 +372,8 @@ pub fn decode_protobuf(info: &ResourceInfo, pb: &[u8]) -> Result<Cached, DecodeE
     let rec = SCRATCH.with(|s| {
         let mut json = s.borrow_mut();
         json.clear();
-        let checked =
-            pb_json_into(msg, pb, &mut json).map_err(|e| DecodeError::Protobuf(e.to_string()));
+        let checked = kube_wire::proto::proto_to_json_into(msg, pb, None, &mut json)
+            .map_err(|e| DecodeError::Protobuf(e.to_string()));
         let rec = checked.and_then(|()| {
             if needs_full_parse(info) {
                 decode_object(info, &json).map(|c| c.rec)
@@ -408,16 +408,6 @@ pub fn restamp_protobuf(msg: kube_wire::proto::MessageRef, pb: &[u8], rv: u64) -
                 .unwrap_or_else(|| Bytes::copy_from_slice(pb))
         }
     }
-}
-
-/// Appends `pb`'s JSON to `out` (interim: until kube-wire writes into a caller's buffer).
-pub(crate) fn pb_json_into(
-    msg: kube_wire::proto::MessageRef,
-    pb: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<(), kube_wire::proto::ProtoError> {
-    out.extend_from_slice(&kube_wire::proto::proto_to_json(msg, pb, None)?);
-    Ok(())
 }
 
 fn decode_rv_text(json: &[u8]) -> u64 {
