@@ -70,7 +70,11 @@ fn object_with_type_meta(
             gojson::string(out, api_version.as_bytes());
         }
     }
-    let mut pool = Pool::default();
+    let mut pool = Pool {
+        input: pb,
+        occs: Vec::new(),
+        entries: Vec::new(),
+    };
     write_fields(msg.0, &[pb], out, &mut first, 0, &mut pool)?;
     out.push(b'}');
     Ok(())
@@ -79,8 +83,9 @@ fn object_with_type_meta(
 /// Buffers reused across the messages of one decode: a message's occurrences are scanned into
 /// a buffer taken from here and given back once the message is written, so a decode allocates
 /// about once per nesting level instead of once per message.
-#[derive(Default)]
 struct Pool<'a> {
+    /// The whole message being decoded: every value read is a part of it.
+    input: &'a [u8],
     occs: Vec<Vec<(u8, Occ<'a>)>>,
     entries: Vec<Vec<Entry<'a>>>,
 }
@@ -135,11 +140,13 @@ fn message(id: MsgId) -> Result<&'static Message, ProtoError> {
 /// Tags below this are looked up in [`BY_TAG`] (kube's highest is 43).
 const TAGS: usize = 64;
 
-/// Per message, per tag below [`TAGS`]: 1 + the index of the field with that tag, 0 for none.
-static BY_TAG: [[u8; TAGS]; schema::MESSAGES.len()] = by_tag();
+/// Per message, per tag below [`TAGS`]: 0 for no field, else 1 + the index of the field with
+/// that tag, and in the high byte the wire types it accepts ([`accepted`]): all that reading a
+/// field's occurrence needs of the schema.
+static BY_TAG: [[u16; TAGS]; schema::MESSAGES.len()] = by_tag();
 
-const fn by_tag() -> [[u8; TAGS]; schema::MESSAGES.len()] {
-    let mut table = [[0u8; TAGS]; schema::MESSAGES.len()];
+const fn by_tag() -> [[u16; TAGS]; schema::MESSAGES.len()] {
+    let mut table = [[0u16; TAGS]; schema::MESSAGES.len()];
     let mut m = 0;
     while m < table.len() {
         let fields = schema::MESSAGES[m].fields;
@@ -150,12 +157,27 @@ const fn by_tag() -> [[u8; TAGS]; schema::MESSAGES.len()] {
                 tag < TAGS && i < u8::MAX as usize,
                 "BY_TAG cannot hold the schema"
             );
-            table[m][tag] = i as u8 + 1;
+            table[m][tag] = (i as u16 + 1) | (accepted(&fields[i]) as u16) << 8;
             i += 1;
         }
         m += 1;
     }
     table
+}
+
+/// The wire types gogo accepts for a field, a bit each: scalars packed or not when repeated.
+const fn accepted(field: &Field) -> u8 {
+    let scalar = match field.elem {
+        Elem::Bool | Elem::Int32 | Elem::Int64 | Elem::Uint32 | Elem::Uint64 => WireType::Varint,
+        Elem::Float64 => WireType::SixtyFourBit,
+        _ => return 1 << WireType::LengthDelimited as u8,
+    };
+    let packed = if matches!(field.shape, Shape::Slice) {
+        1 << WireType::LengthDelimited as u8
+    } else {
+        0
+    };
+    1 << scalar as u8 | packed
 }
 
 /// Per message, a bit per field (by index) that writes something, or may fail, when the field is
@@ -206,17 +228,18 @@ const fn absent() -> [u64; schema::MESSAGES.len()] {
     table
 }
 
-/// The index of `msg`'s field with protobuf number `tag`.
-fn field_index(id: MsgId, msg: &'static Message, tag: u32) -> Option<u8> {
+/// The index of `msg`'s field with protobuf number `tag`, and the wire types it accepts.
+#[inline]
+fn field_index(id: MsgId, msg: &'static Message, tag: u32) -> Option<(u8, u8)> {
     match BY_TAG
         .get(usize::from(id))
         .and_then(|row| row.get(usize::try_from(tag).ok()?))
     {
         Some(&0) => None,
-        Some(&i) => Some(i - 1),
+        Some(&entry) => Some(((entry & 0xff) as u8 - 1, (entry >> 8) as u8)),
         None => msg
             .field_by_tag(tag)
-            .and_then(|(i, _)| u8::try_from(i).ok()),
+            .and_then(|(i, f)| Some((u8::try_from(i).ok()?, accepted(f)))),
     }
 }
 
@@ -283,16 +306,6 @@ pub(crate) fn read<'a>(wt: WireType, buf: &mut &'a [u8], at: &str) -> Result<Occ
     })
 }
 
-/// The wire types gogo accepts for a field: scalars packed or not when repeated.
-fn accepts(field: &Field, wt: WireType) -> bool {
-    let scalar = match field.elem {
-        Elem::Bool | Elem::Int32 | Elem::Int64 | Elem::Uint32 | Elem::Uint64 => WireType::Varint,
-        Elem::Float64 => WireType::SixtyFourBit,
-        _ => return wt == WireType::LengthDelimited,
-    };
-    wt == scalar || (field.shape == Shape::Slice && wt == WireType::LengthDelimited)
-}
-
 /// Reads every known field of a message given as one or more chunks (merged occurrences) into
 /// `occs`, skipping unknown ones, sorted stably by field index.
 fn scan<'a>(
@@ -308,13 +321,11 @@ fn scan<'a>(
         let mut buf: &'a [u8] = chunk;
         while !buf.is_empty() {
             let (tag, wt) = field_key(&mut buf).map_err(|e| ProtoError::wire(msg.name, e))?;
-            let found =
-                field_index(id, msg, tag).and_then(|i| Some((i, msg.fields.get(usize::from(i))?)));
-            match found {
+            match field_index(id, msg, tag) {
                 None => skip_field(wt, tag, &mut buf, DecodeContext::default())
                     .map_err(|e| ProtoError::wire(msg.name, e))?,
-                Some((index, field)) => {
-                    if !accepts(field, wt) {
+                Some((index, accepted)) => {
+                    if accepted & 1 << wt as u8 == 0 {
                         return Err(ProtoError::protobuf(
                             msg.name,
                             format!("wrong wireType = {} for field {tag}", wt as u8),
@@ -375,6 +386,124 @@ fn inner<'a>(
         }
     }
     Ok(())
+}
+
+/// How many fields the schema has, all messages together.
+const FIELDS: usize = {
+    let mut n = 0;
+    let mut m = 0;
+    while m < schema::MESSAGES.len() {
+        n += schema::MESSAGES[m].fields.len();
+        m += 1;
+    }
+    n
+};
+
+/// Room after the last key, so that a fixed-size read from any key's start stays in [`KEYS`].
+const KEY_SLACK: usize = 32;
+
+/// The size of [`KEYS`].
+const KEYS_LEN: usize = {
+    let mut n = KEY_SLACK;
+    let mut m = 0;
+    while m < schema::MESSAGES.len() {
+        let fields = schema::MESSAGES[m].fields;
+        let mut i = 0;
+        while i < fields.len() {
+            n += fields[i].name.len() + 4;
+            i += 1;
+        }
+        m += 1;
+    }
+    n
+};
+
+/// Every field's key as written after another one, `,"name":`, field after field and message
+/// after message: [`key`] copies them with one fixed-size copy instead of four small ones.
+static KEYS: [u8; KEYS_LEN] = {
+    let mut keys = [0u8; KEYS_LEN];
+    let mut at = 0;
+    let mut m = 0;
+    while m < schema::MESSAGES.len() {
+        let fields = schema::MESSAGES[m].fields;
+        let mut i = 0;
+        while i < fields.len() {
+            let name = fields[i].name.as_bytes();
+            keys[at] = b',';
+            keys[at + 1] = b'"';
+            let mut c = 0;
+            while c < name.len() {
+                keys[at + 2 + c] = name[c];
+                c += 1;
+            }
+            keys[at + 2 + name.len()] = b'"';
+            keys[at + 3 + name.len()] = b':';
+            at += name.len() + 4;
+            i += 1;
+        }
+        m += 1;
+    }
+    keys
+};
+
+/// Per message, the number of the first of its fields in [`KEY_AT`].
+static FIELD_BASE: [u16; schema::MESSAGES.len()] = {
+    let mut base = [0u16; schema::MESSAGES.len()];
+    let mut n = 0;
+    let mut m = 0;
+    while m < schema::MESSAGES.len() {
+        assert!(n <= u16::MAX as usize, "FIELD_BASE cannot hold the schema");
+        base[m] = n as u16;
+        n += schema::MESSAGES[m].fields.len();
+        m += 1;
+    }
+    base
+};
+
+/// Per field (message after message), where its key starts in [`KEYS`].
+static KEY_AT: [u32; FIELDS] = {
+    let mut key_at = [0u32; FIELDS];
+    let (mut n, mut at) = (0, 0);
+    let mut m = 0;
+    while m < schema::MESSAGES.len() {
+        let fields = schema::MESSAGES[m].fields;
+        let mut i = 0;
+        while i < fields.len() {
+            key_at[n] = at as u32;
+            at += fields[i].name.len() + 4;
+            n += 1;
+            i += 1;
+        }
+        m += 1;
+    }
+    key_at
+};
+
+/// Where field `index` of message `id` has its key in [`KEYS`].
+fn key_at(id: MsgId, index: usize) -> Option<usize> {
+    let base = usize::from(*FIELD_BASE.get(usize::from(id))?);
+    Some(*KEY_AT.get(base + index)? as usize)
+}
+
+/// Writes a field's key (`at`: from [`key_at`]): [`KEYS`]'s bytes copied 32 at once and the
+/// excess cut, which is quicker than copying a few bytes of a length known only at run time.
+#[inline]
+fn schema_key(out: &mut Vec<u8>, at: Option<usize>, name: &str, first: &mut bool) {
+    let (from, len) = if *first {
+        (at.map(|a| a + 1), name.len() + 3)
+    } else {
+        (at, name.len() + 4)
+    };
+    let chunk = from.and_then(|f| KEYS.get(f..f + KEY_SLACK));
+    match chunk.and_then(|c| <&[u8; KEY_SLACK]>::try_from(c).ok()) {
+        Some(chunk) if len <= KEY_SLACK => {
+            *first = false;
+            let start = out.len();
+            out.extend_from_slice(chunk);
+            out.truncate(start + len);
+        }
+        _ => key(out, name, first),
+    }
 }
 
 #[inline]
@@ -455,15 +584,26 @@ fn write_fields<'a>(
             })?;
             continue;
         }
-        write_field(msg, field, group, out, first, depth, pool)?;
+        write_field(
+            msg,
+            field,
+            key_at(id, index),
+            group,
+            out,
+            first,
+            depth,
+            pool,
+        )?;
     }
     pool.occs.push(occs);
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn write_field<'a>(
     msg: &'static Message,
     field: &'static Field,
+    at: Option<usize>,
     occs: Group<'_, 'a>,
     out: &mut Vec<u8>,
     first: &mut bool,
@@ -474,21 +614,21 @@ fn write_field<'a>(
     match field.shape {
         Shape::Pointer | Shape::Slice | Shape::Map if occs.is_empty() => {
             if !omitempty {
-                key(out, field.name, first);
+                schema_key(out, at, field.name, first);
                 out.extend_from_slice(b"null");
             }
             Ok(())
         }
         Shape::Pointer => {
-            key(out, field.name, first);
+            schema_key(out, at, field.name, first);
             elem(msg, field.elem, occs, out, depth, false, pool)
         }
         Shape::Slice => {
-            key(out, field.name, first);
+            schema_key(out, at, field.name, first);
             list(msg, field.elem, occs, out, depth, pool)
         }
         Shape::Map => {
-            key(out, field.name, first);
+            schema_key(out, at, field.name, first);
             map(msg, field.elem, occs, out, depth, pool)
         }
         Shape::Value => {
@@ -502,11 +642,11 @@ fn write_field<'a>(
                 }
             }
             if field.elem == Elem::Bytes && occs.is_empty() {
-                key(out, field.name, first);
+                schema_key(out, at, field.name, first);
                 out.extend_from_slice(b"null");
                 return Ok(());
             }
-            key(out, field.name, first);
+            schema_key(out, at, field.name, first);
             elem(msg, field.elem, occs, out, depth, false, pool)
         }
     }
@@ -541,7 +681,7 @@ fn elem<'a>(
 ) -> Result<(), ProtoError> {
     let last = last(occs);
     match elem {
-        Elem::String => gojson::string(out, last.map_or(&[][..], Occ::bytes)),
+        Elem::String => gojson::string_in(out, last.map_or(&[][..], Occ::bytes), pool.input),
         Elem::Bytes => match last {
             None if !in_map => out.extend_from_slice(b"null"),
             _ => gojson::bytes(out, last.map_or(&[][..], Occ::bytes)),
@@ -601,10 +741,9 @@ fn elem<'a>(
             })?;
             let s = std::str::from_utf8(s)
                 .map_err(|_| ProtoError::protobuf("Quantity", "not a quantity"))?;
-            let canonical = quantity::canonical(s)
-                .map_err(|e| ProtoError::protobuf("Quantity", format!("{s:?}: {e}")))?;
             out.push(b'"');
-            out.extend_from_slice(canonical.as_bytes());
+            quantity::write_canonical(out, s)
+                .map_err(|e| ProtoError::protobuf("Quantity", format!("{s:?}: {e}")))?;
             out.push(b'"');
         }
         Elem::IntOrString => {
@@ -627,7 +766,7 @@ fn elem<'a>(
             })?;
             match ty as i64 {
                 0 => gojson::int(out, i64::from(int as i32)),
-                1 => gojson::string(out, s),
+                1 => gojson::string_in(out, s, pool.input),
                 _ => {
                     return Err(ProtoError::unencodable(
                         "IntOrString",
@@ -786,7 +925,7 @@ fn map<'a>(
         if i > 0 {
             out.push(b',');
         }
-        gojson::string(out, k);
+        gojson::string_in(out, k, pool.input);
         out.push(b':');
         let group = values.get(start..end).unwrap_or_default();
         elem(msg, elem_ty, group, out, depth + 1, true, pool)?;

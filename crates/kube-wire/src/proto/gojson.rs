@@ -48,6 +48,28 @@ pub(crate) fn string(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
+/// [`string`] of `s`, a part of `whole`: a short string that needs no escaping is copied as a
+/// fixed 32 bytes of `whole` and the excess cut, quicker than copying a length known only at
+/// run time.
+pub(crate) fn string_in(out: &mut Vec<u8>, s: &[u8], whole: &[u8]) {
+    const N: usize = 32;
+    let at = s.as_ptr().addr().wrapping_sub(whole.as_ptr().addr());
+    if s.len() < N
+        && let Some(chunk) = whole.get(at..at.saturating_add(N))
+        && chunk.as_ptr() == s.as_ptr()
+        && let Ok(chunk) = <&[u8; N]>::try_from(chunk)
+        && plain(s) == s.len()
+    {
+        out.push(b'"');
+        let start = out.len();
+        out.extend_from_slice(chunk);
+        out.truncate(start + s.len());
+        out.push(b'"');
+        return;
+    }
+    string(out, s);
+}
+
 /// The bytes a string cannot be copied through as they are: the ASCII ones Go escapes, and
 /// every non-ASCII byte (UTF-8 to check, U+2028 and U+2029 to escape).
 static SPECIAL: [bool; 256] = {
@@ -64,10 +86,11 @@ static SPECIAL: [bool; 256] = {
 fn plain(s: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A high bit for each zero byte, or none (exact as a whole, which is all we ask).
+    // The high bit of each zero byte. Bytes above a zero one may be marked too (a borrow), but
+    // never bytes below it: the lowest mark is exact, and that is all we ask.
     let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let mut n = 0;
-    for chunk in s.chunks_exact(8) {
+    while let Some(chunk) = s.get(n..n + 8) {
         let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
             break;
         };
@@ -78,7 +101,8 @@ fn plain(s: &[u8]) -> usize {
             | zero((x ^ (ONES * 0x3c)) & (ONES * 0xfd)) // `<` and `>` (0x3c, 0x3e)
             | zero(x ^ (ONES * 0x5c)); // `\\`
         if special != 0 {
-            break;
+            // Little-endian: the lowest mark is the first special byte.
+            return n + (special.trailing_zeros() / 8) as usize;
         }
         n += 8;
     }
@@ -300,7 +324,19 @@ impl<'a> Check<'a> {
     }
 
     /// The next byte that is not whitespace, not consumed (`None` at the end).
+    #[inline]
     fn next(&mut self) -> Option<u8> {
+        let b = *self.s.get(self.i)?;
+        // Whitespace is at most b' '.
+        if b > b' ' {
+            Some(b)
+        } else {
+            self.after_space()
+        }
+    }
+
+    #[cold]
+    fn after_space(&mut self) -> Option<u8> {
         loop {
             let b = *self.s.get(self.i)?;
             if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
@@ -494,6 +530,25 @@ mod tests {
     }
 
     #[test]
+    fn strings_within_a_buffer_as_alone() {
+        let whole: Vec<u8> =
+            b"0123456789abcdef<x>\"q\"\xffzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\\".to_vec();
+        for start in 0..whole.len() {
+            for end in start..=whole.len() {
+                let part = &whole[start..end];
+                let mut within = Vec::new();
+                string_in(&mut within, part, &whole);
+                assert_eq!(String::from_utf8_lossy(&within), s(part), "{start}..{end}");
+                // Not a part of `whole`: the same.
+                let copy = part.to_vec();
+                let mut outside = Vec::new();
+                string_in(&mut outside, &copy, &whole);
+                assert_eq!(outside, within);
+            }
+        }
+    }
+
+    #[test]
     fn plain_prefixes() {
         let specials = b"\"\\<>&\x00\x1f\x80\xff";
         for len in 0..20 {
@@ -504,6 +559,17 @@ mod tests {
                         s[at] = special;
                     }
                     assert_eq!(plain(&s), at, "{s:?}");
+                }
+            }
+        }
+        // Two special bytes in one word: the first counts.
+        for first in 0..8 {
+            for second in first + 1..12 {
+                for &(a, b) in &[(b'"', 0x00), (0x1f, b'<'), (b'&', b'\\'), (0x80, b'"')] {
+                    let mut s = vec![b'a'; 16];
+                    s[first] = a;
+                    s[second] = b;
+                    assert_eq!(plain(&s), first, "{s:?}");
                 }
             }
         }

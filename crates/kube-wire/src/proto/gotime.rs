@@ -94,6 +94,43 @@ pub(crate) fn format(out: &mut Vec<u8>, t: Instant, micros: bool) {
     let days = t.secs.div_euclid(86_400);
     let rem = t.secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
+    if let Ok(year) = u32::try_from(y)
+        && year <= 9999
+    {
+        // Four-digit years (all but the odd ones): fixed positions.
+        let mut b = *b"0000-00-00T00:00:00.000000Z";
+        let put = |b: &mut [u8; 27], at: usize, width: usize, mut v: u32| {
+            for i in (at..at + width).rev() {
+                if let Some(slot) = b.get_mut(i) {
+                    *slot = b'0' + (v % 10) as u8;
+                }
+                v /= 10;
+            }
+        };
+        put(&mut b, 0, 4, year);
+        put(&mut b, 5, 2, m);
+        put(&mut b, 8, 2, d);
+        let rem = rem as u32;
+        put(&mut b, 11, 2, rem / 3600);
+        put(&mut b, 14, 2, rem / 60 % 60);
+        put(&mut b, 17, 2, rem % 60);
+        if micros {
+            put(&mut b, 20, 6, t.nanos / 1000);
+            out.extend_from_slice(&b);
+        } else {
+            b[19] = b'Z';
+            out.extend_from_slice(&b[..20]);
+        }
+        return;
+    }
+    format_padded(out, t, micros);
+}
+
+/// [`format`] for any year, as Go's `appendInt` pads it.
+fn format_padded(out: &mut Vec<u8>, t: Instant, micros: bool) {
+    let days = t.secs.div_euclid(86_400);
+    let rem = t.secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
     push_padded(out, y, 4);
     out.push(b'-');
     push_padded(out, i64::from(m), 2);
@@ -377,6 +414,29 @@ mod tests {
             fmt(Instant::unix(-62_198_755_200, 0), false),
             "-0001-01-01T00:00:00Z"
         );
+    }
+
+    #[test]
+    fn four_digit_years_format_as_any_year() {
+        let mut x = 0x1234_5678_9abc_def1u64;
+        // From year -2 to 10001: around both ends of the quick path, and everything between.
+        let (low, high) = (-62_230_000_000i64, 253_433_000_000i64);
+        for i in 0..200_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let secs = match i % 3 {
+                0 => low + (x % (high - low) as u64) as i64,
+                1 => -62_167_219_200 + (x % 200_000) as i64 - 100_000,
+                _ => 253_402_300_799 + (x % 200_000) as i64 - 100_000,
+            };
+            let t = Instant::unix(secs, (x >> 20) as i64 % 1_000_000_000);
+            for micros in [false, true] {
+                let mut slow = Vec::new();
+                format_padded(&mut slow, t, micros);
+                assert_eq!(fmt(t, micros).as_bytes(), slow, "{t:?}");
+            }
+        }
     }
 
     #[test]

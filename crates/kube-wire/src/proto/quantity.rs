@@ -160,11 +160,46 @@ fn go_parse_int(s: &str) -> Option<i64> {
 
 /// The canonical string of a quantity, as Go's `ParseQuantity(s).String()`.
 pub(crate) fn canonical(s: &str) -> Result<Cow<'_, str>, String> {
+    Ok(match canon(s)? {
+        Canon::Same => Cow::Borrowed(s),
+        Canon::Int(value, scale, format) => Cow::Owned(
+            canonicalize_small(i128::from(value), scale, format)
+                .unwrap_or_else(|| canonicalize(BigInt::from(value), scale, format)),
+        ),
+        Canon::Other(c) => Cow::Owned(c),
+    })
+}
+
+/// Appends [`canonical`]`(s)`, without a string of its own when it can.
+pub(crate) fn write_canonical(out: &mut Vec<u8>, s: &str) -> Result<(), String> {
+    match canon(s)? {
+        Canon::Same => out.extend_from_slice(s.as_bytes()),
+        Canon::Int(value, scale, format) => {
+            if !write_small(out, value, scale, format) {
+                out.extend_from_slice(canonicalize(BigInt::from(value), scale, format).as_bytes());
+            }
+        }
+        Canon::Other(c) => out.extend_from_slice(c.as_bytes()),
+    }
+    Ok(())
+}
+
+/// A quantity's canonical form, as [`canon`] finds it.
+enum Canon {
+    /// The input, as Go keeps it.
+    Same,
+    /// [`canonicalize`]`(value, scale, format)`: Go's int64 fast path.
+    Int(i64, i64, Format),
+    /// Computed.
+    Other(String),
+}
+
+fn canon(s: &str) -> Result<Canon, String> {
     if s.is_empty() {
         return Err(FORMAT_WRONG.into());
     }
     if s == "0" {
-        return Ok(Cow::Borrowed(s));
+        return Ok(Canon::Same);
     }
     let p = split(s)?;
     let (base, exponent, mut format) = interpret(p.suffix).ok_or(SUFFIX)?;
@@ -208,13 +243,10 @@ pub(crate) fn canonical(s: &str) -> Result<Cow<'_, str>, String> {
                     }
                 };
                 if cached {
-                    return Ok(Cow::Borrowed(s));
+                    return Ok(Canon::Same);
                 }
                 // Exact: value × 10^scale.
-                return Ok(Cow::Owned(
-                    canonicalize_small(i128::from(result), -scale, format)
-                        .unwrap_or_else(|| canonicalize(BigInt::from(result), -scale, format)),
-                ));
+                return Ok(Canon::Int(result, -scale, format));
             }
         }
     }
@@ -244,7 +276,7 @@ pub(crate) fn canonical(s: &str) -> Result<Cow<'_, str>, String> {
         }
     }
     let value = if negative { -abs } else { abs };
-    Ok(Cow::Owned(canonicalize(value, dec_scale, format)))
+    Ok(Canon::Other(canonicalize(value, dec_scale, format)))
 }
 
 /// Go's `strconv.ParseInt(s, 10, 64)` of ASCII digits: `None` when there are none, one is not a
@@ -267,6 +299,45 @@ fn parse_i64(digits: impl Iterator<Item = u8>) -> Option<i64> {
 /// [`canonicalize`] in 128-bit integers, for the values of Go's int64 fast path; `None` when
 /// the arithmetic would not fit (then [`canonicalize`] computes it).
 fn canonicalize_small(unscaled: i128, scale: i64, format: Format) -> Option<String> {
+    let (number, suffix) = small_parts(unscaled, scale, format)?;
+    Some(match suffix {
+        Suffix::Binary(times) => format!("{number}{}", binary_suffix(times)),
+        Suffix::Decimal(exponent) => format!("{number}{}", decimal_suffix(format, exponent)),
+    })
+}
+
+/// Writes [`canonicalize_small`]'s string; false (nothing written) where it has none.
+fn write_small(out: &mut Vec<u8>, value: i64, scale: i64, format: Format) -> bool {
+    let Some((number, suffix)) = small_parts(i128::from(value), scale, format) else {
+        return false;
+    };
+    let Ok(number) = i64::try_from(number) else {
+        return false;
+    };
+    super::gojson::int(out, number);
+    match suffix {
+        Suffix::Binary(times) => out.extend_from_slice(binary_suffix(times).as_bytes()),
+        Suffix::Decimal(exponent) => match format {
+            Format::DecimalExponent if exponent != 0 => {
+                out.push(b'e');
+                super::gojson::int(out, exponent);
+            }
+            _ => out.extend_from_slice(decimal_suffix(format, exponent).as_bytes()),
+        },
+    }
+    true
+}
+
+/// The suffix [`small_parts`] found.
+enum Suffix {
+    /// [`binary_suffix`] of this many 1024s.
+    Binary(i64),
+    /// [`decimal_suffix`] of this power of ten.
+    Decimal(i64),
+}
+
+/// The number and suffix of [`canonicalize`]'s string, in 128-bit integers.
+fn small_parts(unscaled: i128, scale: i64, format: Format) -> Option<(i128, Suffix)> {
     const TEN: [i128; 19] = {
         let mut t = [1i128; 19];
         let mut i = 1;
@@ -278,7 +349,7 @@ fn canonicalize_small(unscaled: i128, scale: i64, format: Format) -> Option<Stri
     };
     let pow10 = |n: i64| TEN.get(usize::try_from(n).ok()?).copied();
     if unscaled == 0 {
-        return Some("0".into());
+        return Some((0, Suffix::Binary(0)));
     }
     let mut format = format;
     let mut integer = None;
@@ -309,7 +380,7 @@ fn canonicalize_small(unscaled: i128, scale: i64, format: Format) -> Option<Stri
             v /= 1024;
             times += 1;
         }
-        return Some(format!("{v}{}", binary_suffix(times)));
+        return Some((v, Suffix::Binary(times)));
     }
     let mut mantissa = unscaled;
     let mut exponent = scale.checked_neg()?;
@@ -321,7 +392,7 @@ fn canonicalize_small(unscaled: i128, scale: i64, format: Format) -> Option<Stri
         mantissa = mantissa.checked_mul(10)?;
         exponent -= 1;
     }
-    Some(format!("{mantissa}{}", decimal_suffix(format, exponent)))
+    Some((mantissa, Suffix::Decimal(exponent)))
 }
 
 /// The suffix of a BinarySI value divided `times` times by 1024.
@@ -531,7 +602,7 @@ mod tests {
     /// The 128-bit canonicalisation agrees with the exact one wherever it answers.
     #[test]
     fn small_canonicalisation_is_exact() {
-        use super::{BigInt, Format, canonicalize, canonicalize_small};
+        use super::{BigInt, Format, canonicalize, canonicalize_small, write_small};
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {
             x ^= x << 13;
@@ -557,6 +628,13 @@ mod tests {
             let scale = (next() % 40) as i64 - 20;
             let format = [Format::DecimalSI, Format::BinarySI, Format::DecimalExponent]
                 [(next() % 3) as usize];
+            let mut written = Vec::new();
+            if write_small(&mut written, unscaled, scale, format) {
+                assert_eq!(
+                    String::from_utf8(written).unwrap(),
+                    canonicalize(BigInt::from(unscaled), scale, format)
+                );
+            }
             if let Some(small) = canonicalize_small(i128::from(unscaled), scale, format) {
                 answered += 1;
                 assert_eq!(
