@@ -654,6 +654,31 @@ fn decoding_into_a_buffer_appends_or_leaves_it_as_it_was() {
     );
 }
 
+/// Every fixture: JSON → protobuf → JSON → protobuf → JSON is a fixed point after one round,
+/// and decoding all of them into one buffer gives each one's JSON, one after the other.
+#[test]
+fn fixtures_are_fixed_points_and_decode_into_one_buffer() {
+    let mut all = Vec::new();
+    let mut each = Vec::new();
+    for &(api_version, kind, json) in FIXTURES {
+        let m = msg(api_version, kind);
+        let tm = Some((api_version, kind));
+        let pb = json_to_proto(m, json.as_bytes()).unwrap();
+        let j1 = proto_to_json(m, &pb, tm).unwrap();
+        let pb1 = json_to_proto(m, &j1).unwrap();
+        assert_eq!(pb1, pb, "{kind}: protobuf of the decoded JSON");
+        let j2 = proto_to_json(m, &pb1, tm).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&j2),
+            String::from_utf8_lossy(&j1),
+            "{kind}"
+        );
+        super::proto_to_json_into(m, &pb, tm, &mut all).unwrap();
+        each.extend_from_slice(&j1);
+    }
+    assert!(all == each, "decoded into one buffer");
+}
+
 fn schema_id(short: &str) -> u16 {
     schema::MESSAGES
         .iter()
