@@ -83,15 +83,15 @@ fn fields(mut buf: &[u8]) -> impl Iterator<Item = Result<(u32, &[u8]), ProtoErro
         }
         Some((|| {
             loop {
-                let (tag, wt) = decode_key(&mut buf).map_err(|e| wire(e))?;
+                let (tag, wt) = decode_key(&mut buf).map_err(wire)?;
                 if wt != WireType::LengthDelimited {
-                    skip_field(wt, tag, &mut buf, Default::default()).map_err(|e| wire(e))?;
+                    skip_field(wt, tag, &mut buf, Default::default()).map_err(wire)?;
                     if buf.is_empty() {
                         return Ok((0, &[][..]));
                     }
                     continue;
                 }
-                let len = decode_varint(&mut buf).map_err(|e| wire(e))?;
+                let len = decode_varint(&mut buf).map_err(wire)?;
                 let len =
                     usize::try_from(len).map_err(|_| malformed("message", "unexpected EOF"))?;
                 let (value, rest) = buf

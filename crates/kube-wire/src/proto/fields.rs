@@ -117,10 +117,14 @@ fn locate<'a>(
     Ok((walk(&steps, pb, path)?, field))
 }
 
+/// Message fields followed one after the other: each one's tag, and whether its first
+/// occurrence is followed rather than its last.
+type Steps = Vec<(u32, bool)>;
+
 /// The message fields on the way to `path` in `msg`'s schema (their tag, and whether the first
 /// occurrence is followed: a list's first element, `podIPs[0]`, rather than the last), and the
 /// field it ends at.
-fn resolve(msg: MessageRef, path: &str) -> Result<(Vec<(u32, bool)>, &'static Field), ProtoError> {
+fn resolve(msg: MessageRef, path: &str) -> Result<(Steps, &'static Field), ProtoError> {
     let mut message: &'static Message = msg.message();
     let mut steps = Vec::new();
     let mut parts = path.split('.').peekable();
@@ -186,7 +190,7 @@ pub struct ScalarPath {
     path: &'static str,
     /// The message fields on the way: their tag, and whether the first occurrence is followed
     /// (a list's first element, `podIPs[0]`) rather than the last.
-    steps: Vec<(u32, bool)>,
+    steps: Steps,
     field: &'static Field,
 }
 
