@@ -286,12 +286,7 @@ impl Simulator {
             }
         }
         if let Some(spec) = &self.state.config.fleet {
-            // The fleet's objects are generated canonical (`fleet`'s tests check it): stored
-            // without transcoding, their protobuf encoded when first read.
-            self.state
-                .store
-                .load_canonical(|| fleet_load(&self.state, spec))
-                .map_err(SimError::Load)?;
+            fleet_load(&self.state, spec).map_err(SimError::Load)?;
         }
         Ok(())
     }
