@@ -173,14 +173,14 @@ fn read_aggregated(
 ) -> Result<(), ReflectorError> {
     #[derive(Deserialize)]
     struct List {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         items: Vec<Group>,
     }
     #[derive(Deserialize)]
     struct Group {
         #[serde(default)]
         metadata: Meta,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         versions: Vec<Version>,
     }
     #[derive(Deserialize, Default)]
@@ -191,7 +191,7 @@ fn read_aggregated(
     #[derive(Deserialize)]
     struct Version {
         version: String,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         resources: Vec<Resource>,
     }
     #[derive(Deserialize)]
@@ -201,7 +201,7 @@ fn read_aggregated(
         response_kind: Option<Kind>,
         #[serde(default)]
         scope: String,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         verbs: Vec<String>,
     }
     #[derive(Deserialize)]
@@ -240,15 +240,15 @@ fn has_list_watch(verbs: &[String]) -> bool {
 fn legacy_group_versions(body: &[u8], what: &str) -> Result<Vec<(String, String)>, ReflectorError> {
     #[derive(Deserialize)]
     struct Doc {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         versions: Vec<String>,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         groups: Vec<Group>,
     }
     #[derive(Deserialize)]
     struct Group {
         name: String,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         versions: Vec<Gv>,
     }
     #[derive(Deserialize)]
@@ -292,7 +292,7 @@ async fn read_legacy(
     }
     #[derive(Deserialize)]
     struct List {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         resources: Vec<Res>,
     }
     #[derive(Deserialize)]
@@ -302,7 +302,7 @@ async fn read_legacy(
         kind: String,
         #[serde(default)]
         namespaced: bool,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         verbs: Vec<String>,
     }
     let list: List =

@@ -32,6 +32,7 @@ pub async fn discover(up: &Upstream, spec: &ResourceSpec) -> Result<ResourceInfo
     }
     #[derive(Deserialize)]
     struct List {
+        #[serde(default, deserialize_with = "kube_wire::list::nullable")]
         resources: Vec<Res>,
     }
     let list: List =

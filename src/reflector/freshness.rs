@@ -462,7 +462,7 @@ impl UpstreamState {
         #[derive(Deserialize)]
         struct List {
             metadata: ListMeta,
-            #[serde(default)]
+            #[serde(default, deserialize_with = "kube_wire::list::nullable")]
             items: Vec<Item>,
         }
         #[derive(Deserialize)]

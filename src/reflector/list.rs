@@ -25,7 +25,7 @@ struct ListMeta {
 #[derive(Deserialize)]
 struct WirePage<'a> {
     metadata: ListMeta,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "kube_wire::list::nullable")]
     items: Vec<&'a RawValue>,
 }
 

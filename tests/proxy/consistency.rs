@@ -423,3 +423,180 @@ async fn property_every_consistent_read_shows_the_last_acknowledged_write() {
     }
     assert!(reads >= 10, "the histories read something: {reads}");
 }
+
+/// The sum of watchmux's series of `name` whose labels contain every one of `has`.
+fn series_sum(p: &TestProxy, name: &str, has: &[&str]) -> f64 {
+    p.proxy
+        .metrics
+        .render()
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && has.iter().all(|h| l.contains(h)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn list_rv(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a list's resourceVersion: {v}"))
+}
+
+/// A kind with no objects at all (a cluster with no Deployments, no Jobs, no Nodes) is proven
+/// fresh like any other: after its first read starts its cache, its consistent LISTs (plain and
+/// PartialObjectMetadataList, whose empty `items` kube writes as `null`), its watch-lists and a
+/// GET of an object it does not have are answered from the cache, while pods move the upstream's
+/// resourceVersion past the empty kind's own. None passes through as `not_fresh`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_kind_is_proven_fresh_and_its_consistent_reads_stay_in_the_cache() {
+    use watchmux::config::CacheMode;
+    // kube's bookmark frequency: no upstream bookmark tells the empty caches that the upstream
+    // moved on, so only a freshness check can prove them.
+    let sim = sim_with(|c| c.bookmark_interval = Duration::from_secs(60)).await;
+    let p = proxy_for(&sim, |c| {
+        c.cache.mode = CacheMode::OnDemand;
+        c.cache.resources.clear();
+    })
+    .await;
+    const META: &str =
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    // (group, collection path, a missing object's path, metrics label)
+    let kinds = [
+        (
+            "apps",
+            "/apis/apps/v1/deployments",
+            "/apis/apps/v1/namespaces/default/deployments/none",
+            "deployments.apps",
+        ),
+        (
+            "batch",
+            "/apis/batch/v1/jobs",
+            "/apis/batch/v1/namespaces/default/jobs/none",
+            "jobs.batch",
+        ),
+        ("", "/api/v1/nodes", "/api/v1/nodes/none", "nodes"),
+    ];
+    for (group, path, _, _) in kinds {
+        // The first read starts the kind's cache (and passes through while it syncs).
+        let (code, v) = get_json(&format!("{}{path}", p.url)).await;
+        assert_eq!(code, StatusCode::OK, "{path}: {v}");
+        let resource = path.rsplit('/').next().unwrap();
+        let mut synced = false;
+        for _ in 0..2000 {
+            if p.proxy
+                .cache(group, "v1", resource)
+                .is_some_and(|c| c.is_synced())
+            {
+                synced = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(synced, "{path} was not cached within 20 s");
+    }
+    for round in 0..3 {
+        for (_, path, missing, label) in kinds {
+            // Other kinds move the upstream's resourceVersion: the empty cache is behind it.
+            churn_other(&sim.url(), 2, &format!("{round}-{label}")).await;
+            let upstream_rv = sim.store().revision();
+            let case = format!("round {round}, {path}");
+
+            let (code, list) = get_json(&format!("{}{path}", p.url)).await;
+            assert_eq!(code, StatusCode::OK, "{case}: {list}");
+            assert_eq!(list["items"], json!([]), "{case}: {list}");
+            assert!(list_rv(&list) >= upstream_rv, "{case}: {list}");
+
+            let (code, _, body) = request(
+                Method::GET,
+                &format!("{}{path}", p.url),
+                &[("Accept", META)],
+                "",
+            )
+            .await;
+            assert_eq!(code, StatusCode::OK, "{case}");
+            let meta: Value = serde_json::from_slice(&body).expect("a JSON list");
+            assert_eq!(meta["kind"], "PartialObjectMetadataList", "{case}: {meta}");
+            assert_eq!(
+                meta["items"],
+                Value::Null,
+                "{case}: kube writes null: {meta}"
+            );
+            assert!(list_rv(&meta) >= upstream_rv, "{case}: {meta}");
+
+            // A GET of an object the kind does not have: kube's 404, byte for byte.
+            let (code, _, got) =
+                request(Method::GET, &format!("{}{missing}", p.url), &[], "").await;
+            let (sim_code, _, want) =
+                request(Method::GET, &format!("{}{missing}", sim.url()), &[], "").await;
+            assert_eq!(
+                (code, sim_code),
+                (StatusCode::NOT_FOUND, StatusCode::NOT_FOUND),
+                "{case}"
+            );
+            assert_eq!(got, want, "{case}: the 404's body");
+
+            let mut w = watch(&format!(
+                "{}{path}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10",
+                p.url
+            ))
+            .await;
+            assert_eq!(w.status, StatusCode::OK, "{case}");
+            let ev = w.next_event(Duration::from_secs(10)).await;
+            assert_eq!(ev["type"], "BOOKMARK", "{case}: no initial events: {ev}");
+            assert_eq!(
+                ev["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true",
+                "{case}: {ev}"
+            );
+            assert!(list_rv(&ev["object"]) >= upstream_rv, "{case}: {ev}");
+        }
+    }
+    for (_, path, _, label) in kinds {
+        let resource = format!("resource=\"{label}\"");
+        let reads = |source: &str, verb: &str| {
+            series_sum(
+                &p,
+                "watchmux_reads_total",
+                &[
+                    &resource,
+                    &format!("source=\"{source}\""),
+                    &format!("verb=\"{verb}\""),
+                ],
+            )
+        };
+        // At most the first read (before the sync) passed through; nothing was not fresh.
+        let passed = reads("pass_through", "list")
+            + reads("pass_through", "get")
+            + reads("pass_through", "watch");
+        assert!(
+            passed <= 1.0
+                && series_sum(
+                    &p,
+                    "watchmux_reads_total",
+                    &[&resource, "reason=\"not_fresh\""]
+                ) == 0.0,
+            "{path}: {:?}",
+            p.proxy
+                .metrics
+                .render()
+                .lines()
+                .filter(|l| l.contains(&resource) && l.starts_with("watchmux_reads_total"))
+                .filter(|l| !l.ends_with(" 0"))
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            reads("cache", "list") >= 6.0
+                && reads("cache", "get") == 3.0
+                && reads("cache", "watch") == 3.0,
+            "{path}"
+        );
+        assert_eq!(
+            series_sum(
+                &p,
+                "watchmux_freshness_checks_total",
+                &[&resource, "outcome=\"failed\""]
+            ),
+            0.0,
+            "{path}"
+        );
+    }
+}

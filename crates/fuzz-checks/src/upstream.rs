@@ -118,7 +118,7 @@ fn object_rv(object: &[u8]) -> Option<u64> {
 
 #[derive(Deserialize)]
 struct Page<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "kube_wire::list::nullable")]
     items: Vec<&'a RawValue>,
 }
 

@@ -1,7 +1,8 @@
 //! The Kubernetes API vocabulary that watchmux and its simulator both speak, so the two can only
 //! ever speak one dialect: what a request path addresses ([`path`]), `metav1.ListOptions` and the
 //! resourceVersion rules ([`options`]), `continue` tokens ([`continue_token`]), label and field
-//! selectors ([`selector`]), watch-event frames and bookmarks ([`event`]), `metav1.Status`
+//! selectors ([`selector`]), how an empty list is written and read ([`list`]), watch-event
+//! frames and bookmarks ([`event`]), `metav1.Status`
 //! ([`status`]), who asks for what ([`access`]), content negotiation ([`negotiate`]), the HTTP
 //! answers built from them ([`response`]), server-side Table printing and the metadata-only
 //! forms ([`table`]) with the JSONPath of CRD printer columns ([`jsonpath`]), and Go's
@@ -16,6 +17,7 @@ pub mod event;
 pub mod gofmt;
 pub mod goscan;
 pub mod jsonpath;
+pub mod list;
 pub mod negotiate;
 pub mod options;
 pub mod path;

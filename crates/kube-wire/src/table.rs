@@ -729,14 +729,22 @@ pub fn event_frame(ty: &str, object: &Value) -> Bytes {
 }
 
 /// The body of a `PartialObjectMetadataList` answering a LIST, built one object at a time.
+/// Without objects its `items` is `null`, as kube writes it (its converter appends to a nil
+/// slice: [`crate::list`]).
 pub fn metadata_list(objects: impl IntoIterator<Item = Value>, list_meta: &Value) -> Vec<u8> {
     let mut out = format!(
         "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{META_V1}\",\"metadata\":"
     )
     .into_bytes();
     out.extend_from_slice(&to_go_json(list_meta));
-    out.extend_from_slice(b",\"items\":[");
-    for (i, obj) in objects.into_iter().enumerate() {
+    out.extend_from_slice(b",\"items\":");
+    let mut objects = objects.into_iter().peekable();
+    if objects.peek().is_none() {
+        out.extend_from_slice(b"null}");
+        return out;
+    }
+    out.push(b'[');
+    for (i, obj) in objects.enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -2502,7 +2510,8 @@ mod tests {
         assert_eq!(metadata_list(objs.iter().cloned(), &meta), whole);
         assert_eq!(
             String::from_utf8(metadata_list(Vec::new(), &json!({"resourceVersion": "3"}))).unwrap(),
-            r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3"},"items":[]}"#
+            r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3"},"items":null}"#,
+            "kube's converter appends to a nil slice"
         );
     }
 

@@ -239,7 +239,7 @@ pub type Listed = (u64, Vec<(String, Obj)>);
 struct JsonList {
     #[serde(default)]
     metadata: JsonMeta,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "kube_wire::list::nullable")]
     items: Vec<JsonItem>,
 }
 
