@@ -11,7 +11,7 @@
 //! without panicking; a Table and its row serialise as JSON.
 
 use kube_wire::jsonpath::JsonPath;
-use kube_wire::table::{PRINTED_KINDS, PrinterColumns, TablePrinter};
+use kube_wire::table::{PrinterColumns, TablePrinter, printed_kinds};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ pub fn check(data: &[u8]) {
     };
     let object = values.get(1).unwrap_or(first);
     // Every built-in printer, and the default one a kind without a printer of its own gets.
-    for (group, kind) in PRINTED_KINDS.iter().chain(&[("example.com", "Widget")]) {
+    for (group, kind) in printed_kinds().iter().chain(&[("example.com", "Widget")]) {
         print(&TablePrinter::for_kind(group, kind), object);
     }
     let versions = first

@@ -27,7 +27,12 @@ use serde_json::{Map, Value, json};
 use crate::negotiate::Repr;
 use crate::status::Status;
 
+mod access;
+mod cluster;
 mod crd;
+mod dra;
+mod networking;
+mod storage;
 mod workloads;
 pub use crd::{InvalidColumn, PrinterColumns};
 pub use workloads::label_selector_as_selector;
@@ -153,12 +158,27 @@ enum Printer {
     EndpointSlice,
     /// The workload kinds, Lease and Scale ([`workloads`]).
     Workload(workloads::Kind),
+    /// [`storage`]'s kinds.
+    Storage(storage::Kind),
+    /// [`cluster`]'s kinds.
+    Cluster(cluster::Kind),
+    /// [`networking`]'s kinds.
+    Networking(networking::Kind),
+    /// [`access`]'s kinds.
+    Access(access::Kind),
+    /// [`dra`]'s kinds.
+    Dra(dra::Kind),
+    /// A built-in kind that kube prints with its default convertor (`Name` + `Created At`): it
+    /// has no printer of its own (Roles, CustomResourceDefinitions, …).
+    Generic,
+    /// A kind this module does not know (a custom resource without its CRD's columns, a kind
+    /// newer than this module): printed as the default convertor prints, which is what kube
+    /// does only if the kind has no printer, so a server does not answer with it for certain.
     Default,
 }
 
-/// Every (group, kind) with a printer of its own (the others get the default Name/Age
-/// columns), for tests and fuzzing to go through them all.
-pub const PRINTED_KINDS: &[(&str, &str)] = &[
+/// The (group, kind)s printed by a printer in this file.
+const BASE_KINDS: &[(&str, &str)] = &[
     ("", "Pod"),
     ("", "Node"),
     ("", "Namespace"),
@@ -169,16 +189,33 @@ pub const PRINTED_KINDS: &[(&str, &str)] = &[
     ("events.k8s.io", "Event"),
     ("", "Endpoints"),
     ("discovery.k8s.io", "EndpointSlice"),
-    ("apps", "Deployment"),
-    ("apps", "ReplicaSet"),
-    ("apps", "StatefulSet"),
-    ("apps", "DaemonSet"),
-    ("apps", "ControllerRevision"),
-    ("batch", "Job"),
-    ("batch", "CronJob"),
-    ("coordination.k8s.io", "Lease"),
-    ("autoscaling", "Scale"),
 ];
+
+/// Every (group, kind) kube prints with a printer of its own that this module reproduces, then
+/// every built-in kind it prints with the default convertor ([`Printer::Generic`]): the kinds
+/// [`has_printer`] is true of, for tests and fuzzing to go through them all.
+pub fn printed_kinds() -> Vec<(&'static str, &'static str)> {
+    let own = [
+        BASE_KINDS,
+        workloads::KINDS,
+        storage::KINDS,
+        cluster::KINDS,
+        networking::KINDS,
+        access::KINDS,
+        dra::KINDS,
+    ];
+    let generic = [
+        storage::GENERIC,
+        cluster::GENERIC,
+        networking::GENERIC,
+        access::GENERIC,
+        dra::GENERIC,
+    ];
+    own.iter()
+        .chain(&generic)
+        .flat_map(|k| k.iter().copied())
+        .collect()
+}
 
 fn printer_for(group: &str, kind: &str) -> Printer {
     match (group, kind) {
@@ -194,7 +231,27 @@ fn printer_for(group: &str, kind: &str) -> Printer {
         ("events.k8s.io", "Event") => Printer::EventsV1,
         ("", "Endpoints") => Printer::Endpoints,
         ("discovery.k8s.io", "EndpointSlice") => Printer::EndpointSlice,
-        _ => workloads::kind_for(group, kind).map_or(Printer::Default, Printer::Workload),
+        _ => workloads::kind_for(group, kind)
+            .map(Printer::Workload)
+            .or_else(|| storage::kind_for(group, kind).map(Printer::Storage))
+            .or_else(|| cluster::kind_for(group, kind).map(Printer::Cluster))
+            .or_else(|| networking::kind_for(group, kind).map(Printer::Networking))
+            .or_else(|| access::kind_for(group, kind).map(Printer::Access))
+            .or_else(|| dra::kind_for(group, kind).map(Printer::Dra))
+            .unwrap_or_else(|| {
+                let generic = [
+                    storage::GENERIC,
+                    cluster::GENERIC,
+                    networking::GENERIC,
+                    access::GENERIC,
+                    dra::GENERIC,
+                ];
+                if generic.iter().any(|g| g.contains(&(group, kind))) {
+                    Printer::Generic
+                } else {
+                    Printer::Default
+                }
+            }),
     }
 }
 
@@ -298,7 +355,14 @@ fn columns_of(printer: Printer) -> Value {
             age_col(),
         ],
         Printer::Workload(kind) => workloads::columns(kind),
-        Printer::Default => vec![name_col(), col("Created At", "date", "", D_CREATED, 0)],
+        Printer::Storage(kind) => storage::columns(kind),
+        Printer::Cluster(kind) => cluster::columns(kind),
+        Printer::Networking(kind) => networking::columns(kind),
+        Printer::Access(kind) => access::columns(kind),
+        Printer::Dra(kind) => dra::columns(kind),
+        Printer::Generic | Printer::Default => {
+            vec![name_col(), col("Created At", "date", "", D_CREATED, 0)]
+        }
     };
     Value::Array(cols)
 }
@@ -370,7 +434,12 @@ fn row(printer: Printer, obj: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
             )
         }
         Printer::Workload(kind) => (workloads::cells(kind, obj, now), None),
-        Printer::Default => {
+        Printer::Storage(kind) => (storage::cells(kind, obj, now), None),
+        Printer::Cluster(kind) => (cluster::cells(kind, obj, now), None),
+        Printer::Networking(kind) => (networking::cells(kind, obj, now), None),
+        Printer::Access(kind) => (access::cells(kind, obj, now), None),
+        Printer::Dra(kind) => (dra::cells(kind, obj, now), None),
+        Printer::Generic | Printer::Default => {
             let created =
                 parse_time(obj.pointer("/metadata/creationTimestamp")).unwrap_or(GO_ZERO_TIME_NS);
             (
@@ -381,13 +450,14 @@ fn row(printer: Printer, obj: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
     }
 }
 
-/// Whether kube prints this kind with a per-type printer that this module reproduces (pods,
-/// nodes, namespaces, services, config maps, secrets, events, endpoints, endpoint slices, and
-/// [`workloads`]' deployments, replica sets, stateful sets, daemon sets, controller revisions,
-/// jobs, cron jobs, leases and scales). Every other kind gets the generic convertor's "Name" +
-/// "Created At" here, which is what kube-apiserver prints only for kinds without a printer of
-/// their own: custom resources get their CRD's `additionalPrinterColumns` (by default "Name" +
-/// "Age"), and the other built-in kinds (ingresses, roles, …) have printers not reproduced here.
+/// Whether this module prints this kind's Tables as kube-apiserver does ([`printed_kinds`]):
+/// with a per-type printer it reproduces (pods, nodes, namespaces, services, config maps,
+/// secrets, events, endpoints, endpoint slices, and those of [`workloads`], [`storage`],
+/// [`cluster`], [`networking`], [`access`] and [`dra`]), or with the default convertor's
+/// "Name" + "Created At" for a built-in kind that has no printer in kube. Any other kind gets
+/// the default convertor's columns here too, which kube prints only for kinds without a printer
+/// of their own: custom resources get their CRD's `additionalPrinterColumns` (by default "Name"
+/// + "Age").
 pub fn has_printer(group: &str, kind: &str) -> bool {
     printer_for(group, kind) != Printer::Default
 }
@@ -444,7 +514,7 @@ impl TablePrinter {
     /// CRD convertor (`MetaToTableRow`): an empty list prints `[]`; the default convertor
     /// appends to a nil slice, so an empty list prints `null`.
     fn rows_value(&self, rows: Vec<Value>) -> Value {
-        if rows.is_empty() && matches!(self.0, Columns::Kind(Printer::Default)) {
+        if rows.is_empty() && matches!(self.0, Columns::Kind(Printer::Generic | Printer::Default)) {
             Value::Null
         } else {
             Value::Array(rows)
@@ -2432,7 +2502,7 @@ mod tests {
 
     #[test]
     fn every_kind_has_cells_for_every_column() {
-        for &(g, k) in PRINTED_KINDS {
+        for (g, k) in printed_kinds() {
             assert!(
                 !matches!(printer_for(g, k), Printer::Default),
                 "{g}/{k} has a printer"

@@ -66,6 +66,19 @@ pub(super) enum Kind {
     Scale,
 }
 
+/// Every (group, kind) printed here.
+pub(super) const KINDS: &[(&str, &str)] = &[
+    ("apps", "Deployment"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("apps", "ControllerRevision"),
+    ("batch", "Job"),
+    ("batch", "CronJob"),
+    ("coordination.k8s.io", "Lease"),
+    ("autoscaling", "Scale"),
+];
+
 /// The kind printed for `(group, kind)`, if it is one of this module's.
 pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     Some(match (group, kind) {
