@@ -1,13 +1,19 @@
 //! The Table printers of the workload kinds, as kube-apiserver's
 //! `pkg/printers/internalversion/printers.go` prints them: `apps/v1` Deployment, ReplicaSet,
-//! StatefulSet, DaemonSet and ControllerRevision, `batch/v1` Job and CronJob,
-//! `coordination.k8s.io/v1` Lease, and the `autoscaling/v1` Scale a `scale` subresource answers
-//! with. Also [`label_selector_as_selector`], the `metav1.LabelSelector` reading the printers'
-//! selector cells (and the simulator's `Scale.status.selector`) share.
+//! StatefulSet, DaemonSet and ControllerRevision, `batch/v1` Job and CronJob, core
+//! ReplicationController and PodTemplate, `autoscaling` HorizontalPodAutoscaler, `policy/v1`
+//! PodDisruptionBudget, `coordination.k8s.io/v1` Lease, and the `autoscaling/v1` Scale a
+//! `scale` subresource answers with. Also [`label_selector_as_selector`], the
+//! `metav1.LabelSelector` reading the printers' selector cells (and the simulator's
+//! `Scale.status.selector`) share.
 //!
 //! Column definitions and cells only; laying out the Table is [`super`]'s. Cells are read from
 //! the v1 JSON form as the apiserver would decode it: a `spec.replicas` absent from the JSON
-//! prints as the defaulter's 1. Pure: no I/O; the clock is an argument.
+//! prints as the defaulter's 1. kube prints an HPA from its internal type whichever version
+//! was asked for; its cells here come from either served form: `autoscaling/v2` converts field
+//! for field, `autoscaling/v1` as kube converts it (the metrics annotations, then the CPU
+//! utilization fields), and without any metric the defaulter's 80% CPU utilization. Pure: no
+//! I/O; the clock is an argument.
 
 use serde_json::{Value, json};
 
@@ -15,8 +21,9 @@ use super::{D_CREATED, D_NAME, age, arr, col, format_labels, name_of, since, str
 use crate::selector::{LabelOp, LabelRequirement, LabelSelector};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api extensions/v1beta1,
-// batch/v1, batch/v1beta1, apps/v1beta1, coordination/v1, autoscaling/v1 and core/v1
-// types_swagger_doc_generated.go; the printers still name the old group versions' docs).
+// batch/v1, batch/v1beta1, apps/v1beta1, coordination/v1, autoscaling/v1, autoscaling/v2 and
+// core/v1 types_swagger_doc_generated.go; the printers still name the old group versions'
+// docs), and the printers' own descriptions.
 const D_CONTAINERS: &str = "Names of each container in the template.";
 const D_IMAGES: &str = "Images referenced by each container in the template.";
 const D_READY_PODS: &str = "Number of the pod with ready state";
@@ -51,6 +58,19 @@ const D_CR_REVISION: &str = "revision indicates the revision of the state repres
 const D_SCALE_DESIRED: &str = "replicas is the desired number of instances for the scaled object.";
 const D_SCALE_AVAILABLE: &str =
     "replicas is the actual number of observed instances of the scaled object.";
+const D_RC_DESIRED: &str = "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller";
+const D_RC_CURRENT: &str = "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller";
+const D_RC_READY: &str = "The number of ready replicas for this replication controller.";
+const D_RC_SELECTOR: &str = "Selector is a label query over pods that should match the Replicas count. If Selector is empty, it is defaulted to the labels present on the Pod template. Label keys and values that must match in order to be controlled by this replication controller, if empty defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+const D_HPA_REFERENCE: &str = "scaleTargetRef points to the target resource to scale, and is used to the pods for which metrics should be collected, as well as to actually change the replica count.";
+const D_HPA_TARGETS: &str = "metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).  The desired replica count is calculated multiplying the ratio between the target value and the current value by the current number of pods.  Ergo, metrics used must decrease as the pod count is increased, and vice-versa.  See the individual metric source types for more information about how each type of metric must respond. If not set, the default metric will be set to 80% average CPU utilization.";
+const D_HPA_MIN: &str = "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if the alpha feature gate HPAScaleToZero is enabled and at least one Object or External metric is configured.  Scaling is active as long as at least one metric value is available.";
+const D_HPA_MAX: &str = "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up. It cannot be less that minReplicas.";
+const D_HPA_REPLICAS: &str = "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.";
+const D_POD_LABELS: &str = "The labels for the pod template.";
+const D_PDB_MIN: &str = "The minimum number of pods that must be available.";
+const D_PDB_MAX: &str = "The maximum number of pods that may be unavailable.";
+const D_PDB_ALLOWED: &str = "Calculated number of pods that may be disrupted at this time.";
 
 /// The kinds printed here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +84,10 @@ pub(super) enum Kind {
     Lease,
     ControllerRevision,
     Scale,
+    ReplicationController,
+    PodTemplate,
+    HorizontalPodAutoscaler,
+    PodDisruptionBudget,
 }
 
 /// Every (group, kind) printed here.
@@ -77,6 +101,10 @@ pub(super) const KINDS: &[(&str, &str)] = &[
     ("batch", "CronJob"),
     ("coordination.k8s.io", "Lease"),
     ("autoscaling", "Scale"),
+    ("", "ReplicationController"),
+    ("", "PodTemplate"),
+    ("autoscaling", "HorizontalPodAutoscaler"),
+    ("policy", "PodDisruptionBudget"),
 ];
 
 /// The kind printed for `(group, kind)`, if it is one of this module's.
@@ -91,6 +119,10 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
         ("batch", "CronJob") => Kind::CronJob,
         ("coordination.k8s.io", "Lease") => Kind::Lease,
         ("autoscaling", "Scale") => Kind::Scale,
+        ("", "ReplicationController") => Kind::ReplicationController,
+        ("", "PodTemplate") => Kind::PodTemplate,
+        ("autoscaling", "HorizontalPodAutoscaler") => Kind::HorizontalPodAutoscaler,
+        ("policy", "PodDisruptionBudget") => Kind::PodDisruptionBudget,
         _ => return None,
     })
 }
@@ -188,6 +220,40 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             col("Name", "string", "", D_NAME, 0),
             col("Desired", "integer", "", D_SCALE_DESIRED, 0),
             col("Available", "integer", "", D_SCALE_AVAILABLE, 0),
+            age_col(),
+        ],
+        Kind::ReplicationController => vec![
+            name_col(),
+            col("Desired", "integer", "", D_RC_DESIRED, 0),
+            col("Current", "integer", "", D_RC_CURRENT, 0),
+            col("Ready", "integer", "", D_RC_READY, 0),
+            age_col(),
+            wide("Containers", D_CONTAINERS),
+            wide("Images", D_IMAGES),
+            wide("Selector", D_RC_SELECTOR),
+        ],
+        // No age, and every column is priority 0.
+        Kind::PodTemplate => vec![
+            name_col(),
+            col("Containers", "string", "", D_CONTAINERS, 0),
+            col("Images", "string", "", D_IMAGES, 0),
+            col("Pod Labels", "string", "", D_POD_LABELS, 0),
+        ],
+        // MaxPods and Replicas are string columns, yet their cells are integers.
+        Kind::HorizontalPodAutoscaler => vec![
+            name_col(),
+            col("Reference", "string", "", D_HPA_REFERENCE, 0),
+            col("Targets", "string", "", D_HPA_TARGETS, 0),
+            col("MinPods", "string", "", D_HPA_MIN, 0),
+            col("MaxPods", "string", "", D_HPA_MAX, 0),
+            col("Replicas", "string", "", D_HPA_REPLICAS, 0),
+            age_col(),
+        ],
+        Kind::PodDisruptionBudget => vec![
+            name_col(),
+            col("Min Available", "string", "", D_PDB_MIN, 0),
+            col("Max Unavailable", "string", "", D_PDB_MAX, 0),
+            col("Allowed Disruptions", "integer", "", D_PDB_ALLOWED, 0),
             age_col(),
         ],
     }
@@ -320,6 +386,48 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
             json!(int(obj, "/status/replicas")),
             json!(age(obj, now)),
         ],
+        Kind::ReplicationController => {
+            let (names, images) = containers(obj.pointer("/spec/template/spec/containers"));
+            vec![
+                name,
+                json!(replicas(obj)),
+                json!(int(obj, "/status/replicas")),
+                json!(int(obj, "/status/readyReplicas")),
+                json!(age(obj, now)),
+                json!(names),
+                json!(images),
+                json!(rc_selector(obj)),
+            ]
+        }
+        Kind::PodTemplate => {
+            let (names, images) = containers(obj.pointer("/template/spec/containers"));
+            vec![
+                name,
+                json!(names),
+                json!(images),
+                json!(format_labels(obj.pointer("/template/metadata/labels"))),
+            ]
+        }
+        Kind::HorizontalPodAutoscaler => vec![
+            name,
+            json!(format!(
+                "{}/{}",
+                str_at(obj, "/spec/scaleTargetRef/kind"),
+                str_at(obj, "/spec/scaleTargetRef/name")
+            )),
+            json!(hpa_targets(obj)),
+            json!(hpa_min_pods(obj)),
+            json!(int(obj, "/spec/maxReplicas")),
+            json!(int(obj, "/status/currentReplicas")),
+            json!(age(obj, now)),
+        ],
+        Kind::PodDisruptionBudget => vec![
+            name,
+            json!(int_or_string(obj.pointer("/spec/minAvailable"))),
+            json!(int_or_string(obj.pointer("/spec/maxUnavailable"))),
+            json!(int(obj, "/status/disruptionsAllowed")),
+            json!(age(obj, now)),
+        ],
     }
 }
 
@@ -444,6 +552,377 @@ fn controller_of(obj: &Value) -> String {
     format!("{}/{name}", group_kind.to_lowercase())
 }
 
+/// A ReplicationController's selector as kube prints it: the v1 defaulter fills an empty
+/// selector with the pod template's labels.
+fn rc_selector(obj: &Value) -> String {
+    let selector = obj.pointer("/spec/selector");
+    let has_selector = selector
+        .and_then(Value::as_object)
+        .is_some_and(|m| !m.is_empty());
+    if has_selector {
+        format_labels(selector)
+    } else {
+        format_labels(obj.pointer("/spec/template/metadata/labels"))
+    }
+}
+
+/// A PodDisruptionBudget's `minAvailable` or `maxUnavailable` (an `IntOrString`) as Go's
+/// `String()` prints it, `N/A` when unset.
+fn int_or_string(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(n @ Value::Number(_)) => n
+            .as_i64()
+            .map_or_else(|| "N/A".to_string(), |n| n.to_string()),
+        _ => "N/A".to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HorizontalPodAutoscaler: the internal object kube prints, read from autoscaling/v2 or
+// autoscaling/v1 JSON.
+
+/// The annotation in which autoscaling/v1 keeps the metrics it has no field for.
+const HPA_METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
+/// The annotation in which autoscaling/v1 keeps every current metric.
+const HPA_CURRENT_METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
+/// The CPU utilization the defaulter targets when an HPA has no metric.
+const HPA_DEFAULT_CPU_UTILIZATION: i64 = 80;
+
+/// A metric's target (spec) or current value (status): `MetricTarget` / `MetricValueStatus`.
+/// Quantities are kept as strings, `None` for a nil `*Quantity`.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct MetricValues {
+    value: Option<String>,
+    average_value: Option<String>,
+    average_utilization: Option<i64>,
+}
+
+/// One `MetricSpec` or `MetricStatus` of the internal type: its type and the sources it
+/// carries (`None` for a nil source pointer); resource sources carry their resource name.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Metric {
+    ty: String,
+    external: Option<MetricValues>,
+    pods: Option<MetricValues>,
+    object: Option<MetricValues>,
+    resource: Option<(String, MetricValues)>,
+    container_resource: Option<(String, MetricValues)>,
+}
+
+impl Metric {
+    /// The CPU utilization metric the v1 fields and the defaulter stand for.
+    fn cpu_utilization(utilization: i64) -> Metric {
+        Metric {
+            ty: "Resource".to_string(),
+            resource: Some((
+                "cpu".to_string(),
+                MetricValues {
+                    average_utilization: Some(utilization),
+                    ..MetricValues::default()
+                },
+            )),
+            ..Metric::default()
+        }
+    }
+}
+
+/// A quantity's string as Go prints a `*Quantity`: the JSON's string (kube-apiserver writes
+/// the canonical form), `None` for nil.
+fn quantity(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A `Quantity` value field (not a pointer): Go's zero quantity `0` when absent.
+fn quantity_or_zero(v: Option<&Value>) -> Option<String> {
+    Some(quantity(v).unwrap_or_else(|| "0".to_string()))
+}
+
+/// An object member that is present and not null (a non-nil Go pointer).
+fn member<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.get(key).filter(|m| !m.is_null())
+}
+
+fn opt_int(v: Option<&Value>) -> Option<i64> {
+    v.and_then(Value::as_i64)
+}
+
+/// An autoscaling/v2 `MetricTarget` (`values = "target"`) or `MetricValueStatus`
+/// (`values = "current"`) of a source.
+fn v2_values(source: &Value, values: &str) -> MetricValues {
+    let v = source.get(values).unwrap_or(&Value::Null);
+    MetricValues {
+        value: quantity(v.get("value")),
+        average_value: quantity(v.get("averageValue")),
+        average_utilization: opt_int(v.get("averageUtilization")),
+    }
+}
+
+/// An autoscaling/v2 `MetricSpec` or `MetricStatus` (`values` as for [`v2_values`]), which
+/// converts to the internal type field for field.
+fn v2_metric(m: &Value, values: &str) -> Metric {
+    let named =
+        |key: &str| member(m, key).map(|s| (str_at(s, "/name").to_string(), v2_values(s, values)));
+    Metric {
+        ty: str_at(m, "/type").to_string(),
+        external: member(m, "external").map(|s| v2_values(s, values)),
+        pods: member(m, "pods").map(|s| v2_values(s, values)),
+        object: member(m, "object").map(|s| v2_values(s, values)),
+        resource: named("resource"),
+        container_resource: named("containerResource"),
+    }
+}
+
+/// An autoscaling/v1 `MetricSpec` (from the metrics annotation) as kube converts it: the
+/// `targetValue` of an object source and the `targetAverageValue` of a pods source are values,
+/// not pointers, so they convert to a quantity even when absent.
+fn v1_metric_spec(m: &Value) -> Metric {
+    let resource = |s: &Value| {
+        (
+            str_at(s, "/name").to_string(),
+            MetricValues {
+                average_value: quantity(s.get("targetAverageValue")),
+                average_utilization: opt_int(s.get("targetAverageUtilization")),
+                ..MetricValues::default()
+            },
+        )
+    };
+    Metric {
+        ty: str_at(m, "/type").to_string(),
+        external: member(m, "external").map(|s| MetricValues {
+            value: quantity(s.get("targetValue")),
+            average_value: quantity(s.get("targetAverageValue")),
+            ..MetricValues::default()
+        }),
+        pods: member(m, "pods").map(|s| MetricValues {
+            average_value: quantity_or_zero(s.get("targetAverageValue")),
+            ..MetricValues::default()
+        }),
+        object: member(m, "object").map(|s| MetricValues {
+            value: quantity_or_zero(s.get("targetValue")),
+            average_value: quantity(s.get("averageValue")),
+            ..MetricValues::default()
+        }),
+        resource: member(m, "resource").map(resource),
+        container_resource: member(m, "containerResource").map(resource),
+    }
+}
+
+/// An autoscaling/v1 `MetricStatus` (from the current-metrics annotation) as kube converts it.
+fn v1_metric_status(m: &Value) -> Metric {
+    let resource = |s: &Value| {
+        (
+            str_at(s, "/name").to_string(),
+            MetricValues {
+                average_value: quantity_or_zero(s.get("currentAverageValue")),
+                average_utilization: opt_int(s.get("currentAverageUtilization")),
+                ..MetricValues::default()
+            },
+        )
+    };
+    Metric {
+        ty: str_at(m, "/type").to_string(),
+        external: member(m, "external").map(|s| MetricValues {
+            value: quantity_or_zero(s.get("currentValue")),
+            average_value: quantity(s.get("currentAverageValue")),
+            ..MetricValues::default()
+        }),
+        pods: member(m, "pods").map(|s| MetricValues {
+            average_value: quantity_or_zero(s.get("currentAverageValue")),
+            ..MetricValues::default()
+        }),
+        object: member(m, "object").map(|s| MetricValues {
+            value: quantity_or_zero(s.get("currentValue")),
+            average_value: quantity(s.get("averageValue")),
+            ..MetricValues::default()
+        }),
+        resource: member(m, "resource").map(resource),
+        container_resource: member(m, "containerResource").map(resource),
+    }
+}
+
+/// The metric list an autoscaling/v1 annotation holds, `None` when the annotation is absent
+/// or does not decode (kube then ignores it). JSON `null` decodes to no metric.
+fn v1_annotation_metrics(
+    obj: &Value,
+    key: &str,
+    convert: fn(&Value) -> Metric,
+) -> Option<Vec<Metric>> {
+    let raw = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)?;
+    match serde_json::from_str::<Value>(raw).ok()? {
+        Value::Null => Some(Vec::new()),
+        Value::Array(items) if items.iter().all(Value::is_object) => {
+            Some(items.iter().map(convert).collect())
+        }
+        _ => None,
+    }
+}
+
+/// Whether an HPA is in its autoscaling/v1 form: by its `apiVersion`, or, without one, by
+/// the v1-only fields it has and the v2 ones it lacks.
+fn hpa_is_v1(obj: &Value) -> bool {
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(api_version) => api_version == "autoscaling/v1",
+        None => {
+            obj.pointer("/spec/metrics").is_none()
+                && obj.pointer("/status/currentMetrics").is_none()
+                && (obj
+                    .pointer("/spec/targetCPUUtilizationPercentage")
+                    .is_some()
+                    || obj
+                        .pointer("/status/currentCPUUtilizationPercentage")
+                        .is_some())
+        }
+    }
+}
+
+/// The internal object's `spec.metrics` and `status.currentMetrics`, defaults applied (no
+/// metric at all means the defaulter's 80% CPU utilization).
+fn hpa_metrics(obj: &Value) -> (Vec<Metric>, Vec<Metric>) {
+    let (mut specs, statuses) = if hpa_is_v1(obj) {
+        hpa_v1_metrics(obj)
+    } else {
+        let convert = |path: &str, values: &str| -> Vec<Metric> {
+            arr(obj.pointer(path))
+                .iter()
+                .map(|m| v2_metric(m, values))
+                .collect()
+        };
+        (
+            convert("/spec/metrics", "target"),
+            convert("/status/currentMetrics", "current"),
+        )
+    };
+    if specs.is_empty() {
+        specs.push(Metric::cpu_utilization(HPA_DEFAULT_CPU_UTILIZATION));
+    }
+    (specs, statuses)
+}
+
+/// autoscaling/v1's metrics as kube converts them: the annotation's metrics, then the CPU
+/// utilization target; the current-metrics annotation, else the current CPU utilization.
+fn hpa_v1_metrics(obj: &Value) -> (Vec<Metric>, Vec<Metric>) {
+    let cpu = |path: &str| opt_int(obj.pointer(path)).map(Metric::cpu_utilization);
+    let mut specs =
+        v1_annotation_metrics(obj, HPA_METRICS_ANNOTATION, v1_metric_spec).unwrap_or_default();
+    specs.extend(cpu("/spec/targetCPUUtilizationPercentage"));
+    let statuses = v1_annotation_metrics(obj, HPA_CURRENT_METRICS_ANNOTATION, v1_metric_status)
+        .unwrap_or_else(|| {
+            cpu("/status/currentCPUUtilizationPercentage")
+                .into_iter()
+                .collect()
+        });
+    (specs, statuses)
+}
+
+/// Go's `%s` of a `*Quantity`: `<nil>` for nil.
+fn shown(q: &Option<String>) -> &str {
+    q.as_deref().unwrap_or("<nil>")
+}
+
+/// An external or object metric: `current/target (avg)` for an average-value target, else
+/// `current/target` of values; `<unknown>` while the status has no such source.
+fn value_target(target: &MetricValues, current: Option<&MetricValues>) -> String {
+    if let Some(average) = &target.average_value {
+        let current = current
+            .and_then(|c| c.average_value.as_deref())
+            .unwrap_or("<unknown>");
+        format!("{current}/{average} (avg)")
+    } else {
+        let current = current.map_or("<unknown>", |c| shown(&c.value));
+        format!("{current}/{}", shown(&target.value))
+    }
+}
+
+/// A resource or container-resource metric: `name: current/target` of average values, or of
+/// utilizations (`<auto>` without a target utilization).
+fn resource_target(name: &str, target: &MetricValues, current: Option<&MetricValues>) -> String {
+    if let Some(average) = &target.average_value {
+        let current = current.map_or("<unknown>", |c| shown(&c.average_value));
+        format!("{name}: {current}/{average}")
+    } else {
+        let current = current
+            .and_then(|c| c.average_utilization)
+            .map_or_else(|| "<unknown>".to_string(), |u| format!("{u}%"));
+        let target = target
+            .average_utilization
+            .map_or_else(|| "<auto>".to_string(), |u| format!("{u}%"));
+        format!("{name}: {current}/{target}")
+    }
+}
+
+/// One metric of the Targets cell; `status` is the current metric at the same index.
+fn hpa_target(spec: &Metric, status: Option<&Metric>) -> String {
+    let zero = MetricValues::default();
+    let unnamed = (String::new(), MetricValues::default());
+    match spec.ty.as_str() {
+        "External" => value_target(
+            spec.external.as_ref().unwrap_or(&zero),
+            status.and_then(|s| s.external.as_ref()),
+        ),
+        "Pods" => {
+            let target = spec.pods.as_ref().unwrap_or(&zero);
+            let current = status
+                .and_then(|s| s.pods.as_ref())
+                .map_or("<unknown>", |c| shown(&c.average_value));
+            format!("{current}/{}", shown(&target.average_value))
+        }
+        "Object" => value_target(
+            spec.object.as_ref().unwrap_or(&zero),
+            status.and_then(|s| s.object.as_ref()),
+        ),
+        "Resource" => {
+            let (name, target) = spec.resource.as_ref().unwrap_or(&unnamed);
+            resource_target(
+                name,
+                target,
+                status.and_then(|s| s.resource.as_ref()).map(|r| &r.1),
+            )
+        }
+        "ContainerResource" => {
+            let (name, target) = spec.container_resource.as_ref().unwrap_or(&unnamed);
+            let current = status
+                .and_then(|s| s.container_resource.as_ref())
+                .map(|r| &r.1);
+            resource_target(name, target, current)
+        }
+        _ => "<unknown type>".to_string(),
+    }
+}
+
+/// kube's `formatHPAMetrics`: the first two metrics joined by `, `, then `+ N more...`.
+fn hpa_targets(obj: &Value) -> String {
+    const MAX: usize = 2;
+    let (specs, statuses) = hpa_metrics(obj);
+    let list: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .take(MAX)
+        .map(|(i, spec)| hpa_target(spec, statuses.get(i)))
+        .collect();
+    let joined = list.join(", ");
+    if specs.len() > MAX {
+        format!("{joined} + {} more...", specs.len() - MAX)
+    } else {
+        joined
+    }
+}
+
+/// The HPA's `spec.minReplicas` (the defaulter's 1 when absent), printed as a string.
+fn hpa_min_pods(obj: &Value) -> String {
+    match obj.pointer("/spec/minReplicas") {
+        Some(v) if !v.is_null() => v.as_i64().unwrap_or(0).to_string(),
+        _ => "1".to_string(),
+    }
+}
+
 /// `metav1.LabelSelectorAsSelector` of a `metav1.LabelSelector` in its JSON form: `None` for a
 /// missing or `null` selector (kube's `labels.Nothing()`, which matches nothing), an empty
 /// selector for `{}` (`labels.Everything()`), otherwise `matchLabels` as `key=value` and
@@ -535,6 +1014,10 @@ mod tests {
             ("batch", "CronJob"),
             ("coordination.k8s.io", "Lease"),
             ("autoscaling", "Scale"),
+            ("", "ReplicationController"),
+            ("", "PodTemplate"),
+            ("autoscaling", "HorizontalPodAutoscaler"),
+            ("policy", "PodDisruptionBudget"),
         ] {
             assert!(has_printer(g, k), "{g} {k}");
             // One cell per column, for an empty object too.
@@ -875,6 +1358,374 @@ mod tests {
                 &json!({"matchExpressions": [{"key": "a", "operator": "In"}]})
             ))
             .is_err()
+        );
+    }
+
+    #[test]
+    fn replication_controller_and_pod_template_cells() {
+        assert_eq!(
+            names("", "ReplicationController"),
+            cols(&[
+                ("Name", 0),
+                ("Desired", 0),
+                ("Current", 0),
+                ("Ready", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+                ("Selector", 1)
+            ])
+        );
+        let defs = column_definitions("", "ReplicationController");
+        assert_eq!(defs[1]["type"], "integer");
+        assert!(defs[7]["description"].as_str().unwrap().starts_with(
+            "Selector is a label query over pods that should match the Replicas count."
+        ));
+        let rc = json!({
+            "kind": "ReplicationController", "apiVersion": "v1",
+            "metadata": {"name": "web", "creationTimestamp": ts(90)},
+            "spec": {"replicas": 3, "selector": {"app": "web"},
+                     "template": {"metadata": {"labels": {"app": "web", "tier": "fe"}},
+                                  "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"},
+                                                          {"name": "proxy", "image": "envoy:1"}]}}},
+            "status": {"replicas": 3, "readyReplicas": 2}
+        });
+        assert_eq!(
+            row_cells("", "ReplicationController", &rc, NOW),
+            json!([
+                "web",
+                3,
+                3,
+                2,
+                "90s",
+                "nginx,proxy",
+                "nginx:1.27,envoy:1",
+                "app=web"
+            ])
+        );
+        // The defaulter gives a controller without a selector its template's labels.
+        let mut unselected = rc.clone();
+        unselected["spec"]["selector"] = json!({});
+        assert_eq!(
+            row_cells("", "ReplicationController", &unselected, NOW)[7],
+            "app=web,tier=fe"
+        );
+        assert_eq!(
+            row_cells(
+                "",
+                "ReplicationController",
+                &json!({"metadata": {"name": "x"}}),
+                NOW
+            ),
+            json!(["x", 1, 0, 0, "<unknown>", "", "", "<none>"])
+        );
+
+        assert_eq!(
+            names("", "PodTemplate"),
+            cols(&[
+                ("Name", 0),
+                ("Containers", 0),
+                ("Images", 0),
+                ("Pod Labels", 0)
+            ])
+        );
+        // printers_test.go TestPrintPodTemplate.
+        let template = json!({
+            "metadata": {"name": "pod-template-1"},
+            "template": {"metadata": {"name": "pod-template-1", "labels": {"foo": "bar"}},
+                         "spec": {"containers": [{"name": "foo", "image": "bar"}]}}
+        });
+        assert_eq!(
+            row_cells("", "PodTemplate", &template, NOW),
+            json!(["pod-template-1", "foo", "bar", "foo=bar"])
+        );
+        assert_eq!(
+            row_cells("", "PodTemplate", &json!({"metadata": {"name": "x"}}), NOW),
+            json!(["x", "", "", "<none>"])
+        );
+    }
+
+    #[test]
+    fn pod_disruption_budget_cells() {
+        assert_eq!(
+            names("policy", "PodDisruptionBudget"),
+            cols(&[
+                ("Name", 0),
+                ("Min Available", 0),
+                ("Max Unavailable", 0),
+                ("Allowed Disruptions", 0),
+                ("Age", 0)
+            ])
+        );
+        let defs = column_definitions("policy", "PodDisruptionBudget");
+        assert_eq!(defs[3]["type"], "integer");
+        assert_eq!(
+            defs[1]["description"],
+            "The minimum number of pods that must be available."
+        );
+        // printers_test.go TestPrintPodDisruptionBudget's two budgets.
+        let min = json!({
+            "metadata": {"namespace": "ns1", "name": "pdb1", "creationTimestamp": ts(10)},
+            "spec": {"minAvailable": 22},
+            "status": {"disruptionsAllowed": 5}
+        });
+        assert_eq!(
+            row_cells("policy", "PodDisruptionBudget", &min, NOW),
+            json!(["pdb1", "22", "N/A", 5, "10s"])
+        );
+        let max = json!({
+            "metadata": {"namespace": "ns2", "name": "pdb2", "creationTimestamp": ts(10)},
+            "spec": {"maxUnavailable": 11},
+            "status": {"disruptionsAllowed": 5}
+        });
+        assert_eq!(
+            row_cells("policy", "PodDisruptionBudget", &max, NOW),
+            json!(["pdb2", "N/A", "11", 5, "10s"])
+        );
+        let percent = json!({"metadata": {"name": "p"}, "spec": {"minAvailable": "50%", "maxUnavailable": null}});
+        assert_eq!(
+            row_cells("policy", "PodDisruptionBudget", &percent, NOW),
+            json!(["p", "50%", "N/A", 0, "<unknown>"])
+        );
+        assert_eq!(
+            row_cells(
+                "policy",
+                "PodDisruptionBudget",
+                &json!({"metadata": {"name": "x"}}),
+                NOW
+            ),
+            json!(["x", "N/A", "N/A", 0, "<unknown>"])
+        );
+    }
+
+    /// An autoscaling/v2 HPA of `ReplicationController/some-rc` with these metrics and current
+    /// metrics (printers_test.go TestPrintHPA's shape).
+    fn hpa_v2(metrics: Value, current: Value) -> Value {
+        json!({
+            "kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v2",
+            "metadata": {"name": "some-hpa"},
+            "spec": {"scaleTargetRef": {"kind": "ReplicationController", "name": "some-rc"},
+                     "minReplicas": 2, "maxReplicas": 10, "metrics": metrics},
+            "status": {"currentReplicas": 4, "desiredReplicas": 5, "currentMetrics": current}
+        })
+    }
+
+    fn targets(hpa: &Value) -> Value {
+        row_cells("autoscaling", "HorizontalPodAutoscaler", hpa, NOW)[2].clone()
+    }
+
+    #[test]
+    fn hpa_columns_and_v2_cells() {
+        assert_eq!(
+            names("autoscaling", "HorizontalPodAutoscaler"),
+            cols(&[
+                ("Name", 0),
+                ("Reference", 0),
+                ("Targets", 0),
+                ("MinPods", 0),
+                ("MaxPods", 0),
+                ("Replicas", 0),
+                ("Age", 0)
+            ])
+        );
+        let defs = column_definitions("autoscaling", "HorizontalPodAutoscaler");
+        assert_eq!(defs[4]["type"], "string", "MaxPods is a string column");
+        assert!(
+            defs[2]["description"].as_str().unwrap().ends_with(
+                "If not set, the default metric will be set to 80% average CPU utilization."
+            ),
+            "autoscaling/v2's metrics doc"
+        );
+
+        let external_avg = json!([{"type": "External", "external": {
+            "metric": {"name": "some-external-metric", "selector": {"matchLabels": {"label": "value"}}},
+            "target": {"type": "AverageValue", "averageValue": "100m"}}}]);
+        let hpa = hpa_v2(external_avg.clone(), json!([]));
+        assert_eq!(
+            row_cells("autoscaling", "HorizontalPodAutoscaler", &hpa, NOW),
+            json!([
+                "some-hpa",
+                "ReplicationController/some-rc",
+                "<unknown>/100m (avg)",
+                "2",
+                10,
+                4,
+                "<unknown>"
+            ])
+        );
+        let current_avg = json!([{"type": "External", "external": {
+            "metric": {"name": "some-external-metric"}, "current": {"averageValue": "50m"}}}]);
+        assert_eq!(
+            targets(&hpa_v2(external_avg, current_avg)),
+            "50m/100m (avg)"
+        );
+        let external_value = json!([{"type": "External", "external": {
+            "metric": {"name": "m"}, "target": {"type": "Value", "value": "100m"}}}]);
+        assert_eq!(
+            targets(&hpa_v2(external_value.clone(), json!(null))),
+            "<unknown>/100m"
+        );
+        let current_value = json!([{"type": "External", "external": {
+            "metric": {"name": "m"}, "current": {"value": "50m"}}}]);
+        assert_eq!(targets(&hpa_v2(external_value, current_value)), "50m/100m");
+        let pods = json!([{"type": "Pods", "pods": {
+            "metric": {"name": "some-pods-metric"}, "target": {"type": "AverageValue", "averageValue": "100m"}}}]);
+        assert_eq!(targets(&hpa_v2(pods.clone(), json!([]))), "<unknown>/100m");
+        let pods_current = json!([{"type": "Pods", "pods": {
+            "metric": {"name": "some-pods-metric"}, "current": {"averageValue": "50m"}}}]);
+        assert_eq!(targets(&hpa_v2(pods, pods_current)), "50m/100m");
+        let object = json!([{"type": "Object", "object": {
+            "describedObject": {"kind": "Service", "name": "some-service"},
+            "metric": {"name": "some-service-metric"}, "target": {"type": "Value", "value": "100m"}}}]);
+        let object_current = json!([{"type": "Object", "object": {
+            "describedObject": {"kind": "Service", "name": "some-service"},
+            "metric": {"name": "some-service-metric"}, "current": {"value": "50m"}}}]);
+        assert_eq!(targets(&hpa_v2(object, object_current)), "50m/100m");
+        let cpu_value = json!([{"type": "Resource", "resource": {
+            "name": "cpu", "target": {"type": "AverageValue", "averageValue": "100m"}}}]);
+        assert_eq!(
+            targets(&hpa_v2(cpu_value.clone(), json!([]))),
+            "cpu: <unknown>/100m"
+        );
+        let cpu_current = json!([{"type": "Resource", "resource": {
+            "name": "cpu", "current": {"averageValue": "50m"}}}]);
+        assert_eq!(
+            targets(&hpa_v2(cpu_value.clone(), cpu_current)),
+            "cpu: 50m/100m"
+        );
+        // A current resource metric without the value: Go prints its nil *Quantity.
+        let utilization_only = json!([{"type": "Resource", "resource": {
+            "name": "cpu", "current": {"averageUtilization": 50}}}]);
+        assert_eq!(
+            targets(&hpa_v2(cpu_value, utilization_only.clone())),
+            "cpu: <nil>/100m"
+        );
+        let cpu_util = json!([{"type": "Resource", "resource": {
+            "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]);
+        assert_eq!(
+            targets(&hpa_v2(cpu_util.clone(), json!([]))),
+            "cpu: <unknown>/80%"
+        );
+        assert_eq!(targets(&hpa_v2(cpu_util, utilization_only)), "cpu: 50%/80%");
+        let no_target = json!([{"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization"}}}]);
+        assert_eq!(
+            targets(&hpa_v2(no_target, json!([]))),
+            "memory: <unknown>/<auto>"
+        );
+        let container = json!([{"type": "ContainerResource", "containerResource": {
+            "name": "cpu", "container": "app", "target": {"type": "Utilization", "averageUtilization": 80}}}]);
+        let container_current = json!([{"type": "ContainerResource", "containerResource": {
+            "name": "cpu", "container": "app", "current": {"averageUtilization": 50, "averageValue": "10m"}}}]);
+        assert_eq!(
+            targets(&hpa_v2(container, container_current)),
+            "cpu: 50%/80%"
+        );
+        // Statuses pair with specs by index, whatever their type.
+        let three = json!([
+            {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+            {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "1k"}}},
+            {"type": "Frobnicate"}
+        ]);
+        let swapped = json!([
+            {"type": "Pods", "pods": {"metric": {"name": "qps"}, "current": {"averageValue": "500"}}},
+            {"type": "Pods", "pods": {"metric": {"name": "qps"}, "current": {"averageValue": "2k"}}}
+        ]);
+        assert_eq!(
+            targets(&hpa_v2(three.clone(), swapped)),
+            "cpu: <unknown>/80%, 2k/1k + 1 more..."
+        );
+        let mut unknown = hpa_v2(three, json!([]));
+        unknown["spec"]["metrics"] = json!([{"type": "Frobnicate"}]);
+        assert_eq!(targets(&unknown), "<unknown type>");
+
+        // The defaulter's minimum of 1 and 80% CPU utilization.
+        assert_eq!(
+            row_cells(
+                "autoscaling",
+                "HorizontalPodAutoscaler",
+                &json!({"metadata": {"name": "x"}}),
+                NOW
+            ),
+            json!(["x", "/", "cpu: <unknown>/80%", "1", 0, 0, "<unknown>"])
+        );
+        let mut defaulted = hpa_v2(json!([]), json!([]));
+        defaulted["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("minReplicas");
+        let cells = row_cells("autoscaling", "HorizontalPodAutoscaler", &defaulted, NOW);
+        assert_eq!(
+            (&cells[2], &cells[3]),
+            (&json!("cpu: <unknown>/80%"), &json!("1"))
+        );
+    }
+
+    /// An autoscaling/v1 HPA, as kube-apiserver serves it.
+    fn hpa_v1(spec: Value, status: Value, annotations: Value) -> Value {
+        json!({
+            "kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "web", "creationTimestamp": ts(300), "annotations": annotations},
+            "spec": spec,
+            "status": status
+        })
+    }
+
+    #[test]
+    fn hpa_v1_cells_convert_as_kube_converts() {
+        let spec = json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                          "minReplicas": 2, "maxReplicas": 10, "targetCPUUtilizationPercentage": 50});
+        let status = json!({"currentReplicas": 3, "desiredReplicas": 3, "currentCPUUtilizationPercentage": 30});
+        assert_eq!(
+            row_cells(
+                "autoscaling",
+                "HorizontalPodAutoscaler",
+                &hpa_v1(spec.clone(), status.clone(), json!({})),
+                NOW
+            ),
+            json!(["web", "Deployment/web", "cpu: 30%/50%", "2", 10, 3, "5m"])
+        );
+        // Without apiVersion, the v1 fields tell the version.
+        let mut bare_v1 = hpa_v1(spec.clone(), status.clone(), json!({}));
+        bare_v1.as_object_mut().unwrap().remove("apiVersion");
+        assert_eq!(targets(&bare_v1), "cpu: 30%/50%");
+        // The other metrics live in annotations: they come first, the CPU target last; the
+        // current metrics annotation replaces the current CPU utilization.
+        let annotations = json!({
+            "autoscaling.alpha.kubernetes.io/metrics":
+                "[{\"type\":\"Pods\",\"pods\":{\"metricName\":\"qps\",\"targetAverageValue\":\"100\"}}]",
+            "autoscaling.alpha.kubernetes.io/current-metrics":
+                "[{\"type\":\"Pods\",\"pods\":{\"metricName\":\"qps\",\"currentAverageValue\":\"50\"}},{\"type\":\"Resource\",\"resource\":{\"name\":\"cpu\",\"currentAverageUtilization\":40,\"currentAverageValue\":\"4m\"}}]"
+        });
+        assert_eq!(
+            targets(&hpa_v1(spec.clone(), status.clone(), annotations)),
+            "50/100, cpu: 40%/50%"
+        );
+        // v1's value fields convert to quantities even when absent.
+        let zero = json!({"autoscaling.alpha.kubernetes.io/metrics":
+            "[{\"type\":\"Pods\",\"pods\":{\"metricName\":\"qps\"}},{\"type\":\"Object\",\"object\":{\"target\":{\"kind\":\"Service\",\"name\":\"s\"},\"metricName\":\"rps\"}}]"});
+        let mut no_cpu = spec.clone();
+        no_cpu
+            .as_object_mut()
+            .unwrap()
+            .remove("targetCPUUtilizationPercentage");
+        assert_eq!(
+            targets(&hpa_v1(no_cpu.clone(), json!({}), zero)),
+            "<unknown>/0, <unknown>/0"
+        );
+        // An annotation that does not decode is ignored; no metric means the default.
+        let broken = json!({"autoscaling.alpha.kubernetes.io/metrics": "[{\"type\":",
+                            "autoscaling.alpha.kubernetes.io/current-metrics": "{}"});
+        assert_eq!(targets(&hpa_v1(no_cpu, status, broken)), "cpu: 30%/80%");
+        let mut unset_min = spec;
+        unset_min.as_object_mut().unwrap().remove("minReplicas");
+        assert_eq!(
+            row_cells(
+                "autoscaling",
+                "HorizontalPodAutoscaler",
+                &hpa_v1(unset_min, json!(null), json!(null)),
+                NOW
+            )[3],
+            "1"
         );
     }
 }
