@@ -2570,7 +2570,7 @@ mod tests {
         assert!(has_printer("", "Pod"));
         assert!(has_printer("discovery.k8s.io", "EndpointSlice"));
         assert!(has_printer("apps", "Deployment"));
-        assert!(!has_printer("networking.k8s.io", "Ingress"));
+        assert!(has_printer("networking.k8s.io", "Ingress"));
         assert!(!has_printer("example.com", "Widget"));
 
         let items: Vec<Value> = objs.iter().map(partial_object_metadata).collect();
