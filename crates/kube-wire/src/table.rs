@@ -636,7 +636,11 @@ impl TablePrinter {
         {
             meta.insert("remainingItemCount".to_string(), n.clone());
         }
-        let columns = if no_headers {
+        // kube-aggregator's APIService convertor builds its column definitions whatever the
+        // options say: kube sends them with every watch event.
+        let headers_anyway =
+            matches!(self.0, Columns::Kind(Printer::Access(k)) if access::ignores_no_headers(k));
+        let columns = if no_headers && !headers_anyway {
             Value::Null
         } else {
             self.column_definitions()
@@ -2582,6 +2586,24 @@ mod tests {
             String::from_utf8(metadata_list(Vec::new(), &json!({"resourceVersion": "3"}))).unwrap(),
             r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3"},"items":null}"#,
             "kube's converter appends to a nil slice"
+        );
+    }
+
+    #[test]
+    fn api_services_send_their_columns_with_every_watch_event() {
+        let obj = json!({"metadata": {"name": "v1.", "resourceVersion": "5"}});
+        let later = |group, kind| {
+            object_table(group, kind, &obj, IncludeObject::Metadata, true, NOW)["columnDefinitions"]
+                .clone()
+        };
+        assert_eq!(
+            later("apiregistration.k8s.io", "APIService"),
+            column_definitions("apiregistration.k8s.io", "APIService")
+        );
+        assert_eq!(later("", "Pod"), Value::Null);
+        assert_eq!(
+            later("rbac.authorization.k8s.io", "RoleBinding"),
+            Value::Null
         );
     }
 

@@ -181,6 +181,13 @@ fn policy_binding_columns() -> Vec<Value> {
     ]
 }
 
+/// Whether kube writes `kind`'s column definitions even when asked for none (`noHeaders`, every
+/// watch event after the first): kube-aggregator's APIService convertor never reads its table
+/// options (`pkg/registry/apiservice/etcd` `ConvertToTable`), unlike the printers.
+pub(super) fn ignores_no_headers(kind: Kind) -> bool {
+    kind == Kind::ApiService
+}
+
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
