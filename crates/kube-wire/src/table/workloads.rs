@@ -20,28 +20,29 @@ use serde_json::{Value, json};
 use super::{D_CREATED, D_NAME, age, arr, col, format_labels, name_of, since, str_at};
 use crate::selector::{LabelOp, LabelRequirement, LabelSelector};
 
-// The swagger doc strings kube's column definitions carry (k8s.io/api extensions/v1beta1,
-// batch/v1, batch/v1beta1, apps/v1beta1, coordination/v1, autoscaling/v1, autoscaling/v2 and
-// core/v1 types_swagger_doc_generated.go; the printers still name the old group versions'
-// docs), and the printers' own descriptions.
+// The swagger doc strings kube's column definitions carry (k8s.io/api apps/v1, batch/v1,
+// coordination/v1, autoscaling/v1, autoscaling/v2 and core/v1 types_swagger_doc_generated.go:
+// kube 1.36's printers read them from the v1 types, where older printers read extensions/v1beta1
+// and apps/v1beta1, whose texts differ for the Deployment, ReplicaSet and DaemonSet selectors,
+// DaemonSet's numberReady and ControllerRevision's revision), and the printers' own descriptions.
 const D_CONTAINERS: &str = "Names of each container in the template.";
 const D_IMAGES: &str = "Images referenced by each container in the template.";
 const D_READY_PODS: &str = "Number of the pod with ready state";
 const D_DEPLOY_UPDATED: &str = "Total number of non-terminating pods targeted by this deployment that have the desired template spec.";
 const D_DEPLOY_AVAILABLE: &str = "Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment.";
-const D_DEPLOY_SELECTOR: &str = "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.";
+const D_DEPLOY_SELECTOR: &str = "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment. It must match the pod template's labels.";
 const D_RS_DESIRED: &str = "Replicas is the number of desired pods. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset";
 const D_RS_CURRENT: &str = "Replicas is the most recently observed number of non-terminating pods. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset";
 const D_RS_READY: &str =
     "The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition.";
-const D_RS_SELECTOR: &str = "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+const D_RS_SELECTOR: &str = "Selector is a label query over pods that should match the replica count. Label keys and values that must match in order to be controlled by this replica set. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
 const D_DS_DESIRED: &str = "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod). More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/";
 const D_DS_CURRENT: &str = "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod. More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/";
-const D_DS_READY: &str = "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.";
+const D_DS_READY: &str = "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.";
 const D_DS_UPDATED: &str = "The total number of nodes that are running updated daemon pod";
 const D_DS_AVAILABLE: &str = "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)";
 const D_NODE_SELECTOR: &str = "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node. More info: https://kubernetes.io/docs/concepts/configuration/assign-pod-node/";
-const D_DS_SELECTOR: &str = "A label query over pods that are managed by the daemon set. Must match in order to be controlled. If empty, defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+const D_DS_SELECTOR: &str = "A label query over pods that are managed by the daemon set. Must match in order to be controlled. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
 const D_JOB_STATUS: &str = "Status of the job.";
 const D_JOB_COMPLETIONS: &str = "The number of pods which reached phase Succeeded. The value increases monotonically for a given spec. However, it may decrease in reaction to scale down of elastic indexed jobs.";
 const D_JOB_DURATION: &str = "Time required to complete the job.";
@@ -54,7 +55,7 @@ const D_CJ_LAST_SCHEDULE: &str =
     "Information when was the last time the job was successfully scheduled.";
 const D_LEASE_HOLDER: &str = "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.";
 const D_CR_CONTROLLER: &str = "Controller of the object";
-const D_CR_REVISION: &str = "revision indicates the revision of the state represented by Data.";
+const D_CR_REVISION: &str = "Revision indicates the revision of the state represented by Data.";
 const D_SCALE_DESIRED: &str = "replicas is the desired number of instances for the scaled object.";
 const D_SCALE_AVAILABLE: &str =
     "replicas is the actual number of observed instances of the scaled object.";
