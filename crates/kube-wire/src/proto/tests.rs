@@ -841,6 +841,14 @@ mod props {
     fn message(rng: &mut Rng, id: u16, depth: usize, out: &mut Vec<u8>) {
         let msg = &schema::MESSAGES[usize::from(id)];
         let deep = depth > 5;
+        if msg.form == JsonForm::Items {
+            // A nullable slice: its elements, none to a few.
+            let (_, f) = msg.field_by_tag(1).unwrap();
+            for _ in 0..rng.below(3) {
+                elem(rng, f.elem, 1, depth, false, out);
+            }
+            return;
+        }
         if msg.form != JsonForm::Struct {
             // Either-or types: always one alternative set (a pointer to an empty one would be
             // `null`, which decodes as nil).
