@@ -36,48 +36,86 @@ use goparse::{GoType, Package, tag_value};
 const META: &str = "k8s.io/apimachinery/pkg/apis/meta/v1";
 const RUNTIME: &str = "k8s.io/apimachinery/pkg/runtime";
 const EXT: &str = "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1";
+const AGGREGATOR: &str = "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1";
+const CORE: &str = "k8s.io/api/core/v1";
+const ADMISSION: &str = "k8s.io/api/admissionregistration/v1";
+const APPS: &str = "k8s.io/api/apps/v1";
+const AUTOSCALING_V1: &str = "k8s.io/api/autoscaling/v1";
+const AUTOSCALING_V2: &str = "k8s.io/api/autoscaling/v2";
+const BATCH: &str = "k8s.io/api/batch/v1";
+const CERTIFICATES: &str = "k8s.io/api/certificates/v1";
+const COORDINATION: &str = "k8s.io/api/coordination/v1";
+const DISCOVERY: &str = "k8s.io/api/discovery/v1";
+const EVENTS: &str = "k8s.io/api/events/v1";
+const FLOWCONTROL: &str = "k8s.io/api/flowcontrol/v1";
+const NETWORKING: &str = "k8s.io/api/networking/v1";
+const NODE: &str = "k8s.io/api/node/v1";
+const POLICY: &str = "k8s.io/api/policy/v1";
+const RBAC: &str = "k8s.io/api/rbac/v1";
+const RESOURCE: &str = "k8s.io/api/resource/v1";
+const SCHEDULING: &str = "k8s.io/api/scheduling/v1";
+const STORAGE: &str = "k8s.io/api/storage/v1";
+
+const ADMISSION_V1: &str = "admissionregistration.k8s.io/v1";
+const FLOWCONTROL_V1: &str = "flowcontrol.apiserver.k8s.io/v1";
+const NETWORKING_V1: &str = "networking.k8s.io/v1";
+const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
+const RESOURCE_V1: &str = "resource.k8s.io/v1";
+const STORAGE_V1: &str = "storage.k8s.io/v1";
 
 /// Root types: (apiVersion, Go import path, type, whether its `<Type>List` is a root too).
 /// Entries with an empty apiVersion are in the schema but reached by name, not by kind.
+///
+/// The kinds are every resource kube-apiserver 1.36 serves with list and watch by default: the
+/// GA group versions (alpha and beta ones are off by default, and no beta resource is on by
+/// default any more), `apiextensions.k8s.io/v1` and `apiregistration.k8s.io/v1` of the servers
+/// it chains; `autoscaling` in both its served versions.
 const ROOTS: &[(&[&str], &str, &str, bool)] = &[
-    (&["v1"], "k8s.io/api/core/v1", "Pod", true),
-    (&["v1"], "k8s.io/api/core/v1", "Node", true),
-    (&["v1"], "k8s.io/api/core/v1", "Namespace", true),
-    (&["v1"], "k8s.io/api/core/v1", "Service", true),
-    (&["v1"], "k8s.io/api/core/v1", "ConfigMap", true),
-    (&["v1"], "k8s.io/api/core/v1", "Secret", true),
-    (&["v1"], "k8s.io/api/core/v1", "Event", true),
-    (&["v1"], "k8s.io/api/core/v1", "Endpoints", true),
-    (&["v1"], "k8s.io/api/core/v1", "PodTemplate", true),
+    (&["v1"], CORE, "Pod", true),
+    (&["v1"], CORE, "Node", true),
+    (&["v1"], CORE, "Namespace", true),
+    (&["v1"], CORE, "Service", true),
+    (&["v1"], CORE, "ConfigMap", true),
+    (&["v1"], CORE, "Secret", true),
+    (&["v1"], CORE, "Event", true),
+    (&["v1"], CORE, "Endpoints", true),
+    (&["v1"], CORE, "PodTemplate", true),
+    (&["v1"], CORE, "LimitRange", true),
+    (&["v1"], CORE, "PersistentVolume", true),
+    (&["v1"], CORE, "PersistentVolumeClaim", true),
+    (&["v1"], CORE, "ReplicationController", true),
+    (&["v1"], CORE, "ResourceQuota", true),
+    (&["v1"], CORE, "ServiceAccount", true),
     (
-        &["discovery.k8s.io/v1"],
-        "k8s.io/api/discovery/v1",
-        "EndpointSlice",
-        true,
-    ),
-    (&["apps/v1"], "k8s.io/api/apps/v1", "Deployment", true),
-    (&["apps/v1"], "k8s.io/api/apps/v1", "ReplicaSet", true),
-    (&["apps/v1"], "k8s.io/api/apps/v1", "StatefulSet", true),
-    (&["apps/v1"], "k8s.io/api/apps/v1", "DaemonSet", true),
-    (
-        &["apps/v1"],
-        "k8s.io/api/apps/v1",
-        "ControllerRevision",
-        true,
-    ),
-    (&["batch/v1"], "k8s.io/api/batch/v1", "Job", true),
-    (&["batch/v1"], "k8s.io/api/batch/v1", "CronJob", true),
-    (
-        &["coordination.k8s.io/v1"],
-        "k8s.io/api/coordination/v1",
-        "Lease",
+        &[ADMISSION_V1],
+        ADMISSION,
+        "MutatingWebhookConfiguration",
         true,
     ),
     (
-        &["autoscaling/v1"],
-        "k8s.io/api/autoscaling/v1",
-        "Scale",
-        false,
+        &[ADMISSION_V1],
+        ADMISSION,
+        "ValidatingWebhookConfiguration",
+        true,
+    ),
+    (
+        &[ADMISSION_V1],
+        ADMISSION,
+        "ValidatingAdmissionPolicy",
+        true,
+    ),
+    (
+        &[ADMISSION_V1],
+        ADMISSION,
+        "ValidatingAdmissionPolicyBinding",
+        true,
+    ),
+    (&[ADMISSION_V1], ADMISSION, "MutatingAdmissionPolicy", true),
+    (
+        &[ADMISSION_V1],
+        ADMISSION,
+        "MutatingAdmissionPolicyBinding",
+        true,
     ),
     (
         &["apiextensions.k8s.io/v1"],
@@ -85,6 +123,70 @@ const ROOTS: &[(&[&str], &str, &str, bool)] = &[
         "CustomResourceDefinition",
         true,
     ),
+    (
+        &["apiregistration.k8s.io/v1"],
+        AGGREGATOR,
+        "APIService",
+        true,
+    ),
+    (&["apps/v1"], APPS, "Deployment", true),
+    (&["apps/v1"], APPS, "ReplicaSet", true),
+    (&["apps/v1"], APPS, "StatefulSet", true),
+    (&["apps/v1"], APPS, "DaemonSet", true),
+    (&["apps/v1"], APPS, "ControllerRevision", true),
+    (&["autoscaling/v1"], AUTOSCALING_V1, "Scale", false),
+    (
+        &["autoscaling/v1"],
+        AUTOSCALING_V1,
+        "HorizontalPodAutoscaler",
+        true,
+    ),
+    (
+        &["autoscaling/v2"],
+        AUTOSCALING_V2,
+        "HorizontalPodAutoscaler",
+        true,
+    ),
+    (&["batch/v1"], BATCH, "Job", true),
+    (&["batch/v1"], BATCH, "CronJob", true),
+    (
+        &["certificates.k8s.io/v1"],
+        CERTIFICATES,
+        "CertificateSigningRequest",
+        true,
+    ),
+    (&["coordination.k8s.io/v1"], COORDINATION, "Lease", true),
+    (&["discovery.k8s.io/v1"], DISCOVERY, "EndpointSlice", true),
+    (&["events.k8s.io/v1"], EVENTS, "Event", true),
+    (&[FLOWCONTROL_V1], FLOWCONTROL, "FlowSchema", true),
+    (
+        &[FLOWCONTROL_V1],
+        FLOWCONTROL,
+        "PriorityLevelConfiguration",
+        true,
+    ),
+    (&[NETWORKING_V1], NETWORKING, "Ingress", true),
+    (&[NETWORKING_V1], NETWORKING, "IngressClass", true),
+    (&[NETWORKING_V1], NETWORKING, "NetworkPolicy", true),
+    (&[NETWORKING_V1], NETWORKING, "IPAddress", true),
+    (&[NETWORKING_V1], NETWORKING, "ServiceCIDR", true),
+    (&["node.k8s.io/v1"], NODE, "RuntimeClass", true),
+    (&["policy/v1"], POLICY, "PodDisruptionBudget", true),
+    (&[RBAC_V1], RBAC, "ClusterRole", true),
+    (&[RBAC_V1], RBAC, "ClusterRoleBinding", true),
+    (&[RBAC_V1], RBAC, "Role", true),
+    (&[RBAC_V1], RBAC, "RoleBinding", true),
+    (&[RESOURCE_V1], RESOURCE, "DeviceClass", true),
+    (&[RESOURCE_V1], RESOURCE, "ResourceClaim", true),
+    (&[RESOURCE_V1], RESOURCE, "ResourceClaimTemplate", true),
+    (&[RESOURCE_V1], RESOURCE, "ResourceSlice", true),
+    (&["scheduling.k8s.io/v1"], SCHEDULING, "PriorityClass", true),
+    (&[STORAGE_V1], STORAGE, "CSIDriver", true),
+    (&[STORAGE_V1], STORAGE, "CSINode", true),
+    (&[STORAGE_V1], STORAGE, "CSIStorageCapacity", true),
+    (&[STORAGE_V1], STORAGE, "StorageClass", true),
+    (&[STORAGE_V1], STORAGE, "VolumeAttachment", true),
+    (&[STORAGE_V1], STORAGE, "VolumeAttributesClass", true),
     (&["meta.k8s.io/v1", "v1"], META, "Status", false),
     (&["meta.k8s.io/v1", "v1"], META, "DeleteOptions", false),
     (

@@ -25,15 +25,15 @@ const fn k(name: &'static str, path: &'static [u8]) -> JsonKey {
 }
 
 /// Every message, by [`MsgId`].
-pub static MESSAGES: [Message; 286] = [
+pub static MESSAGES: [Message; 549] = [
     // 0
     Message {
         name: "k8s.io.api.core.v1.Pod",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(47), OMITEMPTY),
-            f("status", 3, V, E::Message(48), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(129), OMITEMPTY),
+            f("status", 3, V, E::Message(130), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
@@ -43,7 +43,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.PodList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(0), 0),
         ],
         by_tag: &[0, 1],
@@ -54,9 +54,9 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.Node",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(49), OMITEMPTY),
-            f("status", 3, V, E::Message(50), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(131), OMITEMPTY),
+            f("status", 3, V, E::Message(132), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
@@ -66,7 +66,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.NodeList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(2), 0),
         ],
         by_tag: &[0, 1],
@@ -77,9 +77,9 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.Namespace",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(51), OMITEMPTY),
-            f("status", 3, V, E::Message(52), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(133), OMITEMPTY),
+            f("status", 3, V, E::Message(134), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
@@ -89,7 +89,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.NamespaceList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(4), 0),
         ],
         by_tag: &[0, 1],
@@ -100,9 +100,9 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.Service",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(53), OMITEMPTY),
-            f("status", 3, V, E::Message(54), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(135), OMITEMPTY),
+            f("status", 3, V, E::Message(136), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
@@ -112,7 +112,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.ServiceList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(6), 0),
         ],
         by_tag: &[0, 1],
@@ -123,7 +123,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.ConfigMap",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
             f("immutable", 4, P, E::Bool, OMITEMPTY),
             f("data", 2, Mp, E::String, OMITEMPTY),
             f("binaryData", 3, Mp, E::Bytes, OMITEMPTY),
@@ -141,7 +141,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.ConfigMapList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(8), 0),
         ],
         by_tag: &[0, 1],
@@ -152,7 +152,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.Secret",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
             f("immutable", 5, P, E::Bool, OMITEMPTY),
             f("data", 2, Mp, E::Bytes, OMITEMPTY),
             f("stringData", 4, Mp, E::String, OMITEMPTY),
@@ -172,7 +172,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.SecretList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(10), 0),
         ],
         by_tag: &[0, 1],
@@ -183,19 +183,19 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.Event",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), 0),
-            f("involvedObject", 2, V, E::Message(55), 0),
+            f("metadata", 1, V, E::Message(126), 0),
+            f("involvedObject", 2, V, E::Message(137), 0),
             f("reason", 3, V, E::String, OMITEMPTY),
             f("message", 4, V, E::String, OMITEMPTY),
-            f("source", 5, V, E::Message(56), OMITEMPTY),
+            f("source", 5, V, E::Message(138), OMITEMPTY),
             f("firstTimestamp", 6, V, E::Time, OMITEMPTY),
             f("lastTimestamp", 7, V, E::Time, OMITEMPTY),
             f("count", 8, V, E::Int32, OMITEMPTY),
             f("type", 9, V, E::String, OMITEMPTY),
             f("eventTime", 10, V, E::MicroTime, OMITEMPTY),
-            f("series", 11, P, E::Message(57), OMITEMPTY),
+            f("series", 11, P, E::Message(139), OMITEMPTY),
             f("action", 12, V, E::String, OMITEMPTY),
-            f("related", 13, P, E::Message(55), OMITEMPTY),
+            f("related", 13, P, E::Message(137), OMITEMPTY),
             f("reportingComponent", 14, V, E::String, 0),
             f("reportingInstance", 15, V, E::String, 0),
         ],
@@ -223,7 +223,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.EventList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(12), 0),
         ],
         by_tag: &[0, 1],
@@ -234,8 +234,8 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.Endpoints",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("subsets", 2, S, E::Message(58), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("subsets", 2, S, E::Message(140), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("metadata", &[0]), k("subsets", &[1])],
@@ -245,7 +245,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.EndpointsList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(14), 0),
         ],
         by_tag: &[0, 1],
@@ -256,8 +256,8 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.PodTemplate",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("template", 2, V, E::Message(59), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("template", 2, V, E::Message(141), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("metadata", &[0]), k("template", &[1])],
@@ -267,7 +267,7 @@ pub static MESSAGES: [Message; 286] = [
         name: "k8s.io.api.core.v1.PodTemplateList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("items", 2, S, E::Message(16), 0),
         ],
         by_tag: &[0, 1],
@@ -275,13 +275,599 @@ pub static MESSAGES: [Message; 286] = [
     },
     // 18
     Message {
+        name: "k8s.io.api.core.v1.LimitRange",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(142), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 19
+    Message {
+        name: "k8s.io.api.core.v1.LimitRangeList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(18), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 20
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolume",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(143), OMITEMPTY),
+            f("status", 3, V, E::Message(144), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 21
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(20), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 22
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeClaim",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(145), OMITEMPTY),
+            f("status", 3, V, E::Message(146), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 23
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeClaimList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(22), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 24
+    Message {
+        name: "k8s.io.api.core.v1.ReplicationController",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(147), OMITEMPTY),
+            f("status", 3, V, E::Message(148), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 25
+    Message {
+        name: "k8s.io.api.core.v1.ReplicationControllerList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(24), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 26
+    Message {
+        name: "k8s.io.api.core.v1.ResourceQuota",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(149), OMITEMPTY),
+            f("status", 3, V, E::Message(150), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 27
+    Message {
+        name: "k8s.io.api.core.v1.ResourceQuotaList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(26), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 28
+    Message {
+        name: "k8s.io.api.core.v1.ServiceAccount",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("secrets", 2, S, E::Message(137), OMITEMPTY),
+            f("imagePullSecrets", 3, S, E::Message(151), OMITEMPTY),
+            f("automountServiceAccountToken", 4, P, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("automountServiceAccountToken", &[3]),
+            k("imagePullSecrets", &[2]),
+            k("metadata", &[0]),
+            k("secrets", &[1]),
+        ],
+    },
+    // 29
+    Message {
+        name: "k8s.io.api.core.v1.ServiceAccountList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(28), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 30
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingWebhookConfiguration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("webhooks", 2, S, E::Message(152), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("webhooks", &[1])],
+    },
+    // 31
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingWebhookConfigurationList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(30), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 32
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingWebhookConfiguration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("webhooks", 2, S, E::Message(153), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("webhooks", &[1])],
+    },
+    // 33
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingWebhookConfigurationList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(32), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 34
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(154), OMITEMPTY),
+            f("status", 3, V, E::Message(155), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 35
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(34), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 36
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(156), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 37
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(36), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 38
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(157), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 39
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(38), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 40
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBinding",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(158), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 41
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBindingList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(40), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 42
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(159), 0),
+            f("status", 3, V, E::Message(160), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 43
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(42), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 44
+    Message {
+        name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIService",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(161), OMITEMPTY),
+            f("status", 3, V, E::Message(162), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 45
+    Message {
+        name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(44), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 46
+    Message {
+        name: "k8s.io.api.apps.v1.Deployment",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(163), OMITEMPTY),
+            f("status", 3, V, E::Message(164), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 47
+    Message {
+        name: "k8s.io.api.apps.v1.DeploymentList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(46), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 48
+    Message {
+        name: "k8s.io.api.apps.v1.ReplicaSet",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(165), OMITEMPTY),
+            f("status", 3, V, E::Message(166), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 49
+    Message {
+        name: "k8s.io.api.apps.v1.ReplicaSetList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(48), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 50
+    Message {
+        name: "k8s.io.api.apps.v1.StatefulSet",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(167), OMITEMPTY),
+            f("status", 3, V, E::Message(168), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 51
+    Message {
+        name: "k8s.io.api.apps.v1.StatefulSetList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(50), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 52
+    Message {
+        name: "k8s.io.api.apps.v1.DaemonSet",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(169), OMITEMPTY),
+            f("status", 3, V, E::Message(170), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 53
+    Message {
+        name: "k8s.io.api.apps.v1.DaemonSetList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(52), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 54
+    Message {
+        name: "k8s.io.api.apps.v1.ControllerRevision",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("data", 2, V, E::RawExtension, OMITEMPTY),
+            f("revision", 3, V, E::Int64, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("data", &[1]), k("metadata", &[0]), k("revision", &[2])],
+    },
+    // 55
+    Message {
+        name: "k8s.io.api.apps.v1.ControllerRevisionList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(54), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 56
+    Message {
+        name: "k8s.io.api.autoscaling.v1.Scale",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(171), OMITEMPTY),
+            f("status", 3, V, E::Message(172), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 57
+    Message {
+        name: "k8s.io.api.autoscaling.v1.HorizontalPodAutoscaler",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(173), OMITEMPTY),
+            f("status", 3, V, E::Message(174), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 58
+    Message {
+        name: "k8s.io.api.autoscaling.v1.HorizontalPodAutoscalerList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(57), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 59
+    Message {
+        name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(175), OMITEMPTY),
+            f("status", 3, V, E::Message(176), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 60
+    Message {
+        name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(59), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 61
+    Message {
+        name: "k8s.io.api.batch.v1.Job",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(177), OMITEMPTY),
+            f("status", 3, V, E::Message(178), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 62
+    Message {
+        name: "k8s.io.api.batch.v1.JobList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(61), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 63
+    Message {
+        name: "k8s.io.api.batch.v1.CronJob",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(179), OMITEMPTY),
+            f("status", 3, V, E::Message(180), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 64
+    Message {
+        name: "k8s.io.api.batch.v1.CronJobList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(63), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 65
+    Message {
+        name: "k8s.io.api.certificates.v1.CertificateSigningRequest",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(181), 0),
+            f("status", 3, V, E::Message(182), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 66
+    Message {
+        name: "k8s.io.api.certificates.v1.CertificateSigningRequestList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(65), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 67
+    Message {
+        name: "k8s.io.api.coordination.v1.Lease",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(183), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 68
+    Message {
+        name: "k8s.io.api.coordination.v1.LeaseList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(67), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 69
+    Message {
         name: "k8s.io.api.discovery.v1.EndpointSlice",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
             f("addressType", 4, V, E::String, 0),
-            f("endpoints", 2, S, E::Message(60), 0),
-            f("ports", 3, S, E::Message(61), 0),
+            f("endpoints", 2, S, E::Message(184), 0),
+            f("ports", 3, S, E::Message(185), 0),
         ],
         by_tag: &[0, 2, 3, 1],
         keys: &[
@@ -291,245 +877,665 @@ pub static MESSAGES: [Message; 286] = [
             k("ports", &[3]),
         ],
     },
-    // 19
+    // 70
     Message {
         name: "k8s.io.api.discovery.v1.EndpointSliceList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(18), 0),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(69), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("items", &[1]), k("metadata", &[0])],
     },
-    // 20
+    // 71
     Message {
-        name: "k8s.io.api.apps.v1.Deployment",
+        name: "k8s.io.api.events.v1.Event",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(62), OMITEMPTY),
-            f("status", 3, V, E::Message(63), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), 0),
+            f("eventTime", 2, V, E::MicroTime, 0),
+            f("series", 3, P, E::Message(186), OMITEMPTY),
+            f("reportingController", 4, V, E::String, OMITEMPTY),
+            f("reportingInstance", 5, V, E::String, OMITEMPTY),
+            f("action", 6, V, E::String, OMITEMPTY),
+            f("reason", 7, V, E::String, OMITEMPTY),
+            f("regarding", 8, V, E::Message(137), OMITEMPTY),
+            f("related", 9, P, E::Message(137), OMITEMPTY),
+            f("note", 10, V, E::String, OMITEMPTY),
+            f("type", 11, V, E::String, OMITEMPTY),
+            f("deprecatedSource", 12, V, E::Message(138), OMITEMPTY),
+            f("deprecatedFirstTimestamp", 13, V, E::Time, OMITEMPTY),
+            f("deprecatedLastTimestamp", 14, V, E::Time, OMITEMPTY),
+            f("deprecatedCount", 15, V, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+        keys: &[
+            k("action", &[5]),
+            k("deprecatedCount", &[14]),
+            k("deprecatedFirstTimestamp", &[12]),
+            k("deprecatedLastTimestamp", &[13]),
+            k("deprecatedSource", &[11]),
+            k("eventTime", &[1]),
+            k("metadata", &[0]),
+            k("note", &[9]),
+            k("reason", &[6]),
+            k("regarding", &[7]),
+            k("related", &[8]),
+            k("reportingController", &[3]),
+            k("reportingInstance", &[4]),
+            k("series", &[2]),
+            k("type", &[10]),
+        ],
+    },
+    // 72
+    Message {
+        name: "k8s.io.api.events.v1.EventList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(71), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 73
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.FlowSchema",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(187), OMITEMPTY),
+            f("status", 3, V, E::Message(188), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
     },
-    // 21
+    // 74
     Message {
-        name: "k8s.io.api.apps.v1.DeploymentList",
+        name: "k8s.io.api.flowcontrol.v1.FlowSchemaList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(20), 0),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(73), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("items", &[1]), k("metadata", &[0])],
     },
-    // 22
+    // 75
     Message {
-        name: "k8s.io.api.apps.v1.ReplicaSet",
+        name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfiguration",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(64), OMITEMPTY),
-            f("status", 3, V, E::Message(65), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(189), OMITEMPTY),
+            f("status", 3, V, E::Message(190), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
     },
-    // 23
+    // 76
     Message {
-        name: "k8s.io.api.apps.v1.ReplicaSetList",
+        name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(22), 0),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(75), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("items", &[1]), k("metadata", &[0])],
     },
-    // 24
+    // 77
     Message {
-        name: "k8s.io.api.apps.v1.StatefulSet",
+        name: "k8s.io.api.networking.v1.Ingress",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(66), OMITEMPTY),
-            f("status", 3, V, E::Message(67), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(191), OMITEMPTY),
+            f("status", 3, V, E::Message(192), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
     },
-    // 25
+    // 78
     Message {
-        name: "k8s.io.api.apps.v1.StatefulSetList",
+        name: "k8s.io.api.networking.v1.IngressList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(24), 0),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(77), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("items", &[1]), k("metadata", &[0])],
     },
-    // 26
+    // 79
     Message {
-        name: "k8s.io.api.apps.v1.DaemonSet",
+        name: "k8s.io.api.networking.v1.IngressClass",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(68), OMITEMPTY),
-            f("status", 3, V, E::Message(69), OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
-    },
-    // 27
-    Message {
-        name: "k8s.io.api.apps.v1.DaemonSetList",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(26), 0),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("items", &[1]), k("metadata", &[0])],
-    },
-    // 28
-    Message {
-        name: "k8s.io.api.apps.v1.ControllerRevision",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("data", 2, V, E::RawExtension, OMITEMPTY),
-            f("revision", 3, V, E::Int64, 0),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("data", &[1]), k("metadata", &[0]), k("revision", &[2])],
-    },
-    // 29
-    Message {
-        name: "k8s.io.api.apps.v1.ControllerRevisionList",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(28), 0),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("items", &[1]), k("metadata", &[0])],
-    },
-    // 30
-    Message {
-        name: "k8s.io.api.batch.v1.Job",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(70), OMITEMPTY),
-            f("status", 3, V, E::Message(71), OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
-    },
-    // 31
-    Message {
-        name: "k8s.io.api.batch.v1.JobList",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(30), 0),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("items", &[1]), k("metadata", &[0])],
-    },
-    // 32
-    Message {
-        name: "k8s.io.api.batch.v1.CronJob",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(72), OMITEMPTY),
-            f("status", 3, V, E::Message(73), OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
-    },
-    // 33
-    Message {
-        name: "k8s.io.api.batch.v1.CronJobList",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(32), 0),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("items", &[1]), k("metadata", &[0])],
-    },
-    // 34
-    Message {
-        name: "k8s.io.api.coordination.v1.Lease",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(74), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(193), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("metadata", &[0]), k("spec", &[1])],
     },
-    // 35
+    // 80
     Message {
-        name: "k8s.io.api.coordination.v1.LeaseList",
+        name: "k8s.io.api.networking.v1.IngressClassList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(34), 0),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(79), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("items", &[1]), k("metadata", &[0])],
     },
-    // 36
+    // 81
     Message {
-        name: "k8s.io.api.autoscaling.v1.Scale",
+        name: "k8s.io.api.networking.v1.NetworkPolicy",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(75), OMITEMPTY),
-            f("status", 3, V, E::Message(76), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(194), OMITEMPTY),
         ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
     },
-    // 37
+    // 82
     Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+        name: "k8s.io.api.networking.v1.NetworkPolicyList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(77), 0),
-            f("status", 3, V, E::Message(78), OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
-    },
-    // 38
-    Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionList",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(37), 0),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(81), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("items", &[1]), k("metadata", &[0])],
     },
-    // 39
+    // 83
+    Message {
+        name: "k8s.io.api.networking.v1.IPAddress",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(195), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 84
+    Message {
+        name: "k8s.io.api.networking.v1.IPAddressList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(83), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 85
+    Message {
+        name: "k8s.io.api.networking.v1.ServiceCIDR",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(196), OMITEMPTY),
+            f("status", 3, V, E::Message(197), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 86
+    Message {
+        name: "k8s.io.api.networking.v1.ServiceCIDRList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(85), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 87
+    Message {
+        name: "k8s.io.api.node.v1.RuntimeClass",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("handler", 2, V, E::String, 0),
+            f("overhead", 3, P, E::Message(198), OMITEMPTY),
+            f("scheduling", 4, P, E::Message(199), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("handler", &[1]),
+            k("metadata", &[0]),
+            k("overhead", &[2]),
+            k("scheduling", &[3]),
+        ],
+    },
+    // 88
+    Message {
+        name: "k8s.io.api.node.v1.RuntimeClassList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(87), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 89
+    Message {
+        name: "k8s.io.api.policy.v1.PodDisruptionBudget",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(200), OMITEMPTY),
+            f("status", 3, V, E::Message(201), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 90
+    Message {
+        name: "k8s.io.api.policy.v1.PodDisruptionBudgetList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(89), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 91
+    Message {
+        name: "k8s.io.api.rbac.v1.ClusterRole",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("rules", 2, S, E::Message(202), 0),
+            f("aggregationRule", 3, P, E::Message(203), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("aggregationRule", &[2]),
+            k("metadata", &[0]),
+            k("rules", &[1]),
+        ],
+    },
+    // 92
+    Message {
+        name: "k8s.io.api.rbac.v1.ClusterRoleList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(91), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 93
+    Message {
+        name: "k8s.io.api.rbac.v1.ClusterRoleBinding",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("subjects", 2, S, E::Message(204), OMITEMPTY),
+            f("roleRef", 3, V, E::Message(205), 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("roleRef", &[2]), k("subjects", &[1])],
+    },
+    // 94
+    Message {
+        name: "k8s.io.api.rbac.v1.ClusterRoleBindingList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(93), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 95
+    Message {
+        name: "k8s.io.api.rbac.v1.Role",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("rules", 2, S, E::Message(202), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("rules", &[1])],
+    },
+    // 96
+    Message {
+        name: "k8s.io.api.rbac.v1.RoleList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(95), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 97
+    Message {
+        name: "k8s.io.api.rbac.v1.RoleBinding",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("subjects", 2, S, E::Message(204), OMITEMPTY),
+            f("roleRef", 3, V, E::Message(205), 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("roleRef", &[2]), k("subjects", &[1])],
+    },
+    // 98
+    Message {
+        name: "k8s.io.api.rbac.v1.RoleBindingList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(97), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 99
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClass",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(206), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 100
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClassList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(99), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 101
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaim",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(207), 0),
+            f("status", 3, V, E::Message(208), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 102
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(101), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 103
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimTemplate",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(209), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 104
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimTemplateList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(103), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 105
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceSlice",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(210), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 106
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceSliceList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(105), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 107
+    Message {
+        name: "k8s.io.api.scheduling.v1.PriorityClass",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("value", 2, V, E::Int32, 0),
+            f("globalDefault", 3, V, E::Bool, OMITEMPTY),
+            f("description", 4, V, E::String, OMITEMPTY),
+            f("preemptionPolicy", 5, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("description", &[3]),
+            k("globalDefault", &[2]),
+            k("metadata", &[0]),
+            k("preemptionPolicy", &[4]),
+            k("value", &[1]),
+        ],
+    },
+    // 108
+    Message {
+        name: "k8s.io.api.scheduling.v1.PriorityClassList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(107), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 109
+    Message {
+        name: "k8s.io.api.storage.v1.CSIDriver",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(211), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 110
+    Message {
+        name: "k8s.io.api.storage.v1.CSIDriverList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(109), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 111
+    Message {
+        name: "k8s.io.api.storage.v1.CSINode",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(212), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 112
+    Message {
+        name: "k8s.io.api.storage.v1.CSINodeList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(111), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 113
+    Message {
+        name: "k8s.io.api.storage.v1.CSIStorageCapacity",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("nodeTopology", 2, P, E::Message(213), OMITEMPTY),
+            f("storageClassName", 3, V, E::String, 0),
+            f("capacity", 4, P, E::Quantity, OMITEMPTY),
+            f("maximumVolumeSize", 5, P, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("capacity", &[3]),
+            k("maximumVolumeSize", &[4]),
+            k("metadata", &[0]),
+            k("nodeTopology", &[1]),
+            k("storageClassName", &[2]),
+        ],
+    },
+    // 114
+    Message {
+        name: "k8s.io.api.storage.v1.CSIStorageCapacityList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(113), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 115
+    Message {
+        name: "k8s.io.api.storage.v1.StorageClass",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("provisioner", 2, V, E::String, 0),
+            f("parameters", 3, Mp, E::String, OMITEMPTY),
+            f("reclaimPolicy", 4, P, E::String, OMITEMPTY),
+            f("mountOptions", 5, S, E::String, OMITEMPTY),
+            f("allowVolumeExpansion", 6, P, E::Bool, OMITEMPTY),
+            f("volumeBindingMode", 7, P, E::String, OMITEMPTY),
+            f("allowedTopologies", 8, S, E::Message(214), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
+        keys: &[
+            k("allowVolumeExpansion", &[5]),
+            k("allowedTopologies", &[7]),
+            k("metadata", &[0]),
+            k("mountOptions", &[4]),
+            k("parameters", &[2]),
+            k("provisioner", &[1]),
+            k("reclaimPolicy", &[3]),
+            k("volumeBindingMode", &[6]),
+        ],
+    },
+    // 116
+    Message {
+        name: "k8s.io.api.storage.v1.StorageClassList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(115), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 117
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeAttachment",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(215), 0),
+            f("status", 3, V, E::Message(216), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
+    },
+    // 118
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeAttachmentList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(117), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 119
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeAttributesClass",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("driverName", 2, V, E::String, 0),
+            f("parameters", 3, Mp, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("driverName", &[1]),
+            k("metadata", &[0]),
+            k("parameters", &[2]),
+        ],
+    },
+    // 120
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeAttributesClassList",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(119), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("items", &[1]), k("metadata", &[0])],
+    },
+    // 121
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.Status",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
             f("status", 2, V, E::String, OMITEMPTY),
             f("message", 3, V, E::String, OMITEMPTY),
             f("reason", 4, V, E::String, OMITEMPTY),
-            f("details", 5, P, E::Message(79), OMITEMPTY),
+            f("details", 5, P, E::Message(217), OMITEMPTY),
             f("code", 6, V, E::Int32, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5],
@@ -542,13 +1548,13 @@ pub static MESSAGES: [Message; 286] = [
             k("status", &[1]),
         ],
     },
-    // 40
+    // 122
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
         form: JsonForm::Struct,
         fields: &[
             f("gracePeriodSeconds", 1, P, E::Int64, OMITEMPTY),
-            f("preconditions", 2, P, E::Message(80), OMITEMPTY),
+            f("preconditions", 2, P, E::Message(218), OMITEMPTY),
             f("orphanDependents", 3, P, E::Bool, OMITEMPTY),
             f("propagationPolicy", 4, P, E::String, OMITEMPTY),
             f("dryRun", 5, S, E::String, OMITEMPTY),
@@ -570,26 +1576,26 @@ pub static MESSAGES: [Message; 286] = [
             k("propagationPolicy", &[3]),
         ],
     },
-    // 41
+    // 123
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata",
         form: JsonForm::Struct,
-        fields: &[f("metadata", 1, V, E::Message(44), OMITEMPTY)],
+        fields: &[f("metadata", 1, V, E::Message(126), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("metadata", &[0])],
     },
-    // 42
+    // 124
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadataList",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(43), OMITEMPTY),
-            f("items", 2, S, E::Message(41), 0),
+            f("metadata", 1, V, E::Message(125), OMITEMPTY),
+            f("items", 2, S, E::Message(123), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("items", &[1]), k("metadata", &[0])],
     },
-    // 43
+    // 125
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta",
         form: JsonForm::Struct,
@@ -598,7 +1604,7 @@ pub static MESSAGES: [Message; 286] = [
             f("resourceVersion", 2, V, E::String, OMITEMPTY),
             f("continue", 3, V, E::String, OMITEMPTY),
             f("remainingItemCount", 4, P, E::Int64, OMITEMPTY),
-            f("shardInfo", 5, P, E::Message(81), OMITEMPTY),
+            f("shardInfo", 5, P, E::Message(219), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4],
         keys: &[
@@ -609,7 +1615,7 @@ pub static MESSAGES: [Message; 286] = [
             k("shardInfo", &[4]),
         ],
     },
-    // 44
+    // 126
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
         form: JsonForm::Struct,
@@ -626,9 +1632,9 @@ pub static MESSAGES: [Message; 286] = [
             f("deletionGracePeriodSeconds", 10, P, E::Int64, OMITEMPTY),
             f("labels", 11, Mp, E::String, OMITEMPTY),
             f("annotations", 12, Mp, E::String, OMITEMPTY),
-            f("ownerReferences", 13, S, E::Message(82), OMITEMPTY),
+            f("ownerReferences", 13, S, E::Message(220), OMITEMPTY),
             f("finalizers", 14, S, E::String, OMITEMPTY),
-            f("managedFields", 17, S, E::Message(83), OMITEMPTY),
+            f("managedFields", 17, S, E::Message(221), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
         keys: &[
@@ -649,7 +1655,7 @@ pub static MESSAGES: [Message; 286] = [
             k("uid", &[4]),
         ],
     },
-    // 45
+    // 127
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent",
         form: JsonForm::Struct,
@@ -660,12 +1666,12 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("object", &[1]), k("type", &[0])],
     },
-    // 46
+    // 128
     Message {
         name: "k8s.io.apimachinery.pkg.runtime.Unknown",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(84), INLINE),
+            f("", 1, V, E::Message(222), INLINE),
             f("", 2, V, E::Bytes, NO_JSON),
             f("ContentEncoding", 3, V, E::String, 0),
             f("ContentType", 4, V, E::String, 0),
@@ -678,15 +1684,15 @@ pub static MESSAGES: [Message; 286] = [
             k("kind", &[0, 1]),
         ],
     },
-    // 47
+    // 129
     Message {
         name: "k8s.io.api.core.v1.PodSpec",
         form: JsonForm::Struct,
         fields: &[
-            f("volumes", 1, S, E::Message(85), OMITEMPTY),
-            f("initContainers", 20, S, E::Message(86), OMITEMPTY),
-            f("containers", 2, S, E::Message(86), 0),
-            f("ephemeralContainers", 34, S, E::Message(87), OMITEMPTY),
+            f("volumes", 1, S, E::Message(223), OMITEMPTY),
+            f("initContainers", 20, S, E::Message(224), OMITEMPTY),
+            f("containers", 2, S, E::Message(224), 0),
+            f("ephemeralContainers", 34, S, E::Message(225), OMITEMPTY),
             f("restartPolicy", 3, V, E::String, OMITEMPTY),
             f("terminationGracePeriodSeconds", 4, P, E::Int64, OMITEMPTY),
             f("activeDeadlineSeconds", 5, P, E::Int64, OMITEMPTY),
@@ -700,18 +1706,18 @@ pub static MESSAGES: [Message; 286] = [
             f("hostPID", 12, V, E::Bool, OMITEMPTY),
             f("hostIPC", 13, V, E::Bool, OMITEMPTY),
             f("shareProcessNamespace", 27, P, E::Bool, OMITEMPTY),
-            f("securityContext", 14, P, E::Message(88), OMITEMPTY),
-            f("imagePullSecrets", 15, S, E::Message(89), OMITEMPTY),
+            f("securityContext", 14, P, E::Message(226), OMITEMPTY),
+            f("imagePullSecrets", 15, S, E::Message(151), OMITEMPTY),
             f("hostname", 16, V, E::String, OMITEMPTY),
             f("subdomain", 17, V, E::String, OMITEMPTY),
-            f("affinity", 18, P, E::Message(90), OMITEMPTY),
+            f("affinity", 18, P, E::Message(227), OMITEMPTY),
             f("schedulerName", 19, V, E::String, OMITEMPTY),
-            f("tolerations", 22, S, E::Message(91), OMITEMPTY),
-            f("hostAliases", 23, S, E::Message(92), OMITEMPTY),
+            f("tolerations", 22, S, E::Message(228), OMITEMPTY),
+            f("hostAliases", 23, S, E::Message(229), OMITEMPTY),
             f("priorityClassName", 24, V, E::String, OMITEMPTY),
             f("priority", 25, P, E::Int32, OMITEMPTY),
-            f("dnsConfig", 26, P, E::Message(93), OMITEMPTY),
-            f("readinessGates", 28, S, E::Message(94), OMITEMPTY),
+            f("dnsConfig", 26, P, E::Message(230), OMITEMPTY),
+            f("readinessGates", 28, S, E::Message(231), OMITEMPTY),
             f("runtimeClassName", 29, P, E::String, OMITEMPTY),
             f("enableServiceLinks", 30, P, E::Bool, OMITEMPTY),
             f("preemptionPolicy", 31, P, E::String, OMITEMPTY),
@@ -720,17 +1726,17 @@ pub static MESSAGES: [Message; 286] = [
                 "topologySpreadConstraints",
                 33,
                 S,
-                E::Message(95),
+                E::Message(232),
                 OMITEMPTY,
             ),
             f("setHostnameAsFQDN", 35, P, E::Bool, OMITEMPTY),
-            f("os", 36, P, E::Message(96), OMITEMPTY),
+            f("os", 36, P, E::Message(233), OMITEMPTY),
             f("hostUsers", 37, P, E::Bool, OMITEMPTY),
-            f("schedulingGates", 38, S, E::Message(97), OMITEMPTY),
-            f("resourceClaims", 39, S, E::Message(98), OMITEMPTY),
-            f("resources", 40, P, E::Message(99), OMITEMPTY),
+            f("schedulingGates", 38, S, E::Message(234), OMITEMPTY),
+            f("resourceClaims", 39, S, E::Message(235), OMITEMPTY),
+            f("resources", 40, P, E::Message(236), OMITEMPTY),
             f("hostnameOverride", 41, P, E::String, OMITEMPTY),
-            f("schedulingGroup", 43, P, E::Message(100), OMITEMPTY),
+            f("schedulingGroup", 43, P, E::Message(237), OMITEMPTY),
         ],
         by_tag: &[
             0, 2, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 1, 11, 23, 24, 25,
@@ -781,48 +1787,48 @@ pub static MESSAGES: [Message; 286] = [
             k("volumes", &[0]),
         ],
     },
-    // 48
+    // 130
     Message {
         name: "k8s.io.api.core.v1.PodStatus",
         form: JsonForm::Struct,
         fields: &[
             f("observedGeneration", 17, V, E::Int64, OMITEMPTY),
             f("phase", 1, V, E::String, OMITEMPTY),
-            f("conditions", 2, S, E::Message(101), OMITEMPTY),
+            f("conditions", 2, S, E::Message(238), OMITEMPTY),
             f("message", 3, V, E::String, OMITEMPTY),
             f("reason", 4, V, E::String, OMITEMPTY),
             f("nominatedNodeName", 11, V, E::String, OMITEMPTY),
             f("hostIP", 5, V, E::String, OMITEMPTY),
-            f("hostIPs", 16, S, E::Message(102), OMITEMPTY),
+            f("hostIPs", 16, S, E::Message(239), OMITEMPTY),
             f("podIP", 6, V, E::String, OMITEMPTY),
-            f("podIPs", 12, S, E::Message(103), OMITEMPTY),
+            f("podIPs", 12, S, E::Message(240), OMITEMPTY),
             f("startTime", 7, P, E::Time, OMITEMPTY),
-            f("initContainerStatuses", 10, S, E::Message(104), OMITEMPTY),
-            f("containerStatuses", 8, S, E::Message(104), OMITEMPTY),
+            f("initContainerStatuses", 10, S, E::Message(241), OMITEMPTY),
+            f("containerStatuses", 8, S, E::Message(241), OMITEMPTY),
             f("qosClass", 9, V, E::String, OMITEMPTY),
             f(
                 "ephemeralContainerStatuses",
                 13,
                 S,
-                E::Message(104),
+                E::Message(241),
                 OMITEMPTY,
             ),
             f("resize", 14, V, E::String, OMITEMPTY),
-            f("resourceClaimStatuses", 15, S, E::Message(105), OMITEMPTY),
+            f("resourceClaimStatuses", 15, S, E::Message(242), OMITEMPTY),
             f(
                 "extendedResourceClaimStatus",
                 18,
                 P,
-                E::Message(106),
+                E::Message(243),
                 OMITEMPTY,
             ),
             f("allocatedResources", 19, Mp, E::Quantity, OMITEMPTY),
-            f("resources", 20, P, E::Message(99), OMITEMPTY),
+            f("resources", 20, P, E::Message(236), OMITEMPTY),
             f(
                 "nodeAllocatableResourceClaimStatuses",
                 21,
                 S,
-                E::Message(107),
+                E::Message(244),
                 OMITEMPTY,
             ),
         ],
@@ -853,7 +1859,7 @@ pub static MESSAGES: [Message; 286] = [
             k("startTime", &[10]),
         ],
     },
-    // 49
+    // 131
     Message {
         name: "k8s.io.api.core.v1.NodeSpec",
         form: JsonForm::Struct,
@@ -862,8 +1868,8 @@ pub static MESSAGES: [Message; 286] = [
             f("podCIDRs", 7, S, E::String, OMITEMPTY),
             f("providerID", 3, V, E::String, OMITEMPTY),
             f("unschedulable", 4, V, E::Bool, OMITEMPTY),
-            f("taints", 5, S, E::Message(108), OMITEMPTY),
-            f("configSource", 6, P, E::Message(109), OMITEMPTY),
+            f("taints", 5, S, E::Message(245), OMITEMPTY),
+            f("configSource", 6, P, E::Message(246), OMITEMPTY),
             f("externalID", 2, V, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 6, 2, 3, 4, 5, 1],
@@ -877,7 +1883,7 @@ pub static MESSAGES: [Message; 286] = [
             k("unschedulable", &[3]),
         ],
     },
-    // 50
+    // 132
     Message {
         name: "k8s.io.api.core.v1.NodeStatus",
         form: JsonForm::Struct,
@@ -885,16 +1891,16 @@ pub static MESSAGES: [Message; 286] = [
             f("capacity", 1, Mp, E::Quantity, OMITEMPTY),
             f("allocatable", 2, Mp, E::Quantity, OMITEMPTY),
             f("phase", 3, V, E::String, OMITEMPTY),
-            f("conditions", 4, S, E::Message(110), OMITEMPTY),
-            f("addresses", 5, S, E::Message(111), OMITEMPTY),
-            f("daemonEndpoints", 6, V, E::Message(112), OMITEMPTY),
-            f("nodeInfo", 7, V, E::Message(113), OMITEMPTY),
-            f("images", 8, S, E::Message(114), OMITEMPTY),
+            f("conditions", 4, S, E::Message(247), OMITEMPTY),
+            f("addresses", 5, S, E::Message(248), OMITEMPTY),
+            f("daemonEndpoints", 6, V, E::Message(249), OMITEMPTY),
+            f("nodeInfo", 7, V, E::Message(250), OMITEMPTY),
+            f("images", 8, S, E::Message(251), OMITEMPTY),
             f("volumesInUse", 9, S, E::String, OMITEMPTY),
-            f("volumesAttached", 10, S, E::Message(115), OMITEMPTY),
-            f("config", 11, P, E::Message(116), OMITEMPTY),
-            f("runtimeHandlers", 12, S, E::Message(117), OMITEMPTY),
-            f("features", 13, P, E::Message(118), OMITEMPTY),
+            f("volumesAttached", 10, S, E::Message(252), OMITEMPTY),
+            f("config", 11, P, E::Message(253), OMITEMPTY),
+            f("runtimeHandlers", 12, S, E::Message(254), OMITEMPTY),
+            f("features", 13, P, E::Message(255), OMITEMPTY),
             f("declaredFeatures", 14, S, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
@@ -915,7 +1921,7 @@ pub static MESSAGES: [Message; 286] = [
             k("volumesInUse", &[8]),
         ],
     },
-    // 51
+    // 133
     Message {
         name: "k8s.io.api.core.v1.NamespaceSpec",
         form: JsonForm::Struct,
@@ -923,23 +1929,23 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("finalizers", &[0])],
     },
-    // 52
+    // 134
     Message {
         name: "k8s.io.api.core.v1.NamespaceStatus",
         form: JsonForm::Struct,
         fields: &[
             f("phase", 1, V, E::String, OMITEMPTY),
-            f("conditions", 2, S, E::Message(119), OMITEMPTY),
+            f("conditions", 2, S, E::Message(256), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("conditions", &[1]), k("phase", &[0])],
     },
-    // 53
+    // 135
     Message {
         name: "k8s.io.api.core.v1.ServiceSpec",
         form: JsonForm::Struct,
         fields: &[
-            f("ports", 1, S, E::Message(120), OMITEMPTY),
+            f("ports", 1, S, E::Message(257), OMITEMPTY),
             f("selector", 2, Mp, E::String, OMITEMPTY),
             f("clusterIP", 3, V, E::String, OMITEMPTY),
             f("clusterIPs", 18, S, E::String, OMITEMPTY),
@@ -952,7 +1958,7 @@ pub static MESSAGES: [Message; 286] = [
             f("externalTrafficPolicy", 11, V, E::String, OMITEMPTY),
             f("healthCheckNodePort", 12, V, E::Int32, OMITEMPTY),
             f("publishNotReadyAddresses", 13, V, E::Bool, OMITEMPTY),
-            f("sessionAffinityConfig", 14, P, E::Message(121), OMITEMPTY),
+            f("sessionAffinityConfig", 14, P, E::Message(258), OMITEMPTY),
             f("ipFamilies", 19, S, E::String, OMITEMPTY),
             f("ipFamilyPolicy", 17, P, E::String, OMITEMPTY),
             f("allocateLoadBalancerNodePorts", 20, P, E::Bool, OMITEMPTY),
@@ -986,18 +1992,18 @@ pub static MESSAGES: [Message; 286] = [
             k("type", &[4]),
         ],
     },
-    // 54
+    // 136
     Message {
         name: "k8s.io.api.core.v1.ServiceStatus",
         form: JsonForm::Struct,
         fields: &[
-            f("loadBalancer", 1, V, E::Message(122), OMITEMPTY),
-            f("conditions", 2, S, E::Message(123), OMITEMPTY),
+            f("loadBalancer", 1, V, E::Message(259), OMITEMPTY),
+            f("conditions", 2, S, E::Message(260), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("conditions", &[1]), k("loadBalancer", &[0])],
     },
-    // 55
+    // 137
     Message {
         name: "k8s.io.api.core.v1.ObjectReference",
         form: JsonForm::Struct,
@@ -1021,7 +2027,7 @@ pub static MESSAGES: [Message; 286] = [
             k("uid", &[3]),
         ],
     },
-    // 56
+    // 138
     Message {
         name: "k8s.io.api.core.v1.EventSource",
         form: JsonForm::Struct,
@@ -1032,7 +2038,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("component", &[0]), k("host", &[1])],
     },
-    // 57
+    // 139
     Message {
         name: "k8s.io.api.core.v1.EventSeries",
         form: JsonForm::Struct,
@@ -1043,14 +2049,14 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("count", &[0]), k("lastObservedTime", &[1])],
     },
-    // 58
+    // 140
     Message {
         name: "k8s.io.api.core.v1.EndpointSubset",
         form: JsonForm::Struct,
         fields: &[
-            f("addresses", 1, S, E::Message(124), OMITEMPTY),
-            f("notReadyAddresses", 2, S, E::Message(124), OMITEMPTY),
-            f("ports", 3, S, E::Message(125), OMITEMPTY),
+            f("addresses", 1, S, E::Message(261), OMITEMPTY),
+            f("notReadyAddresses", 2, S, E::Message(261), OMITEMPTY),
+            f("ports", 3, S, E::Message(262), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[
@@ -1059,70 +2065,470 @@ pub static MESSAGES: [Message; 286] = [
             k("ports", &[2]),
         ],
     },
-    // 59
+    // 141
     Message {
         name: "k8s.io.api.core.v1.PodTemplateSpec",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(47), OMITEMPTY),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(129), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("metadata", &[0]), k("spec", &[1])],
     },
-    // 60
+    // 142
     Message {
-        name: "k8s.io.api.discovery.v1.Endpoint",
+        name: "k8s.io.api.core.v1.LimitRangeSpec",
+        form: JsonForm::Struct,
+        fields: &[f("limits", 1, S, E::Message(263), 0)],
+        by_tag: &[0],
+        keys: &[k("limits", &[0])],
+    },
+    // 143
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeSpec",
         form: JsonForm::Struct,
         fields: &[
-            f("addresses", 1, S, E::String, 0),
-            f("conditions", 2, V, E::Message(126), OMITEMPTY),
-            f("hostname", 3, P, E::String, OMITEMPTY),
-            f("targetRef", 4, P, E::Message(55), OMITEMPTY),
-            f("deprecatedTopology", 5, Mp, E::String, OMITEMPTY),
-            f("nodeName", 6, P, E::String, OMITEMPTY),
-            f("zone", 7, P, E::String, OMITEMPTY),
-            f("hints", 8, P, E::Message(127), OMITEMPTY),
+            f("capacity", 1, Mp, E::Quantity, OMITEMPTY),
+            f("", 2, V, E::Message(264), INLINE),
+            f("accessModes", 3, S, E::String, OMITEMPTY),
+            f("claimRef", 4, P, E::Message(137), OMITEMPTY),
+            f("persistentVolumeReclaimPolicy", 5, V, E::String, OMITEMPTY),
+            f("storageClassName", 6, V, E::String, OMITEMPTY),
+            f("mountOptions", 7, S, E::String, OMITEMPTY),
+            f("volumeMode", 8, P, E::String, OMITEMPTY),
+            f("nodeAffinity", 9, P, E::Message(265), OMITEMPTY),
+            f("volumeAttributesClassName", 10, P, E::String, OMITEMPTY),
         ],
-        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
         keys: &[
-            k("addresses", &[0]),
-            k("conditions", &[1]),
-            k("deprecatedTopology", &[4]),
-            k("hints", &[7]),
-            k("hostname", &[2]),
-            k("nodeName", &[5]),
-            k("targetRef", &[3]),
-            k("zone", &[6]),
+            k("accessModes", &[2]),
+            k("awsElasticBlockStore", &[1, 1]),
+            k("azureDisk", &[1, 15]),
+            k("azureFile", &[1, 12]),
+            k("capacity", &[0]),
+            k("cephfs", &[1, 8]),
+            k("cinder", &[1, 7]),
+            k("claimRef", &[3]),
+            k("csi", &[1, 21]),
+            k("fc", &[1, 9]),
+            k("flexVolume", &[1, 11]),
+            k("flocker", &[1, 10]),
+            k("gcePersistentDisk", &[1, 0]),
+            k("glusterfs", &[1, 3]),
+            k("hostPath", &[1, 2]),
+            k("iscsi", &[1, 6]),
+            k("local", &[1, 19]),
+            k("mountOptions", &[6]),
+            k("nfs", &[1, 4]),
+            k("nodeAffinity", &[8]),
+            k("persistentVolumeReclaimPolicy", &[4]),
+            k("photonPersistentDisk", &[1, 16]),
+            k("portworxVolume", &[1, 17]),
+            k("quobyte", &[1, 14]),
+            k("rbd", &[1, 5]),
+            k("scaleIO", &[1, 18]),
+            k("storageClassName", &[5]),
+            k("storageos", &[1, 20]),
+            k("volumeAttributesClassName", &[9]),
+            k("volumeMode", &[7]),
+            k("vsphereVolume", &[1, 13]),
         ],
     },
-    // 61
+    // 144
     Message {
-        name: "k8s.io.api.discovery.v1.EndpointPort",
+        name: "k8s.io.api.core.v1.PersistentVolumeStatus",
         form: JsonForm::Struct,
         fields: &[
-            f("name", 1, P, E::String, OMITEMPTY),
-            f("protocol", 2, P, E::String, OMITEMPTY),
-            f("port", 3, P, E::Int32, OMITEMPTY),
-            f("appProtocol", 4, P, E::String, OMITEMPTY),
+            f("phase", 1, V, E::String, OMITEMPTY),
+            f("message", 2, V, E::String, OMITEMPTY),
+            f("reason", 3, V, E::String, OMITEMPTY),
+            f("lastPhaseTransitionTime", 4, P, E::Time, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
         keys: &[
-            k("appProtocol", &[3]),
-            k("name", &[0]),
-            k("port", &[2]),
-            k("protocol", &[1]),
+            k("lastPhaseTransitionTime", &[3]),
+            k("message", &[1]),
+            k("phase", &[0]),
+            k("reason", &[2]),
         ],
     },
-    // 62
+    // 145
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeClaimSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("accessModes", 1, S, E::String, OMITEMPTY),
+            f("selector", 4, P, E::Message(213), OMITEMPTY),
+            f("resources", 2, V, E::Message(266), OMITEMPTY),
+            f("volumeName", 3, V, E::String, OMITEMPTY),
+            f("storageClassName", 5, P, E::String, OMITEMPTY),
+            f("volumeMode", 6, P, E::String, OMITEMPTY),
+            f("dataSource", 7, P, E::Message(267), OMITEMPTY),
+            f("dataSourceRef", 8, P, E::Message(268), OMITEMPTY),
+            f("volumeAttributesClassName", 9, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 2, 3, 1, 4, 5, 6, 7, 8],
+        keys: &[
+            k("accessModes", &[0]),
+            k("dataSource", &[6]),
+            k("dataSourceRef", &[7]),
+            k("resources", &[2]),
+            k("selector", &[1]),
+            k("storageClassName", &[4]),
+            k("volumeAttributesClassName", &[8]),
+            k("volumeMode", &[5]),
+            k("volumeName", &[3]),
+        ],
+    },
+    // 146
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeClaimStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("phase", 1, V, E::String, OMITEMPTY),
+            f("accessModes", 2, S, E::String, OMITEMPTY),
+            f("capacity", 3, Mp, E::Quantity, OMITEMPTY),
+            f("conditions", 4, S, E::Message(269), OMITEMPTY),
+            f("allocatedResources", 5, Mp, E::Quantity, OMITEMPTY),
+            f("allocatedResourceStatuses", 7, Mp, E::String, OMITEMPTY),
+            f(
+                "currentVolumeAttributesClassName",
+                8,
+                P,
+                E::String,
+                OMITEMPTY,
+            ),
+            f("modifyVolumeStatus", 9, P, E::Message(270), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
+        keys: &[
+            k("accessModes", &[1]),
+            k("allocatedResourceStatuses", &[5]),
+            k("allocatedResources", &[4]),
+            k("capacity", &[2]),
+            k("conditions", &[3]),
+            k("currentVolumeAttributesClassName", &[6]),
+            k("modifyVolumeStatus", &[7]),
+            k("phase", &[0]),
+        ],
+    },
+    // 147
+    Message {
+        name: "k8s.io.api.core.v1.ReplicationControllerSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("replicas", 1, P, E::Int32, OMITEMPTY),
+            f("minReadySeconds", 4, V, E::Int32, OMITEMPTY),
+            f("selector", 2, Mp, E::String, OMITEMPTY),
+            f("template", 3, P, E::Message(141), OMITEMPTY),
+        ],
+        by_tag: &[0, 2, 3, 1],
+        keys: &[
+            k("minReadySeconds", &[1]),
+            k("replicas", &[0]),
+            k("selector", &[2]),
+            k("template", &[3]),
+        ],
+    },
+    // 148
+    Message {
+        name: "k8s.io.api.core.v1.ReplicationControllerStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("replicas", 1, V, E::Int32, 0),
+            f("fullyLabeledReplicas", 2, V, E::Int32, OMITEMPTY),
+            f("readyReplicas", 4, V, E::Int32, OMITEMPTY),
+            f("availableReplicas", 5, V, E::Int32, OMITEMPTY),
+            f("observedGeneration", 3, V, E::Int64, OMITEMPTY),
+            f("conditions", 6, S, E::Message(271), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 4, 2, 3, 5],
+        keys: &[
+            k("availableReplicas", &[3]),
+            k("conditions", &[5]),
+            k("fullyLabeledReplicas", &[1]),
+            k("observedGeneration", &[4]),
+            k("readyReplicas", &[2]),
+            k("replicas", &[0]),
+        ],
+    },
+    // 149
+    Message {
+        name: "k8s.io.api.core.v1.ResourceQuotaSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("hard", 1, Mp, E::Quantity, OMITEMPTY),
+            f("scopes", 2, S, E::String, OMITEMPTY),
+            f("scopeSelector", 3, P, E::Message(272), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("hard", &[0]), k("scopeSelector", &[2]), k("scopes", &[1])],
+    },
+    // 150
+    Message {
+        name: "k8s.io.api.core.v1.ResourceQuotaStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("hard", 1, Mp, E::Quantity, OMITEMPTY),
+            f("used", 2, Mp, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("hard", &[0]), k("used", &[1])],
+    },
+    // 151
+    Message {
+        name: "k8s.io.api.core.v1.LocalObjectReference",
+        form: JsonForm::Struct,
+        fields: &[f("name", 1, V, E::String, OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("name", &[0])],
+    },
+    // 152
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingWebhook",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("clientConfig", 2, V, E::Message(273), 0),
+            f("rules", 3, S, E::Message(274), OMITEMPTY),
+            f("failurePolicy", 4, P, E::String, OMITEMPTY),
+            f("matchPolicy", 9, P, E::String, OMITEMPTY),
+            f("namespaceSelector", 5, P, E::Message(213), OMITEMPTY),
+            f("objectSelector", 11, P, E::Message(213), OMITEMPTY),
+            f("sideEffects", 6, P, E::String, 0),
+            f("timeoutSeconds", 7, P, E::Int32, OMITEMPTY),
+            f("admissionReviewVersions", 8, S, E::String, 0),
+            f("reinvocationPolicy", 10, P, E::String, OMITEMPTY),
+            f("matchConditions", 12, S, E::Message(275), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 5, 7, 8, 9, 4, 10, 6, 11],
+        keys: &[
+            k("admissionReviewVersions", &[9]),
+            k("clientConfig", &[1]),
+            k("failurePolicy", &[3]),
+            k("matchConditions", &[11]),
+            k("matchPolicy", &[4]),
+            k("name", &[0]),
+            k("namespaceSelector", &[5]),
+            k("objectSelector", &[6]),
+            k("reinvocationPolicy", &[10]),
+            k("rules", &[2]),
+            k("sideEffects", &[7]),
+            k("timeoutSeconds", &[8]),
+        ],
+    },
+    // 153
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingWebhook",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("clientConfig", 2, V, E::Message(273), 0),
+            f("rules", 3, S, E::Message(274), OMITEMPTY),
+            f("failurePolicy", 4, P, E::String, OMITEMPTY),
+            f("matchPolicy", 9, P, E::String, OMITEMPTY),
+            f("namespaceSelector", 5, P, E::Message(213), OMITEMPTY),
+            f("objectSelector", 10, P, E::Message(213), OMITEMPTY),
+            f("sideEffects", 6, P, E::String, 0),
+            f("timeoutSeconds", 7, P, E::Int32, OMITEMPTY),
+            f("admissionReviewVersions", 8, S, E::String, 0),
+            f("matchConditions", 11, S, E::Message(275), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 5, 7, 8, 9, 4, 6, 10],
+        keys: &[
+            k("admissionReviewVersions", &[9]),
+            k("clientConfig", &[1]),
+            k("failurePolicy", &[3]),
+            k("matchConditions", &[10]),
+            k("matchPolicy", &[4]),
+            k("name", &[0]),
+            k("namespaceSelector", &[5]),
+            k("objectSelector", &[6]),
+            k("rules", &[2]),
+            k("sideEffects", &[7]),
+            k("timeoutSeconds", &[8]),
+        ],
+    },
+    // 154
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("paramKind", 1, P, E::Message(276), OMITEMPTY),
+            f("matchConstraints", 2, P, E::Message(277), OMITEMPTY),
+            f("validations", 3, S, E::Message(278), OMITEMPTY),
+            f("failurePolicy", 4, P, E::String, OMITEMPTY),
+            f("auditAnnotations", 5, S, E::Message(279), OMITEMPTY),
+            f("matchConditions", 6, S, E::Message(275), OMITEMPTY),
+            f("variables", 7, S, E::Message(280), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6],
+        keys: &[
+            k("auditAnnotations", &[4]),
+            k("failurePolicy", &[3]),
+            k("matchConditions", &[5]),
+            k("matchConstraints", &[1]),
+            k("paramKind", &[0]),
+            k("validations", &[2]),
+            k("variables", &[6]),
+        ],
+    },
+    // 155
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("observedGeneration", 1, V, E::Int64, OMITEMPTY),
+            f("typeChecking", 2, P, E::Message(281), OMITEMPTY),
+            f("conditions", 3, S, E::Message(260), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("conditions", &[2]),
+            k("observedGeneration", &[0]),
+            k("typeChecking", &[1]),
+        ],
+    },
+    // 156
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("policyName", 1, V, E::String, OMITEMPTY),
+            f("paramRef", 2, P, E::Message(282), OMITEMPTY),
+            f("matchResources", 3, P, E::Message(277), OMITEMPTY),
+            f("validationActions", 4, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("matchResources", &[2]),
+            k("paramRef", &[1]),
+            k("policyName", &[0]),
+            k("validationActions", &[3]),
+        ],
+    },
+    // 157
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicySpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("paramKind", 1, P, E::Message(276), OMITEMPTY),
+            f("matchConstraints", 2, P, E::Message(277), OMITEMPTY),
+            f("variables", 3, S, E::Message(280), OMITEMPTY),
+            f("mutations", 4, S, E::Message(283), OMITEMPTY),
+            f("failurePolicy", 5, P, E::String, OMITEMPTY),
+            f("matchConditions", 6, S, E::Message(275), OMITEMPTY),
+            f("reinvocationPolicy", 7, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6],
+        keys: &[
+            k("failurePolicy", &[4]),
+            k("matchConditions", &[5]),
+            k("matchConstraints", &[1]),
+            k("mutations", &[3]),
+            k("paramKind", &[0]),
+            k("reinvocationPolicy", &[6]),
+            k("variables", &[2]),
+        ],
+    },
+    // 158
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("policyName", 1, V, E::String, OMITEMPTY),
+            f("paramRef", 2, P, E::Message(282), OMITEMPTY),
+            f("matchResources", 3, P, E::Message(277), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("matchResources", &[2]),
+            k("paramRef", &[1]),
+            k("policyName", &[0]),
+        ],
+    },
+    // 159
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("group", 1, V, E::String, 0),
+            f("names", 3, V, E::Message(284), 0),
+            f("scope", 4, V, E::String, 0),
+            f("versions", 7, S, E::Message(285), 0),
+            f("conversion", 9, P, E::Message(286), OMITEMPTY),
+            f("preserveUnknownFields", 10, V, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5],
+        keys: &[
+            k("conversion", &[4]),
+            k("group", &[0]),
+            k("names", &[1]),
+            k("preserveUnknownFields", &[5]),
+            k("scope", &[2]),
+            k("versions", &[3]),
+        ],
+    },
+    // 160
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("conditions", 1, S, E::Message(287), 0),
+            f("acceptedNames", 2, V, E::Message(284), 0),
+            f("storedVersions", 3, S, E::String, 0),
+            f("observedGeneration", 4, V, E::Int64, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("acceptedNames", &[1]),
+            k("conditions", &[0]),
+            k("observedGeneration", &[3]),
+            k("storedVersions", &[2]),
+        ],
+    },
+    // 161
+    Message {
+        name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("service", 1, P, E::Message(288), OMITEMPTY),
+            f("group", 2, V, E::String, OMITEMPTY),
+            f("version", 3, V, E::String, OMITEMPTY),
+            f("insecureSkipTLSVerify", 4, V, E::Bool, OMITEMPTY),
+            f("caBundle", 5, V, E::Bytes, OMITEMPTY),
+            f("groupPriorityMinimum", 7, V, E::Int32, 0),
+            f("versionPriority", 8, V, E::Int32, 0),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6],
+        keys: &[
+            k("caBundle", &[4]),
+            k("group", &[1]),
+            k("groupPriorityMinimum", &[5]),
+            k("insecureSkipTLSVerify", &[3]),
+            k("service", &[0]),
+            k("version", &[2]),
+            k("versionPriority", &[6]),
+        ],
+    },
+    // 162
+    Message {
+        name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceStatus",
+        form: JsonForm::Struct,
+        fields: &[f("conditions", 1, S, E::Message(289), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("conditions", &[0])],
+    },
+    // 163
     Message {
         name: "k8s.io.api.apps.v1.DeploymentSpec",
         form: JsonForm::Struct,
         fields: &[
             f("replicas", 1, P, E::Int32, OMITEMPTY),
-            f("selector", 2, P, E::Message(128), 0),
-            f("template", 3, V, E::Message(59), 0),
-            f("strategy", 4, V, E::Message(129), OMITEMPTY),
+            f("selector", 2, P, E::Message(213), 0),
+            f("template", 3, V, E::Message(141), 0),
+            f("strategy", 4, V, E::Message(290), OMITEMPTY),
             f("minReadySeconds", 5, V, E::Int32, OMITEMPTY),
             f("revisionHistoryLimit", 6, P, E::Int32, OMITEMPTY),
             f("paused", 7, V, E::Bool, OMITEMPTY),
@@ -1140,7 +2546,7 @@ pub static MESSAGES: [Message; 286] = [
             k("template", &[2]),
         ],
     },
-    // 63
+    // 164
     Message {
         name: "k8s.io.api.apps.v1.DeploymentStatus",
         form: JsonForm::Struct,
@@ -1152,7 +2558,7 @@ pub static MESSAGES: [Message; 286] = [
             f("availableReplicas", 4, V, E::Int32, OMITEMPTY),
             f("unavailableReplicas", 5, V, E::Int32, OMITEMPTY),
             f("terminatingReplicas", 9, P, E::Int32, OMITEMPTY),
-            f("conditions", 6, S, E::Message(130), OMITEMPTY),
+            f("conditions", 6, S, E::Message(291), OMITEMPTY),
             f("collisionCount", 8, P, E::Int32, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 4, 5, 7, 3, 8, 6],
@@ -1168,15 +2574,15 @@ pub static MESSAGES: [Message; 286] = [
             k("updatedReplicas", &[2]),
         ],
     },
-    // 64
+    // 165
     Message {
         name: "k8s.io.api.apps.v1.ReplicaSetSpec",
         form: JsonForm::Struct,
         fields: &[
             f("replicas", 1, P, E::Int32, OMITEMPTY),
             f("minReadySeconds", 4, V, E::Int32, OMITEMPTY),
-            f("selector", 2, P, E::Message(128), 0),
-            f("template", 3, V, E::Message(59), OMITEMPTY),
+            f("selector", 2, P, E::Message(213), 0),
+            f("template", 3, V, E::Message(141), OMITEMPTY),
         ],
         by_tag: &[0, 2, 3, 1],
         keys: &[
@@ -1186,7 +2592,7 @@ pub static MESSAGES: [Message; 286] = [
             k("template", &[3]),
         ],
     },
-    // 65
+    // 166
     Message {
         name: "k8s.io.api.apps.v1.ReplicaSetStatus",
         form: JsonForm::Struct,
@@ -1197,7 +2603,7 @@ pub static MESSAGES: [Message; 286] = [
             f("availableReplicas", 5, V, E::Int32, OMITEMPTY),
             f("terminatingReplicas", 7, P, E::Int32, OMITEMPTY),
             f("observedGeneration", 3, V, E::Int64, OMITEMPTY),
-            f("conditions", 6, S, E::Message(131), OMITEMPTY),
+            f("conditions", 6, S, E::Message(292), OMITEMPTY),
         ],
         by_tag: &[0, 1, 5, 2, 3, 6, 4],
         keys: &[
@@ -1210,28 +2616,28 @@ pub static MESSAGES: [Message; 286] = [
             k("terminatingReplicas", &[4]),
         ],
     },
-    // 66
+    // 167
     Message {
         name: "k8s.io.api.apps.v1.StatefulSetSpec",
         form: JsonForm::Struct,
         fields: &[
             f("replicas", 1, P, E::Int32, OMITEMPTY),
-            f("selector", 2, P, E::Message(128), 0),
-            f("template", 3, V, E::Message(59), 0),
-            f("volumeClaimTemplates", 4, S, E::Message(132), OMITEMPTY),
+            f("selector", 2, P, E::Message(213), 0),
+            f("template", 3, V, E::Message(141), 0),
+            f("volumeClaimTemplates", 4, S, E::Message(22), OMITEMPTY),
             f("serviceName", 5, V, E::String, 0),
             f("podManagementPolicy", 6, V, E::String, OMITEMPTY),
-            f("updateStrategy", 7, V, E::Message(133), OMITEMPTY),
+            f("updateStrategy", 7, V, E::Message(293), OMITEMPTY),
             f("revisionHistoryLimit", 8, P, E::Int32, OMITEMPTY),
             f("minReadySeconds", 9, V, E::Int32, OMITEMPTY),
             f(
                 "persistentVolumeClaimRetentionPolicy",
                 10,
                 P,
-                E::Message(134),
+                E::Message(294),
                 OMITEMPTY,
             ),
-            f("ordinals", 11, P, E::Message(135), OMITEMPTY),
+            f("ordinals", 11, P, E::Message(295), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
         keys: &[
@@ -1248,7 +2654,7 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeClaimTemplates", &[3]),
         ],
     },
-    // 67
+    // 168
     Message {
         name: "k8s.io.api.apps.v1.StatefulSetStatus",
         form: JsonForm::Struct,
@@ -1261,7 +2667,7 @@ pub static MESSAGES: [Message; 286] = [
             f("currentRevision", 6, V, E::String, OMITEMPTY),
             f("updateRevision", 7, V, E::String, OMITEMPTY),
             f("collisionCount", 9, P, E::Int32, OMITEMPTY),
-            f("conditions", 10, S, E::Message(136), OMITEMPTY),
+            f("conditions", 10, S, E::Message(296), OMITEMPTY),
             f("availableReplicas", 11, V, E::Int32, 0),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
@@ -1278,14 +2684,14 @@ pub static MESSAGES: [Message; 286] = [
             k("updatedReplicas", &[4]),
         ],
     },
-    // 68
+    // 169
     Message {
         name: "k8s.io.api.apps.v1.DaemonSetSpec",
         form: JsonForm::Struct,
         fields: &[
-            f("selector", 1, P, E::Message(128), 0),
-            f("template", 2, V, E::Message(59), 0),
-            f("updateStrategy", 3, V, E::Message(137), OMITEMPTY),
+            f("selector", 1, P, E::Message(213), 0),
+            f("template", 2, V, E::Message(141), 0),
+            f("updateStrategy", 3, V, E::Message(297), OMITEMPTY),
             f("minReadySeconds", 4, V, E::Int32, OMITEMPTY),
             f("revisionHistoryLimit", 6, P, E::Int32, OMITEMPTY),
         ],
@@ -1298,7 +2704,7 @@ pub static MESSAGES: [Message; 286] = [
             k("updateStrategy", &[2]),
         ],
     },
-    // 69
+    // 170
     Message {
         name: "k8s.io.api.apps.v1.DaemonSetStatus",
         form: JsonForm::Struct,
@@ -1312,7 +2718,7 @@ pub static MESSAGES: [Message; 286] = [
             f("numberAvailable", 7, V, E::Int32, OMITEMPTY),
             f("numberUnavailable", 8, V, E::Int32, OMITEMPTY),
             f("collisionCount", 9, P, E::Int32, OMITEMPTY),
-            f("conditions", 10, S, E::Message(138), OMITEMPTY),
+            f("conditions", 10, S, E::Message(298), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
         keys: &[
@@ -1328,7 +2734,106 @@ pub static MESSAGES: [Message; 286] = [
             k("updatedNumberScheduled", &[5]),
         ],
     },
-    // 70
+    // 171
+    Message {
+        name: "k8s.io.api.autoscaling.v1.ScaleSpec",
+        form: JsonForm::Struct,
+        fields: &[f("replicas", 1, V, E::Int32, OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("replicas", &[0])],
+    },
+    // 172
+    Message {
+        name: "k8s.io.api.autoscaling.v1.ScaleStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("replicas", 1, V, E::Int32, 0),
+            f("selector", 2, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("replicas", &[0]), k("selector", &[1])],
+    },
+    // 173
+    Message {
+        name: "k8s.io.api.autoscaling.v1.HorizontalPodAutoscalerSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("scaleTargetRef", 1, V, E::Message(299), 0),
+            f("minReplicas", 2, P, E::Int32, OMITEMPTY),
+            f("maxReplicas", 3, V, E::Int32, 0),
+            f("targetCPUUtilizationPercentage", 4, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("maxReplicas", &[2]),
+            k("minReplicas", &[1]),
+            k("scaleTargetRef", &[0]),
+            k("targetCPUUtilizationPercentage", &[3]),
+        ],
+    },
+    // 174
+    Message {
+        name: "k8s.io.api.autoscaling.v1.HorizontalPodAutoscalerStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("observedGeneration", 1, P, E::Int64, OMITEMPTY),
+            f("lastScaleTime", 2, P, E::Time, OMITEMPTY),
+            f("currentReplicas", 3, V, E::Int32, 0),
+            f("desiredReplicas", 4, V, E::Int32, 0),
+            f("currentCPUUtilizationPercentage", 5, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("currentCPUUtilizationPercentage", &[4]),
+            k("currentReplicas", &[2]),
+            k("desiredReplicas", &[3]),
+            k("lastScaleTime", &[1]),
+            k("observedGeneration", &[0]),
+        ],
+    },
+    // 175
+    Message {
+        name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("scaleTargetRef", 1, V, E::Message(300), 0),
+            f("minReplicas", 2, P, E::Int32, OMITEMPTY),
+            f("maxReplicas", 3, V, E::Int32, 0),
+            f("metrics", 4, S, E::Message(301), OMITEMPTY),
+            f("behavior", 5, P, E::Message(302), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("behavior", &[4]),
+            k("maxReplicas", &[2]),
+            k("metrics", &[3]),
+            k("minReplicas", &[1]),
+            k("scaleTargetRef", &[0]),
+        ],
+    },
+    // 176
+    Message {
+        name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("observedGeneration", 1, P, E::Int64, OMITEMPTY),
+            f("lastScaleTime", 2, P, E::Time, OMITEMPTY),
+            f("currentReplicas", 3, V, E::Int32, OMITEMPTY),
+            f("desiredReplicas", 4, V, E::Int32, 0),
+            f("currentMetrics", 5, S, E::Message(303), 0),
+            f("conditions", 6, S, E::Message(304), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5],
+        keys: &[
+            k("conditions", &[5]),
+            k("currentMetrics", &[4]),
+            k("currentReplicas", &[2]),
+            k("desiredReplicas", &[3]),
+            k("lastScaleTime", &[1]),
+            k("observedGeneration", &[0]),
+        ],
+    },
+    // 177
     Message {
         name: "k8s.io.api.batch.v1.JobSpec",
         form: JsonForm::Struct,
@@ -1336,14 +2841,14 @@ pub static MESSAGES: [Message; 286] = [
             f("parallelism", 1, P, E::Int32, OMITEMPTY),
             f("completions", 2, P, E::Int32, OMITEMPTY),
             f("activeDeadlineSeconds", 3, P, E::Int64, OMITEMPTY),
-            f("podFailurePolicy", 11, P, E::Message(139), OMITEMPTY),
-            f("successPolicy", 16, P, E::Message(140), OMITEMPTY),
+            f("podFailurePolicy", 11, P, E::Message(305), OMITEMPTY),
+            f("successPolicy", 16, P, E::Message(306), OMITEMPTY),
             f("backoffLimit", 7, P, E::Int32, OMITEMPTY),
             f("backoffLimitPerIndex", 12, P, E::Int32, OMITEMPTY),
             f("maxFailedIndexes", 13, P, E::Int32, OMITEMPTY),
-            f("selector", 4, P, E::Message(128), OMITEMPTY),
+            f("selector", 4, P, E::Message(213), OMITEMPTY),
             f("manualSelector", 5, P, E::Bool, OMITEMPTY),
-            f("template", 6, V, E::Message(59), 0),
+            f("template", 6, V, E::Message(141), 0),
             f("ttlSecondsAfterFinished", 8, P, E::Int32, OMITEMPTY),
             f("completionMode", 9, P, E::String, OMITEMPTY),
             f("suspend", 10, P, E::Bool, OMITEMPTY),
@@ -1370,12 +2875,12 @@ pub static MESSAGES: [Message; 286] = [
             k("ttlSecondsAfterFinished", &[11]),
         ],
     },
-    // 71
+    // 178
     Message {
         name: "k8s.io.api.batch.v1.JobStatus",
         form: JsonForm::Struct,
         fields: &[
-            f("conditions", 1, S, E::Message(141), OMITEMPTY),
+            f("conditions", 1, S, E::Message(307), OMITEMPTY),
             f("startTime", 2, P, E::Time, OMITEMPTY),
             f("completionTime", 3, P, E::Time, OMITEMPTY),
             f("active", 4, V, E::Int32, OMITEMPTY),
@@ -1384,7 +2889,7 @@ pub static MESSAGES: [Message; 286] = [
             f("terminating", 11, P, E::Int32, OMITEMPTY),
             f("completedIndexes", 7, V, E::String, OMITEMPTY),
             f("failedIndexes", 10, P, E::String, OMITEMPTY),
-            f("uncountedTerminatedPods", 8, P, E::Message(142), OMITEMPTY),
+            f("uncountedTerminatedPods", 8, P, E::Message(308), OMITEMPTY),
             f("ready", 9, P, E::Int32, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5, 7, 9, 10, 8, 6],
@@ -1402,7 +2907,7 @@ pub static MESSAGES: [Message; 286] = [
             k("uncountedTerminatedPods", &[9]),
         ],
     },
-    // 72
+    // 179
     Message {
         name: "k8s.io.api.batch.v1.CronJobSpec",
         form: JsonForm::Struct,
@@ -1412,7 +2917,7 @@ pub static MESSAGES: [Message; 286] = [
             f("startingDeadlineSeconds", 2, P, E::Int64, OMITEMPTY),
             f("concurrencyPolicy", 3, V, E::String, OMITEMPTY),
             f("suspend", 4, P, E::Bool, OMITEMPTY),
-            f("jobTemplate", 5, V, E::Message(143), 0),
+            f("jobTemplate", 5, V, E::Message(309), 0),
             f("successfulJobsHistoryLimit", 6, P, E::Int32, OMITEMPTY),
             f("failedJobsHistoryLimit", 7, P, E::Int32, OMITEMPTY),
         ],
@@ -1428,12 +2933,12 @@ pub static MESSAGES: [Message; 286] = [
             k("timeZone", &[1]),
         ],
     },
-    // 73
+    // 180
     Message {
         name: "k8s.io.api.batch.v1.CronJobStatus",
         form: JsonForm::Struct,
         fields: &[
-            f("active", 1, S, E::Message(55), OMITEMPTY),
+            f("active", 1, S, E::Message(137), OMITEMPTY),
             f("lastScheduleTime", 4, P, E::Time, OMITEMPTY),
             f("lastSuccessfulTime", 5, P, E::Time, OMITEMPTY),
         ],
@@ -1444,7 +2949,44 @@ pub static MESSAGES: [Message; 286] = [
             k("lastSuccessfulTime", &[2]),
         ],
     },
-    // 74
+    // 181
+    Message {
+        name: "k8s.io.api.certificates.v1.CertificateSigningRequestSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("request", 1, V, E::Bytes, 0),
+            f("signerName", 7, V, E::String, 0),
+            f("expirationSeconds", 8, P, E::Int32, OMITEMPTY),
+            f("usages", 5, S, E::String, OMITEMPTY),
+            f("username", 2, V, E::String, OMITEMPTY),
+            f("uid", 3, V, E::String, OMITEMPTY),
+            f("groups", 4, S, E::String, OMITEMPTY),
+            f("extra", 6, Mp, E::Message(310), OMITEMPTY),
+        ],
+        by_tag: &[0, 4, 5, 6, 3, 7, 1, 2],
+        keys: &[
+            k("expirationSeconds", &[2]),
+            k("extra", &[7]),
+            k("groups", &[6]),
+            k("request", &[0]),
+            k("signerName", &[1]),
+            k("uid", &[5]),
+            k("usages", &[3]),
+            k("username", &[4]),
+        ],
+    },
+    // 182
+    Message {
+        name: "k8s.io.api.certificates.v1.CertificateSigningRequestStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("conditions", 1, S, E::Message(311), OMITEMPTY),
+            f("certificate", 2, V, E::Bytes, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("certificate", &[1]), k("conditions", &[0])],
+    },
+    // 183
     Message {
         name: "k8s.io.api.coordination.v1.LeaseSpec",
         form: JsonForm::Struct,
@@ -1468,66 +3010,478 @@ pub static MESSAGES: [Message; 286] = [
             k("strategy", &[5]),
         ],
     },
-    // 75
+    // 184
     Message {
-        name: "k8s.io.api.autoscaling.v1.ScaleSpec",
-        form: JsonForm::Struct,
-        fields: &[f("replicas", 1, V, E::Int32, OMITEMPTY)],
-        by_tag: &[0],
-        keys: &[k("replicas", &[0])],
-    },
-    // 76
-    Message {
-        name: "k8s.io.api.autoscaling.v1.ScaleStatus",
+        name: "k8s.io.api.discovery.v1.Endpoint",
         form: JsonForm::Struct,
         fields: &[
-            f("replicas", 1, V, E::Int32, 0),
-            f("selector", 2, V, E::String, OMITEMPTY),
+            f("addresses", 1, S, E::String, 0),
+            f("conditions", 2, V, E::Message(312), OMITEMPTY),
+            f("hostname", 3, P, E::String, OMITEMPTY),
+            f("targetRef", 4, P, E::Message(137), OMITEMPTY),
+            f("deprecatedTopology", 5, Mp, E::String, OMITEMPTY),
+            f("nodeName", 6, P, E::String, OMITEMPTY),
+            f("zone", 7, P, E::String, OMITEMPTY),
+            f("hints", 8, P, E::Message(313), OMITEMPTY),
         ],
-        by_tag: &[0, 1],
-        keys: &[k("replicas", &[0]), k("selector", &[1])],
-    },
-    // 77
-    Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec",
-        form: JsonForm::Struct,
-        fields: &[
-            f("group", 1, V, E::String, 0),
-            f("names", 3, V, E::Message(144), 0),
-            f("scope", 4, V, E::String, 0),
-            f("versions", 7, S, E::Message(145), 0),
-            f("conversion", 9, P, E::Message(146), OMITEMPTY),
-            f("preserveUnknownFields", 10, V, E::Bool, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3, 4, 5],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
         keys: &[
-            k("conversion", &[4]),
-            k("group", &[0]),
-            k("names", &[1]),
-            k("preserveUnknownFields", &[5]),
-            k("scope", &[2]),
-            k("versions", &[3]),
+            k("addresses", &[0]),
+            k("conditions", &[1]),
+            k("deprecatedTopology", &[4]),
+            k("hints", &[7]),
+            k("hostname", &[2]),
+            k("nodeName", &[5]),
+            k("targetRef", &[3]),
+            k("zone", &[6]),
         ],
     },
-    // 78
+    // 185
     Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus",
+        name: "k8s.io.api.discovery.v1.EndpointPort",
         form: JsonForm::Struct,
         fields: &[
-            f("conditions", 1, S, E::Message(147), 0),
-            f("acceptedNames", 2, V, E::Message(144), 0),
-            f("storedVersions", 3, S, E::String, 0),
-            f("observedGeneration", 4, V, E::Int64, OMITEMPTY),
+            f("name", 1, P, E::String, OMITEMPTY),
+            f("protocol", 2, P, E::String, OMITEMPTY),
+            f("port", 3, P, E::Int32, OMITEMPTY),
+            f("appProtocol", 4, P, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
         keys: &[
-            k("acceptedNames", &[1]),
-            k("conditions", &[0]),
-            k("observedGeneration", &[3]),
-            k("storedVersions", &[2]),
+            k("appProtocol", &[3]),
+            k("name", &[0]),
+            k("port", &[2]),
+            k("protocol", &[1]),
         ],
     },
-    // 79
+    // 186
+    Message {
+        name: "k8s.io.api.events.v1.EventSeries",
+        form: JsonForm::Struct,
+        fields: &[
+            f("count", 1, V, E::Int32, 0),
+            f("lastObservedTime", 2, V, E::MicroTime, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("count", &[0]), k("lastObservedTime", &[1])],
+    },
+    // 187
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.FlowSchemaSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("priorityLevelConfiguration", 1, V, E::Message(314), 0),
+            f("matchingPrecedence", 2, V, E::Int32, 0),
+            f("distinguisherMethod", 3, P, E::Message(315), OMITEMPTY),
+            f("rules", 4, S, E::Message(316), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("distinguisherMethod", &[2]),
+            k("matchingPrecedence", &[1]),
+            k("priorityLevelConfiguration", &[0]),
+            k("rules", &[3]),
+        ],
+    },
+    // 188
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.FlowSchemaStatus",
+        form: JsonForm::Struct,
+        fields: &[f("conditions", 1, S, E::Message(317), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("conditions", &[0])],
+    },
+    // 189
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("limited", 2, P, E::Message(318), OMITEMPTY),
+            f("exempt", 3, P, E::Message(319), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("exempt", &[2]), k("limited", &[1]), k("type", &[0])],
+    },
+    // 190
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationStatus",
+        form: JsonForm::Struct,
+        fields: &[f("conditions", 1, S, E::Message(320), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("conditions", &[0])],
+    },
+    // 191
+    Message {
+        name: "k8s.io.api.networking.v1.IngressSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("ingressClassName", 4, P, E::String, OMITEMPTY),
+            f("defaultBackend", 1, P, E::Message(321), OMITEMPTY),
+            f("tls", 2, S, E::Message(322), OMITEMPTY),
+            f("rules", 3, S, E::Message(323), OMITEMPTY),
+        ],
+        by_tag: &[1, 2, 3, 0],
+        keys: &[
+            k("defaultBackend", &[1]),
+            k("ingressClassName", &[0]),
+            k("rules", &[3]),
+            k("tls", &[2]),
+        ],
+    },
+    // 192
+    Message {
+        name: "k8s.io.api.networking.v1.IngressStatus",
+        form: JsonForm::Struct,
+        fields: &[f("loadBalancer", 1, V, E::Message(324), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("loadBalancer", &[0])],
+    },
+    // 193
+    Message {
+        name: "k8s.io.api.networking.v1.IngressClassSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("controller", 1, V, E::String, OMITEMPTY),
+            f("parameters", 2, P, E::Message(325), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("controller", &[0]), k("parameters", &[1])],
+    },
+    // 194
+    Message {
+        name: "k8s.io.api.networking.v1.NetworkPolicySpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("podSelector", 1, V, E::Message(213), 0),
+            f("ingress", 2, S, E::Message(326), OMITEMPTY),
+            f("egress", 3, S, E::Message(327), OMITEMPTY),
+            f("policyTypes", 4, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("egress", &[2]),
+            k("ingress", &[1]),
+            k("podSelector", &[0]),
+            k("policyTypes", &[3]),
+        ],
+    },
+    // 195
+    Message {
+        name: "k8s.io.api.networking.v1.IPAddressSpec",
+        form: JsonForm::Struct,
+        fields: &[f("parentRef", 1, P, E::Message(328), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("parentRef", &[0])],
+    },
+    // 196
+    Message {
+        name: "k8s.io.api.networking.v1.ServiceCIDRSpec",
+        form: JsonForm::Struct,
+        fields: &[f("cidrs", 1, S, E::String, OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("cidrs", &[0])],
+    },
+    // 197
+    Message {
+        name: "k8s.io.api.networking.v1.ServiceCIDRStatus",
+        form: JsonForm::Struct,
+        fields: &[f("conditions", 1, S, E::Message(260), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("conditions", &[0])],
+    },
+    // 198
+    Message {
+        name: "k8s.io.api.node.v1.Overhead",
+        form: JsonForm::Struct,
+        fields: &[f("podFixed", 1, Mp, E::Quantity, OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("podFixed", &[0])],
+    },
+    // 199
+    Message {
+        name: "k8s.io.api.node.v1.Scheduling",
+        form: JsonForm::Struct,
+        fields: &[
+            f("nodeSelector", 1, Mp, E::String, OMITEMPTY),
+            f("tolerations", 2, S, E::Message(228), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("nodeSelector", &[0]), k("tolerations", &[1])],
+    },
+    // 200
+    Message {
+        name: "k8s.io.api.policy.v1.PodDisruptionBudgetSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("minAvailable", 1, P, E::IntOrString, OMITEMPTY),
+            f("selector", 2, P, E::Message(213), OMITEMPTY),
+            f("maxUnavailable", 3, P, E::IntOrString, OMITEMPTY),
+            f("unhealthyPodEvictionPolicy", 4, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("maxUnavailable", &[2]),
+            k("minAvailable", &[0]),
+            k("selector", &[1]),
+            k("unhealthyPodEvictionPolicy", &[3]),
+        ],
+    },
+    // 201
+    Message {
+        name: "k8s.io.api.policy.v1.PodDisruptionBudgetStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("observedGeneration", 1, V, E::Int64, OMITEMPTY),
+            f("disruptedPods", 2, Mp, E::Time, OMITEMPTY),
+            f("disruptionsAllowed", 3, V, E::Int32, 0),
+            f("currentHealthy", 4, V, E::Int32, 0),
+            f("desiredHealthy", 5, V, E::Int32, 0),
+            f("expectedPods", 6, V, E::Int32, 0),
+            f("conditions", 7, S, E::Message(260), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6],
+        keys: &[
+            k("conditions", &[6]),
+            k("currentHealthy", &[3]),
+            k("desiredHealthy", &[4]),
+            k("disruptedPods", &[1]),
+            k("disruptionsAllowed", &[2]),
+            k("expectedPods", &[5]),
+            k("observedGeneration", &[0]),
+        ],
+    },
+    // 202
+    Message {
+        name: "k8s.io.api.rbac.v1.PolicyRule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("verbs", 1, S, E::String, 0),
+            f("apiGroups", 2, S, E::String, OMITEMPTY),
+            f("resources", 3, S, E::String, OMITEMPTY),
+            f("resourceNames", 4, S, E::String, OMITEMPTY),
+            f("nonResourceURLs", 5, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("apiGroups", &[1]),
+            k("nonResourceURLs", &[4]),
+            k("resourceNames", &[3]),
+            k("resources", &[2]),
+            k("verbs", &[0]),
+        ],
+    },
+    // 203
+    Message {
+        name: "k8s.io.api.rbac.v1.AggregationRule",
+        form: JsonForm::Struct,
+        fields: &[f("clusterRoleSelectors", 1, S, E::Message(213), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("clusterRoleSelectors", &[0])],
+    },
+    // 204
+    Message {
+        name: "k8s.io.api.rbac.v1.Subject",
+        form: JsonForm::Struct,
+        fields: &[
+            f("kind", 1, V, E::String, 0),
+            f("apiGroup", 2, V, E::String, OMITEMPTY),
+            f("name", 3, V, E::String, 0),
+            f("namespace", 4, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("apiGroup", &[1]),
+            k("kind", &[0]),
+            k("name", &[2]),
+            k("namespace", &[3]),
+        ],
+    },
+    // 205
+    Message {
+        name: "k8s.io.api.rbac.v1.RoleRef",
+        form: JsonForm::Struct,
+        fields: &[
+            f("apiGroup", 1, V, E::String, 0),
+            f("kind", 2, V, E::String, 0),
+            f("name", 3, V, E::String, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("apiGroup", &[0]), k("kind", &[1]), k("name", &[2])],
+    },
+    // 206
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClassSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("selectors", 1, S, E::Message(329), OMITEMPTY),
+            f("config", 2, S, E::Message(330), OMITEMPTY),
+            f("extendedResourceName", 4, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("config", &[1]),
+            k("extendedResourceName", &[2]),
+            k("selectors", &[0]),
+        ],
+    },
+    // 207
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimSpec",
+        form: JsonForm::Struct,
+        fields: &[f("devices", 1, V, E::Message(331), 0)],
+        by_tag: &[0],
+        keys: &[k("devices", &[0])],
+    },
+    // 208
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("allocation", 1, P, E::Message(332), OMITEMPTY),
+            f("reservedFor", 2, S, E::Message(333), OMITEMPTY),
+            f("devices", 4, S, E::Message(334), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("allocation", &[0]),
+            k("devices", &[2]),
+            k("reservedFor", &[1]),
+        ],
+    },
+    // 209
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimTemplateSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(207), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 210
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceSliceSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("driver", 1, V, E::String, 0),
+            f("pool", 2, V, E::Message(335), 0),
+            f("nodeName", 3, P, E::String, OMITEMPTY),
+            f("nodeSelector", 4, P, E::Message(336), OMITEMPTY),
+            f("allNodes", 5, P, E::Bool, OMITEMPTY),
+            f("devices", 6, S, E::Message(337), OMITEMPTY),
+            f("perDeviceNodeSelection", 7, P, E::Bool, OMITEMPTY),
+            f("sharedCounters", 8, S, E::Message(338), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
+        keys: &[
+            k("allNodes", &[4]),
+            k("devices", &[5]),
+            k("driver", &[0]),
+            k("nodeName", &[2]),
+            k("nodeSelector", &[3]),
+            k("perDeviceNodeSelection", &[6]),
+            k("pool", &[1]),
+            k("sharedCounters", &[7]),
+        ],
+    },
+    // 211
+    Message {
+        name: "k8s.io.api.storage.v1.CSIDriverSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("attachRequired", 1, P, E::Bool, OMITEMPTY),
+            f("podInfoOnMount", 2, P, E::Bool, OMITEMPTY),
+            f("volumeLifecycleModes", 3, S, E::String, OMITEMPTY),
+            f("storageCapacity", 4, P, E::Bool, OMITEMPTY),
+            f("fsGroupPolicy", 5, P, E::String, OMITEMPTY),
+            f("tokenRequests", 6, S, E::Message(339), OMITEMPTY),
+            f("requiresRepublish", 7, P, E::Bool, OMITEMPTY),
+            f("seLinuxMount", 8, P, E::Bool, OMITEMPTY),
+            f(
+                "nodeAllocatableUpdatePeriodSeconds",
+                9,
+                P,
+                E::Int64,
+                OMITEMPTY,
+            ),
+            f("serviceAccountTokenInSecrets", 10, P, E::Bool, OMITEMPTY),
+            f("preventPodSchedulingIfMissing", 11, P, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        keys: &[
+            k("attachRequired", &[0]),
+            k("fsGroupPolicy", &[4]),
+            k("nodeAllocatableUpdatePeriodSeconds", &[8]),
+            k("podInfoOnMount", &[1]),
+            k("preventPodSchedulingIfMissing", &[10]),
+            k("requiresRepublish", &[6]),
+            k("seLinuxMount", &[7]),
+            k("serviceAccountTokenInSecrets", &[9]),
+            k("storageCapacity", &[3]),
+            k("tokenRequests", &[5]),
+            k("volumeLifecycleModes", &[2]),
+        ],
+    },
+    // 212
+    Message {
+        name: "k8s.io.api.storage.v1.CSINodeSpec",
+        form: JsonForm::Struct,
+        fields: &[f("drivers", 1, S, E::Message(340), 0)],
+        by_tag: &[0],
+        keys: &[k("drivers", &[0])],
+    },
+    // 213
+    Message {
+        name: "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector",
+        form: JsonForm::Struct,
+        fields: &[
+            f("matchLabels", 1, Mp, E::String, OMITEMPTY),
+            f("matchExpressions", 2, S, E::Message(341), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("matchExpressions", &[1]), k("matchLabels", &[0])],
+    },
+    // 214
+    Message {
+        name: "k8s.io.api.core.v1.TopologySelectorTerm",
+        form: JsonForm::Struct,
+        fields: &[f("matchLabelExpressions", 1, S, E::Message(342), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("matchLabelExpressions", &[0])],
+    },
+    // 215
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeAttachmentSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("attacher", 1, V, E::String, 0),
+            f("source", 2, V, E::Message(343), 0),
+            f("nodeName", 3, V, E::String, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("attacher", &[0]), k("nodeName", &[2]), k("source", &[1])],
+    },
+    // 216
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeAttachmentStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("attached", 1, V, E::Bool, 0),
+            f("attachmentMetadata", 2, Mp, E::String, OMITEMPTY),
+            f("attachError", 3, P, E::Message(344), OMITEMPTY),
+            f("detachError", 4, P, E::Message(344), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("attachError", &[2]),
+            k("attached", &[0]),
+            k("attachmentMetadata", &[1]),
+            k("detachError", &[3]),
+        ],
+    },
+    // 217
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.StatusDetails",
         form: JsonForm::Struct,
@@ -1536,7 +3490,7 @@ pub static MESSAGES: [Message; 286] = [
             f("group", 2, V, E::String, OMITEMPTY),
             f("kind", 3, V, E::String, OMITEMPTY),
             f("uid", 6, V, E::String, OMITEMPTY),
-            f("causes", 4, S, E::Message(148), OMITEMPTY),
+            f("causes", 4, S, E::Message(345), OMITEMPTY),
             f("retryAfterSeconds", 5, V, E::Int32, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 4, 5, 3],
@@ -1549,7 +3503,7 @@ pub static MESSAGES: [Message; 286] = [
             k("uid", &[3]),
         ],
     },
-    // 80
+    // 218
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.Preconditions",
         form: JsonForm::Struct,
@@ -1560,7 +3514,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("resourceVersion", &[1]), k("uid", &[0])],
     },
-    // 81
+    // 219
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.ShardInfo",
         form: JsonForm::Struct,
@@ -1568,7 +3522,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("selector", &[0])],
     },
-    // 82
+    // 220
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.OwnerReference",
         form: JsonForm::Struct,
@@ -1590,7 +3544,7 @@ pub static MESSAGES: [Message; 286] = [
             k("uid", &[3]),
         ],
     },
-    // 83
+    // 221
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry",
         form: JsonForm::Struct,
@@ -1614,7 +3568,7 @@ pub static MESSAGES: [Message; 286] = [
             k("time", &[3]),
         ],
     },
-    // 84
+    // 222
     Message {
         name: "k8s.io.apimachinery.pkg.runtime.TypeMeta",
         form: JsonForm::Struct,
@@ -1625,13 +3579,13 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("apiVersion", &[0]), k("kind", &[1])],
     },
-    // 85
+    // 223
     Message {
         name: "k8s.io.api.core.v1.Volume",
         form: JsonForm::Struct,
         fields: &[
             f("name", 1, V, E::String, 0),
-            f("", 2, V, E::Message(149), INLINE),
+            f("", 2, V, E::Message(346), INLINE),
         ],
         by_tag: &[0, 1],
         keys: &[
@@ -1668,7 +3622,7 @@ pub static MESSAGES: [Message; 286] = [
             k("vsphereVolume", &[1, 19]),
         ],
     },
-    // 86
+    // 224
     Message {
         name: "k8s.io.api.core.v1.Container",
         form: JsonForm::Struct,
@@ -1678,23 +3632,23 @@ pub static MESSAGES: [Message; 286] = [
             f("command", 3, S, E::String, OMITEMPTY),
             f("args", 4, S, E::String, OMITEMPTY),
             f("workingDir", 5, V, E::String, OMITEMPTY),
-            f("ports", 6, S, E::Message(150), OMITEMPTY),
-            f("envFrom", 19, S, E::Message(151), OMITEMPTY),
-            f("env", 7, S, E::Message(152), OMITEMPTY),
-            f("resources", 8, V, E::Message(99), OMITEMPTY),
-            f("resizePolicy", 23, S, E::Message(153), OMITEMPTY),
+            f("ports", 6, S, E::Message(347), OMITEMPTY),
+            f("envFrom", 19, S, E::Message(348), OMITEMPTY),
+            f("env", 7, S, E::Message(349), OMITEMPTY),
+            f("resources", 8, V, E::Message(236), OMITEMPTY),
+            f("resizePolicy", 23, S, E::Message(350), OMITEMPTY),
             f("restartPolicy", 24, P, E::String, OMITEMPTY),
-            f("restartPolicyRules", 25, S, E::Message(154), OMITEMPTY),
-            f("volumeMounts", 9, S, E::Message(155), OMITEMPTY),
-            f("volumeDevices", 21, S, E::Message(156), OMITEMPTY),
-            f("livenessProbe", 10, P, E::Message(157), OMITEMPTY),
-            f("readinessProbe", 11, P, E::Message(157), OMITEMPTY),
-            f("startupProbe", 22, P, E::Message(157), OMITEMPTY),
-            f("lifecycle", 12, P, E::Message(158), OMITEMPTY),
+            f("restartPolicyRules", 25, S, E::Message(351), OMITEMPTY),
+            f("volumeMounts", 9, S, E::Message(352), OMITEMPTY),
+            f("volumeDevices", 21, S, E::Message(353), OMITEMPTY),
+            f("livenessProbe", 10, P, E::Message(354), OMITEMPTY),
+            f("readinessProbe", 11, P, E::Message(354), OMITEMPTY),
+            f("startupProbe", 22, P, E::Message(354), OMITEMPTY),
+            f("lifecycle", 12, P, E::Message(355), OMITEMPTY),
             f("terminationMessagePath", 13, V, E::String, OMITEMPTY),
             f("terminationMessagePolicy", 20, V, E::String, OMITEMPTY),
             f("imagePullPolicy", 14, V, E::String, OMITEMPTY),
-            f("securityContext", 15, P, E::Message(159), OMITEMPTY),
+            f("securityContext", 15, P, E::Message(356), OMITEMPTY),
             f("stdin", 16, V, E::Bool, OMITEMPTY),
             f("stdinOnce", 17, V, E::Bool, OMITEMPTY),
             f("tty", 18, V, E::Bool, OMITEMPTY),
@@ -1731,12 +3685,12 @@ pub static MESSAGES: [Message; 286] = [
             k("workingDir", &[4]),
         ],
     },
-    // 87
+    // 225
     Message {
         name: "k8s.io.api.core.v1.EphemeralContainer",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(160), INLINE),
+            f("", 1, V, E::Message(357), INLINE),
             f("targetContainerName", 2, V, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 1],
@@ -1769,23 +3723,23 @@ pub static MESSAGES: [Message; 286] = [
             k("workingDir", &[0, 4]),
         ],
     },
-    // 88
+    // 226
     Message {
         name: "k8s.io.api.core.v1.PodSecurityContext",
         form: JsonForm::Struct,
         fields: &[
-            f("seLinuxOptions", 1, P, E::Message(161), OMITEMPTY),
-            f("windowsOptions", 8, P, E::Message(162), OMITEMPTY),
+            f("seLinuxOptions", 1, P, E::Message(358), OMITEMPTY),
+            f("windowsOptions", 8, P, E::Message(359), OMITEMPTY),
             f("runAsUser", 2, P, E::Int64, OMITEMPTY),
             f("runAsGroup", 6, P, E::Int64, OMITEMPTY),
             f("runAsNonRoot", 3, P, E::Bool, OMITEMPTY),
             f("supplementalGroups", 4, S, E::Int64, OMITEMPTY),
             f("supplementalGroupsPolicy", 12, P, E::String, OMITEMPTY),
             f("fsGroup", 5, P, E::Int64, OMITEMPTY),
-            f("sysctls", 7, S, E::Message(163), OMITEMPTY),
+            f("sysctls", 7, S, E::Message(360), OMITEMPTY),
             f("fsGroupChangePolicy", 9, P, E::String, OMITEMPTY),
-            f("seccompProfile", 10, P, E::Message(164), OMITEMPTY),
-            f("appArmorProfile", 11, P, E::Message(165), OMITEMPTY),
+            f("seccompProfile", 10, P, E::Message(361), OMITEMPTY),
+            f("appArmorProfile", 11, P, E::Message(362), OMITEMPTY),
             f("seLinuxChangePolicy", 13, P, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 2, 4, 5, 7, 3, 8, 1, 9, 10, 11, 6, 12],
@@ -1805,22 +3759,14 @@ pub static MESSAGES: [Message; 286] = [
             k("windowsOptions", &[1]),
         ],
     },
-    // 89
-    Message {
-        name: "k8s.io.api.core.v1.LocalObjectReference",
-        form: JsonForm::Struct,
-        fields: &[f("name", 1, V, E::String, OMITEMPTY)],
-        by_tag: &[0],
-        keys: &[k("name", &[0])],
-    },
-    // 90
+    // 227
     Message {
         name: "k8s.io.api.core.v1.Affinity",
         form: JsonForm::Struct,
         fields: &[
-            f("nodeAffinity", 1, P, E::Message(166), OMITEMPTY),
-            f("podAffinity", 2, P, E::Message(167), OMITEMPTY),
-            f("podAntiAffinity", 3, P, E::Message(168), OMITEMPTY),
+            f("nodeAffinity", 1, P, E::Message(363), OMITEMPTY),
+            f("podAffinity", 2, P, E::Message(364), OMITEMPTY),
+            f("podAntiAffinity", 3, P, E::Message(365), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[
@@ -1829,7 +3775,7 @@ pub static MESSAGES: [Message; 286] = [
             k("podAntiAffinity", &[2]),
         ],
     },
-    // 91
+    // 228
     Message {
         name: "k8s.io.api.core.v1.Toleration",
         form: JsonForm::Struct,
@@ -1849,7 +3795,7 @@ pub static MESSAGES: [Message; 286] = [
             k("value", &[2]),
         ],
     },
-    // 92
+    // 229
     Message {
         name: "k8s.io.api.core.v1.HostAlias",
         form: JsonForm::Struct,
@@ -1860,14 +3806,14 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("hostnames", &[1]), k("ip", &[0])],
     },
-    // 93
+    // 230
     Message {
         name: "k8s.io.api.core.v1.PodDNSConfig",
         form: JsonForm::Struct,
         fields: &[
             f("nameservers", 1, S, E::String, OMITEMPTY),
             f("searches", 2, S, E::String, OMITEMPTY),
-            f("options", 3, S, E::Message(169), OMITEMPTY),
+            f("options", 3, S, E::Message(366), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[
@@ -1876,7 +3822,7 @@ pub static MESSAGES: [Message; 286] = [
             k("searches", &[1]),
         ],
     },
-    // 94
+    // 231
     Message {
         name: "k8s.io.api.core.v1.PodReadinessGate",
         form: JsonForm::Struct,
@@ -1884,7 +3830,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("conditionType", &[0])],
     },
-    // 95
+    // 232
     Message {
         name: "k8s.io.api.core.v1.TopologySpreadConstraint",
         form: JsonForm::Struct,
@@ -1892,7 +3838,7 @@ pub static MESSAGES: [Message; 286] = [
             f("maxSkew", 1, V, E::Int32, 0),
             f("topologyKey", 2, V, E::String, 0),
             f("whenUnsatisfiable", 3, V, E::String, 0),
-            f("labelSelector", 4, P, E::Message(128), OMITEMPTY),
+            f("labelSelector", 4, P, E::Message(213), OMITEMPTY),
             f("minDomains", 5, P, E::Int32, OMITEMPTY),
             f("nodeAffinityPolicy", 6, P, E::String, OMITEMPTY),
             f("nodeTaintsPolicy", 7, P, E::String, OMITEMPTY),
@@ -1910,7 +3856,7 @@ pub static MESSAGES: [Message; 286] = [
             k("whenUnsatisfiable", &[2]),
         ],
     },
-    // 96
+    // 233
     Message {
         name: "k8s.io.api.core.v1.PodOS",
         form: JsonForm::Struct,
@@ -1918,7 +3864,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("name", &[0])],
     },
-    // 97
+    // 234
     Message {
         name: "k8s.io.api.core.v1.PodSchedulingGate",
         form: JsonForm::Struct,
@@ -1926,7 +3872,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("name", &[0])],
     },
-    // 98
+    // 235
     Message {
         name: "k8s.io.api.core.v1.PodResourceClaim",
         form: JsonForm::Struct,
@@ -1942,19 +3888,19 @@ pub static MESSAGES: [Message; 286] = [
             k("resourceClaimTemplateName", &[2]),
         ],
     },
-    // 99
+    // 236
     Message {
         name: "k8s.io.api.core.v1.ResourceRequirements",
         form: JsonForm::Struct,
         fields: &[
             f("limits", 1, Mp, E::Quantity, OMITEMPTY),
             f("requests", 2, Mp, E::Quantity, OMITEMPTY),
-            f("claims", 3, S, E::Message(170), OMITEMPTY),
+            f("claims", 3, S, E::Message(367), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("claims", &[2]), k("limits", &[0]), k("requests", &[1])],
     },
-    // 100
+    // 237
     Message {
         name: "k8s.io.api.core.v1.PodSchedulingGroup",
         form: JsonForm::Struct,
@@ -1962,7 +3908,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("podGroupName", &[0])],
     },
-    // 101
+    // 238
     Message {
         name: "k8s.io.api.core.v1.PodCondition",
         form: JsonForm::Struct,
@@ -1986,7 +3932,7 @@ pub static MESSAGES: [Message; 286] = [
             k("type", &[0]),
         ],
     },
-    // 102
+    // 239
     Message {
         name: "k8s.io.api.core.v1.HostIP",
         form: JsonForm::Struct,
@@ -1994,7 +3940,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("ip", &[0])],
     },
-    // 103
+    // 240
     Message {
         name: "k8s.io.api.core.v1.PodIP",
         form: JsonForm::Struct,
@@ -2002,14 +3948,14 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("ip", &[0])],
     },
-    // 104
+    // 241
     Message {
         name: "k8s.io.api.core.v1.ContainerStatus",
         form: JsonForm::Struct,
         fields: &[
             f("name", 1, V, E::String, 0),
-            f("state", 2, V, E::Message(171), OMITEMPTY),
-            f("lastState", 3, V, E::Message(171), OMITEMPTY),
+            f("state", 2, V, E::Message(368), OMITEMPTY),
+            f("lastState", 3, V, E::Message(368), OMITEMPTY),
             f("ready", 4, V, E::Bool, 0),
             f("restartCount", 5, V, E::Int32, 0),
             f("image", 6, V, E::String, 0),
@@ -2017,14 +3963,14 @@ pub static MESSAGES: [Message; 286] = [
             f("containerID", 8, V, E::String, OMITEMPTY),
             f("started", 9, P, E::Bool, OMITEMPTY),
             f("allocatedResources", 10, Mp, E::Quantity, OMITEMPTY),
-            f("resources", 11, P, E::Message(99), OMITEMPTY),
-            f("volumeMounts", 12, S, E::Message(172), OMITEMPTY),
-            f("user", 13, P, E::Message(173), OMITEMPTY),
+            f("resources", 11, P, E::Message(236), OMITEMPTY),
+            f("volumeMounts", 12, S, E::Message(369), OMITEMPTY),
+            f("user", 13, P, E::Message(370), OMITEMPTY),
             f(
                 "allocatedResourcesStatus",
                 14,
                 S,
-                E::Message(174),
+                E::Message(371),
                 OMITEMPTY,
             ),
             f("stopSignal", 15, P, E::String, OMITEMPTY),
@@ -2048,7 +3994,7 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeMounts", &[11]),
         ],
     },
-    // 105
+    // 242
     Message {
         name: "k8s.io.api.core.v1.PodResourceClaimStatus",
         form: JsonForm::Struct,
@@ -2059,18 +4005,18 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("name", &[0]), k("resourceClaimName", &[1])],
     },
-    // 106
+    // 243
     Message {
         name: "k8s.io.api.core.v1.PodExtendedResourceClaimStatus",
         form: JsonForm::Struct,
         fields: &[
-            f("requestMappings", 1, S, E::Message(175), 0),
+            f("requestMappings", 1, S, E::Message(372), 0),
             f("resourceClaimName", 2, V, E::String, 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("requestMappings", &[0]), k("resourceClaimName", &[1])],
     },
-    // 107
+    // 244
     Message {
         name: "k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus",
         form: JsonForm::Struct,
@@ -2086,7 +4032,7 @@ pub static MESSAGES: [Message; 286] = [
             k("resources", &[2]),
         ],
     },
-    // 108
+    // 245
     Message {
         name: "k8s.io.api.core.v1.Taint",
         form: JsonForm::Struct,
@@ -2104,15 +4050,15 @@ pub static MESSAGES: [Message; 286] = [
             k("value", &[1]),
         ],
     },
-    // 109
+    // 246
     Message {
         name: "k8s.io.api.core.v1.NodeConfigSource",
         form: JsonForm::Struct,
-        fields: &[f("configMap", 2, P, E::Message(176), OMITEMPTY)],
+        fields: &[f("configMap", 2, P, E::Message(373), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("configMap", &[0])],
     },
-    // 110
+    // 247
     Message {
         name: "k8s.io.api.core.v1.NodeCondition",
         form: JsonForm::Struct,
@@ -2134,7 +4080,7 @@ pub static MESSAGES: [Message; 286] = [
             k("type", &[0]),
         ],
     },
-    // 111
+    // 248
     Message {
         name: "k8s.io.api.core.v1.NodeAddress",
         form: JsonForm::Struct,
@@ -2145,15 +4091,15 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("address", &[1]), k("type", &[0])],
     },
-    // 112
+    // 249
     Message {
         name: "k8s.io.api.core.v1.NodeDaemonEndpoints",
         form: JsonForm::Struct,
-        fields: &[f("kubeletEndpoint", 1, V, E::Message(177), OMITEMPTY)],
+        fields: &[f("kubeletEndpoint", 1, V, E::Message(374), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("kubeletEndpoint", &[0])],
     },
-    // 113
+    // 250
     Message {
         name: "k8s.io.api.core.v1.NodeSystemInfo",
         form: JsonForm::Struct,
@@ -2168,7 +4114,7 @@ pub static MESSAGES: [Message; 286] = [
             f("kubeProxyVersion", 8, V, E::String, 0),
             f("operatingSystem", 9, V, E::String, 0),
             f("architecture", 10, V, E::String, 0),
-            f("swap", 11, P, E::Message(178), OMITEMPTY),
+            f("swap", 11, P, E::Message(375), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
         keys: &[
@@ -2185,7 +4131,7 @@ pub static MESSAGES: [Message; 286] = [
             k("systemUUID", &[1]),
         ],
     },
-    // 114
+    // 251
     Message {
         name: "k8s.io.api.core.v1.ContainerImage",
         form: JsonForm::Struct,
@@ -2196,7 +4142,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("names", &[0]), k("sizeBytes", &[1])],
     },
-    // 115
+    // 252
     Message {
         name: "k8s.io.api.core.v1.AttachedVolume",
         form: JsonForm::Struct,
@@ -2207,14 +4153,14 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("devicePath", &[1]), k("name", &[0])],
     },
-    // 116
+    // 253
     Message {
         name: "k8s.io.api.core.v1.NodeConfigStatus",
         form: JsonForm::Struct,
         fields: &[
-            f("assigned", 1, P, E::Message(109), OMITEMPTY),
-            f("active", 2, P, E::Message(109), OMITEMPTY),
-            f("lastKnownGood", 3, P, E::Message(109), OMITEMPTY),
+            f("assigned", 1, P, E::Message(246), OMITEMPTY),
+            f("active", 2, P, E::Message(246), OMITEMPTY),
+            f("lastKnownGood", 3, P, E::Message(246), OMITEMPTY),
             f("error", 4, V, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
@@ -2225,18 +4171,18 @@ pub static MESSAGES: [Message; 286] = [
             k("lastKnownGood", &[2]),
         ],
     },
-    // 117
+    // 254
     Message {
         name: "k8s.io.api.core.v1.NodeRuntimeHandler",
         form: JsonForm::Struct,
         fields: &[
             f("name", 1, V, E::String, 0),
-            f("features", 2, P, E::Message(179), OMITEMPTY),
+            f("features", 2, P, E::Message(376), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("features", &[1]), k("name", &[0])],
     },
-    // 118
+    // 255
     Message {
         name: "k8s.io.api.core.v1.NodeFeatures",
         form: JsonForm::Struct,
@@ -2244,7 +4190,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("supplementalGroupsPolicy", &[0])],
     },
-    // 119
+    // 256
     Message {
         name: "k8s.io.api.core.v1.NamespaceCondition",
         form: JsonForm::Struct,
@@ -2264,7 +4210,7 @@ pub static MESSAGES: [Message; 286] = [
             k("type", &[0]),
         ],
     },
-    // 120
+    // 257
     Message {
         name: "k8s.io.api.core.v1.ServicePort",
         form: JsonForm::Struct,
@@ -2286,23 +4232,23 @@ pub static MESSAGES: [Message; 286] = [
             k("targetPort", &[4]),
         ],
     },
-    // 121
+    // 258
     Message {
         name: "k8s.io.api.core.v1.SessionAffinityConfig",
         form: JsonForm::Struct,
-        fields: &[f("clientIP", 1, P, E::Message(180), OMITEMPTY)],
+        fields: &[f("clientIP", 1, P, E::Message(377), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("clientIP", &[0])],
     },
-    // 122
+    // 259
     Message {
         name: "k8s.io.api.core.v1.LoadBalancerStatus",
         form: JsonForm::Struct,
-        fields: &[f("ingress", 1, S, E::Message(181), OMITEMPTY)],
+        fields: &[f("ingress", 1, S, E::Message(378), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("ingress", &[0])],
     },
-    // 123
+    // 260
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.Condition",
         form: JsonForm::Struct,
@@ -2324,7 +4270,7 @@ pub static MESSAGES: [Message; 286] = [
             k("type", &[0]),
         ],
     },
-    // 124
+    // 261
     Message {
         name: "k8s.io.api.core.v1.EndpointAddress",
         form: JsonForm::Struct,
@@ -2332,7 +4278,7 @@ pub static MESSAGES: [Message; 286] = [
             f("ip", 1, V, E::String, 0),
             f("hostname", 3, V, E::String, OMITEMPTY),
             f("nodeName", 4, P, E::String, OMITEMPTY),
-            f("targetRef", 2, P, E::Message(55), OMITEMPTY),
+            f("targetRef", 2, P, E::Message(137), OMITEMPTY),
         ],
         by_tag: &[0, 3, 1, 2],
         keys: &[
@@ -2342,7 +4288,7 @@ pub static MESSAGES: [Message; 286] = [
             k("targetRef", &[3]),
         ],
     },
-    // 125
+    // 262
     Message {
         name: "k8s.io.api.core.v1.EndpointPort",
         form: JsonForm::Struct,
@@ -2360,205 +4306,136 @@ pub static MESSAGES: [Message; 286] = [
             k("protocol", &[2]),
         ],
     },
-    // 126
+    // 263
     Message {
-        name: "k8s.io.api.discovery.v1.EndpointConditions",
+        name: "k8s.io.api.core.v1.LimitRangeItem",
         form: JsonForm::Struct,
         fields: &[
-            f("ready", 1, P, E::Bool, OMITEMPTY),
-            f("serving", 2, P, E::Bool, OMITEMPTY),
-            f("terminating", 3, P, E::Bool, OMITEMPTY),
+            f("type", 1, V, E::String, 0),
+            f("max", 2, Mp, E::Quantity, OMITEMPTY),
+            f("min", 3, Mp, E::Quantity, OMITEMPTY),
+            f("default", 4, Mp, E::Quantity, OMITEMPTY),
+            f("defaultRequest", 5, Mp, E::Quantity, OMITEMPTY),
+            f("maxLimitRequestRatio", 6, Mp, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5],
+        keys: &[
+            k("default", &[3]),
+            k("defaultRequest", &[4]),
+            k("max", &[1]),
+            k("maxLimitRequestRatio", &[5]),
+            k("min", &[2]),
+            k("type", &[0]),
+        ],
+    },
+    // 264
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("gcePersistentDisk", 1, P, E::Message(379), OMITEMPTY),
+            f("awsElasticBlockStore", 2, P, E::Message(380), OMITEMPTY),
+            f("hostPath", 3, P, E::Message(381), OMITEMPTY),
+            f("glusterfs", 4, P, E::Message(382), OMITEMPTY),
+            f("nfs", 5, P, E::Message(383), OMITEMPTY),
+            f("rbd", 6, P, E::Message(384), OMITEMPTY),
+            f("iscsi", 7, P, E::Message(385), OMITEMPTY),
+            f("cinder", 8, P, E::Message(386), OMITEMPTY),
+            f("cephfs", 9, P, E::Message(387), OMITEMPTY),
+            f("fc", 10, P, E::Message(388), OMITEMPTY),
+            f("flocker", 11, P, E::Message(389), OMITEMPTY),
+            f("flexVolume", 12, P, E::Message(390), OMITEMPTY),
+            f("azureFile", 13, P, E::Message(391), OMITEMPTY),
+            f("vsphereVolume", 14, P, E::Message(392), OMITEMPTY),
+            f("quobyte", 15, P, E::Message(393), OMITEMPTY),
+            f("azureDisk", 16, P, E::Message(394), OMITEMPTY),
+            f("photonPersistentDisk", 17, P, E::Message(395), OMITEMPTY),
+            f("portworxVolume", 18, P, E::Message(396), OMITEMPTY),
+            f("scaleIO", 19, P, E::Message(397), OMITEMPTY),
+            f("local", 20, P, E::Message(398), OMITEMPTY),
+            f("storageos", 21, P, E::Message(399), OMITEMPTY),
+            f("csi", 22, P, E::Message(400), OMITEMPTY),
+        ],
+        by_tag: &[
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+        ],
+        keys: &[
+            k("awsElasticBlockStore", &[1]),
+            k("azureDisk", &[15]),
+            k("azureFile", &[12]),
+            k("cephfs", &[8]),
+            k("cinder", &[7]),
+            k("csi", &[21]),
+            k("fc", &[9]),
+            k("flexVolume", &[11]),
+            k("flocker", &[10]),
+            k("gcePersistentDisk", &[0]),
+            k("glusterfs", &[3]),
+            k("hostPath", &[2]),
+            k("iscsi", &[6]),
+            k("local", &[19]),
+            k("nfs", &[4]),
+            k("photonPersistentDisk", &[16]),
+            k("portworxVolume", &[17]),
+            k("quobyte", &[14]),
+            k("rbd", &[5]),
+            k("scaleIO", &[18]),
+            k("storageos", &[20]),
+            k("vsphereVolume", &[13]),
+        ],
+    },
+    // 265
+    Message {
+        name: "k8s.io.api.core.v1.VolumeNodeAffinity",
+        form: JsonForm::Struct,
+        fields: &[f("required", 1, P, E::Message(336), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("required", &[0])],
+    },
+    // 266
+    Message {
+        name: "k8s.io.api.core.v1.VolumeResourceRequirements",
+        form: JsonForm::Struct,
+        fields: &[
+            f("limits", 1, Mp, E::Quantity, OMITEMPTY),
+            f("requests", 2, Mp, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("limits", &[0]), k("requests", &[1])],
+    },
+    // 267
+    Message {
+        name: "k8s.io.api.core.v1.TypedLocalObjectReference",
+        form: JsonForm::Struct,
+        fields: &[
+            f("apiGroup", 1, P, E::String, 0),
+            f("kind", 2, V, E::String, 0),
+            f("name", 3, V, E::String, 0),
         ],
         by_tag: &[0, 1, 2],
-        keys: &[k("ready", &[0]), k("serving", &[1]), k("terminating", &[2])],
+        keys: &[k("apiGroup", &[0]), k("kind", &[1]), k("name", &[2])],
     },
-    // 127
+    // 268
     Message {
-        name: "k8s.io.api.discovery.v1.EndpointHints",
+        name: "k8s.io.api.core.v1.TypedObjectReference",
         form: JsonForm::Struct,
         fields: &[
-            f("forZones", 1, S, E::Message(182), OMITEMPTY),
-            f("forNodes", 2, S, E::Message(183), OMITEMPTY),
+            f("apiGroup", 1, P, E::String, 0),
+            f("kind", 2, V, E::String, 0),
+            f("name", 3, V, E::String, 0),
+            f("namespace", 4, P, E::String, OMITEMPTY),
         ],
-        by_tag: &[0, 1],
-        keys: &[k("forNodes", &[1]), k("forZones", &[0])],
-    },
-    // 128
-    Message {
-        name: "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector",
-        form: JsonForm::Struct,
-        fields: &[
-            f("matchLabels", 1, Mp, E::String, OMITEMPTY),
-            f("matchExpressions", 2, S, E::Message(184), OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("matchExpressions", &[1]), k("matchLabels", &[0])],
-    },
-    // 129
-    Message {
-        name: "k8s.io.api.apps.v1.DeploymentStrategy",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, OMITEMPTY),
-            f("rollingUpdate", 2, P, E::Message(185), OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("rollingUpdate", &[1]), k("type", &[0])],
-    },
-    // 130
-    Message {
-        name: "k8s.io.api.apps.v1.DeploymentCondition",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, 0),
-            f("status", 2, V, E::String, 0),
-            f("lastUpdateTime", 6, V, E::Time, OMITEMPTY),
-            f("lastTransitionTime", 7, V, E::Time, OMITEMPTY),
-            f("reason", 4, V, E::String, OMITEMPTY),
-            f("message", 5, V, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 4, 5, 2, 3],
+        by_tag: &[0, 1, 2, 3],
         keys: &[
-            k("lastTransitionTime", &[3]),
-            k("lastUpdateTime", &[2]),
-            k("message", &[5]),
-            k("reason", &[4]),
-            k("status", &[1]),
-            k("type", &[0]),
+            k("apiGroup", &[0]),
+            k("kind", &[1]),
+            k("name", &[2]),
+            k("namespace", &[3]),
         ],
     },
-    // 131
+    // 269
     Message {
-        name: "k8s.io.api.apps.v1.ReplicaSetCondition",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, 0),
-            f("status", 2, V, E::String, 0),
-            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
-            f("reason", 4, V, E::String, OMITEMPTY),
-            f("message", 5, V, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3, 4],
-        keys: &[
-            k("lastTransitionTime", &[2]),
-            k("message", &[4]),
-            k("reason", &[3]),
-            k("status", &[1]),
-            k("type", &[0]),
-        ],
-    },
-    // 132
-    Message {
-        name: "k8s.io.api.core.v1.PersistentVolumeClaim",
-        form: JsonForm::Struct,
-        fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(186), OMITEMPTY),
-            f("status", 3, V, E::Message(187), OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("metadata", &[0]), k("spec", &[1]), k("status", &[2])],
-    },
-    // 133
-    Message {
-        name: "k8s.io.api.apps.v1.StatefulSetUpdateStrategy",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, OMITEMPTY),
-            f("rollingUpdate", 2, P, E::Message(188), OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("rollingUpdate", &[1]), k("type", &[0])],
-    },
-    // 134
-    Message {
-        name: "k8s.io.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy",
-        form: JsonForm::Struct,
-        fields: &[
-            f("whenDeleted", 1, V, E::String, OMITEMPTY),
-            f("whenScaled", 2, V, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("whenDeleted", &[0]), k("whenScaled", &[1])],
-    },
-    // 135
-    Message {
-        name: "k8s.io.api.apps.v1.StatefulSetOrdinals",
-        form: JsonForm::Struct,
-        fields: &[f("start", 1, V, E::Int32, 0)],
-        by_tag: &[0],
-        keys: &[k("start", &[0])],
-    },
-    // 136
-    Message {
-        name: "k8s.io.api.apps.v1.StatefulSetCondition",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, 0),
-            f("status", 2, V, E::String, 0),
-            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
-            f("reason", 4, V, E::String, OMITEMPTY),
-            f("message", 5, V, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3, 4],
-        keys: &[
-            k("lastTransitionTime", &[2]),
-            k("message", &[4]),
-            k("reason", &[3]),
-            k("status", &[1]),
-            k("type", &[0]),
-        ],
-    },
-    // 137
-    Message {
-        name: "k8s.io.api.apps.v1.DaemonSetUpdateStrategy",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, OMITEMPTY),
-            f("rollingUpdate", 2, P, E::Message(189), OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("rollingUpdate", &[1]), k("type", &[0])],
-    },
-    // 138
-    Message {
-        name: "k8s.io.api.apps.v1.DaemonSetCondition",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, 0),
-            f("status", 2, V, E::String, 0),
-            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
-            f("reason", 4, V, E::String, OMITEMPTY),
-            f("message", 5, V, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3, 4],
-        keys: &[
-            k("lastTransitionTime", &[2]),
-            k("message", &[4]),
-            k("reason", &[3]),
-            k("status", &[1]),
-            k("type", &[0]),
-        ],
-    },
-    // 139
-    Message {
-        name: "k8s.io.api.batch.v1.PodFailurePolicy",
-        form: JsonForm::Struct,
-        fields: &[f("rules", 1, S, E::Message(190), 0)],
-        by_tag: &[0],
-        keys: &[k("rules", &[0])],
-    },
-    // 140
-    Message {
-        name: "k8s.io.api.batch.v1.SuccessPolicy",
-        form: JsonForm::Struct,
-        fields: &[f("rules", 1, S, E::Message(191), 0)],
-        by_tag: &[0],
-        keys: &[k("rules", &[0])],
-    },
-    // 141
-    Message {
-        name: "k8s.io.api.batch.v1.JobCondition",
+        name: "k8s.io.api.core.v1.PersistentVolumeClaimCondition",
         form: JsonForm::Struct,
         fields: &[
             f("type", 1, V, E::String, 0),
@@ -2578,29 +4455,208 @@ pub static MESSAGES: [Message; 286] = [
             k("type", &[0]),
         ],
     },
-    // 142
+    // 270
     Message {
-        name: "k8s.io.api.batch.v1.UncountedTerminatedPods",
+        name: "k8s.io.api.core.v1.ModifyVolumeStatus",
         form: JsonForm::Struct,
         fields: &[
-            f("succeeded", 1, S, E::String, OMITEMPTY),
-            f("failed", 2, S, E::String, OMITEMPTY),
+            f(
+                "targetVolumeAttributesClassName",
+                1,
+                V,
+                E::String,
+                OMITEMPTY,
+            ),
+            f("status", 2, V, E::String, 0),
         ],
         by_tag: &[0, 1],
-        keys: &[k("failed", &[1]), k("succeeded", &[0])],
+        keys: &[
+            k("status", &[1]),
+            k("targetVolumeAttributesClassName", &[0]),
+        ],
     },
-    // 143
+    // 271
     Message {
-        name: "k8s.io.api.batch.v1.JobTemplateSpec",
+        name: "k8s.io.api.core.v1.ReplicationControllerCondition",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(70), OMITEMPTY),
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("lastTransitionTime", &[2]),
+            k("message", &[4]),
+            k("reason", &[3]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 272
+    Message {
+        name: "k8s.io.api.core.v1.ScopeSelector",
+        form: JsonForm::Struct,
+        fields: &[f("matchExpressions", 1, S, E::Message(401), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("matchExpressions", &[0])],
+    },
+    // 273
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.WebhookClientConfig",
+        form: JsonForm::Struct,
+        fields: &[
+            f("url", 3, P, E::String, OMITEMPTY),
+            f("service", 1, P, E::Message(402), OMITEMPTY),
+            f("caBundle", 2, V, E::Bytes, OMITEMPTY),
+        ],
+        by_tag: &[1, 2, 0],
+        keys: &[k("caBundle", &[2]), k("service", &[1]), k("url", &[0])],
+    },
+    // 274
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.RuleWithOperations",
+        form: JsonForm::Struct,
+        fields: &[
+            f("operations", 1, S, E::String, OMITEMPTY),
+            f("", 2, V, E::Message(403), INLINE),
         ],
         by_tag: &[0, 1],
-        keys: &[k("metadata", &[0]), k("spec", &[1])],
+        keys: &[
+            k("apiGroups", &[1, 0]),
+            k("apiVersions", &[1, 1]),
+            k("operations", &[0]),
+            k("resources", &[1, 2]),
+            k("scope", &[1, 3]),
+        ],
     },
-    // 144
+    // 275
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MatchCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("expression", 2, V, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("expression", &[1]), k("name", &[0])],
+    },
+    // 276
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ParamKind",
+        form: JsonForm::Struct,
+        fields: &[
+            f("apiVersion", 1, V, E::String, OMITEMPTY),
+            f("kind", 2, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("apiVersion", &[0]), k("kind", &[1])],
+    },
+    // 277
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.MatchResources",
+        form: JsonForm::Struct,
+        fields: &[
+            f("namespaceSelector", 1, P, E::Message(213), OMITEMPTY),
+            f("objectSelector", 2, P, E::Message(213), OMITEMPTY),
+            f("resourceRules", 3, S, E::Message(404), OMITEMPTY),
+            f("excludeResourceRules", 4, S, E::Message(404), OMITEMPTY),
+            f("matchPolicy", 7, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("excludeResourceRules", &[3]),
+            k("matchPolicy", &[4]),
+            k("namespaceSelector", &[0]),
+            k("objectSelector", &[1]),
+            k("resourceRules", &[2]),
+        ],
+    },
+    // 278
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.Validation",
+        form: JsonForm::Struct,
+        fields: &[
+            f("expression", 1, V, E::String, 0),
+            f("message", 2, V, E::String, OMITEMPTY),
+            f("reason", 3, P, E::String, OMITEMPTY),
+            f("messageExpression", 4, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("expression", &[0]),
+            k("message", &[1]),
+            k("messageExpression", &[3]),
+            k("reason", &[2]),
+        ],
+    },
+    // 279
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.AuditAnnotation",
+        form: JsonForm::Struct,
+        fields: &[
+            f("key", 1, V, E::String, 0),
+            f("valueExpression", 2, V, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("key", &[0]), k("valueExpression", &[1])],
+    },
+    // 280
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.Variable",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("expression", 2, V, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("expression", &[1]), k("name", &[0])],
+    },
+    // 281
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.TypeChecking",
+        form: JsonForm::Struct,
+        fields: &[f("expressionWarnings", 1, S, E::Message(405), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("expressionWarnings", &[0])],
+    },
+    // 282
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ParamRef",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, OMITEMPTY),
+            f("namespace", 2, V, E::String, OMITEMPTY),
+            f("selector", 3, P, E::Message(213), OMITEMPTY),
+            f("parameterNotFoundAction", 4, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("name", &[0]),
+            k("namespace", &[1]),
+            k("parameterNotFoundAction", &[3]),
+            k("selector", &[2]),
+        ],
+    },
+    // 283
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.Mutation",
+        form: JsonForm::Struct,
+        fields: &[
+            f("patchType", 2, V, E::String, 0),
+            f("applyConfiguration", 3, P, E::Message(406), OMITEMPTY),
+            f("jsonPatch", 4, P, E::Message(407), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("applyConfiguration", &[1]),
+            k("jsonPatch", &[2]),
+            k("patchType", &[0]),
+        ],
+    },
+    // 284
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames",
         form: JsonForm::Struct,
@@ -2622,7 +4678,7 @@ pub static MESSAGES: [Message; 286] = [
             k("singular", &[1]),
         ],
     },
-    // 145
+    // 285
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion",
         form: JsonForm::Struct,
@@ -2632,10 +4688,10 @@ pub static MESSAGES: [Message; 286] = [
             f("storage", 3, V, E::Bool, 0),
             f("deprecated", 7, V, E::Bool, OMITEMPTY),
             f("deprecationWarning", 8, P, E::String, OMITEMPTY),
-            f("schema", 4, P, E::Message(192), OMITEMPTY),
-            f("subresources", 5, P, E::Message(193), OMITEMPTY),
-            f("additionalPrinterColumns", 6, S, E::Message(194), OMITEMPTY),
-            f("selectableFields", 9, S, E::Message(195), OMITEMPTY),
+            f("schema", 4, P, E::Message(408), OMITEMPTY),
+            f("subresources", 5, P, E::Message(409), OMITEMPTY),
+            f("additionalPrinterColumns", 6, S, E::Message(410), OMITEMPTY),
+            f("selectableFields", 9, S, E::Message(411), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 5, 6, 7, 3, 4, 8],
         keys: &[
@@ -2650,18 +4706,18 @@ pub static MESSAGES: [Message; 286] = [
             k("subresources", &[6]),
         ],
     },
-    // 146
+    // 286
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion",
         form: JsonForm::Struct,
         fields: &[
             f("strategy", 1, V, E::String, 0),
-            f("webhook", 2, P, E::Message(196), OMITEMPTY),
+            f("webhook", 2, P, E::Message(412), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("strategy", &[0]), k("webhook", &[1])],
     },
-    // 147
+    // 287
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition",
         form: JsonForm::Struct,
@@ -2683,7 +4739,832 @@ pub static MESSAGES: [Message; 286] = [
             k("type", &[0]),
         ],
     },
-    // 148
+    // 288
+    Message {
+        name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.ServiceReference",
+        form: JsonForm::Struct,
+        fields: &[
+            f("namespace", 1, V, E::String, OMITEMPTY),
+            f("name", 2, V, E::String, OMITEMPTY),
+            f("port", 3, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("name", &[1]), k("namespace", &[0]), k("port", &[2])],
+    },
+    // 289
+    Message {
+        name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("lastTransitionTime", &[2]),
+            k("message", &[4]),
+            k("reason", &[3]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 290
+    Message {
+        name: "k8s.io.api.apps.v1.DeploymentStrategy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, OMITEMPTY),
+            f("rollingUpdate", 2, P, E::Message(413), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("rollingUpdate", &[1]), k("type", &[0])],
+    },
+    // 291
+    Message {
+        name: "k8s.io.api.apps.v1.DeploymentCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+            f("lastUpdateTime", 6, V, E::Time, OMITEMPTY),
+            f("lastTransitionTime", 7, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 4, 5, 2, 3],
+        keys: &[
+            k("lastTransitionTime", &[3]),
+            k("lastUpdateTime", &[2]),
+            k("message", &[5]),
+            k("reason", &[4]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 292
+    Message {
+        name: "k8s.io.api.apps.v1.ReplicaSetCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("lastTransitionTime", &[2]),
+            k("message", &[4]),
+            k("reason", &[3]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 293
+    Message {
+        name: "k8s.io.api.apps.v1.StatefulSetUpdateStrategy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, OMITEMPTY),
+            f("rollingUpdate", 2, P, E::Message(414), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("rollingUpdate", &[1]), k("type", &[0])],
+    },
+    // 294
+    Message {
+        name: "k8s.io.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("whenDeleted", 1, V, E::String, OMITEMPTY),
+            f("whenScaled", 2, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("whenDeleted", &[0]), k("whenScaled", &[1])],
+    },
+    // 295
+    Message {
+        name: "k8s.io.api.apps.v1.StatefulSetOrdinals",
+        form: JsonForm::Struct,
+        fields: &[f("start", 1, V, E::Int32, 0)],
+        by_tag: &[0],
+        keys: &[k("start", &[0])],
+    },
+    // 296
+    Message {
+        name: "k8s.io.api.apps.v1.StatefulSetCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("lastTransitionTime", &[2]),
+            k("message", &[4]),
+            k("reason", &[3]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 297
+    Message {
+        name: "k8s.io.api.apps.v1.DaemonSetUpdateStrategy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, OMITEMPTY),
+            f("rollingUpdate", 2, P, E::Message(415), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("rollingUpdate", &[1]), k("type", &[0])],
+    },
+    // 298
+    Message {
+        name: "k8s.io.api.apps.v1.DaemonSetCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("lastTransitionTime", &[2]),
+            k("message", &[4]),
+            k("reason", &[3]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 299
+    Message {
+        name: "k8s.io.api.autoscaling.v1.CrossVersionObjectReference",
+        form: JsonForm::Struct,
+        fields: &[
+            f("kind", 1, V, E::String, 0),
+            f("name", 2, V, E::String, 0),
+            f("apiVersion", 3, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("apiVersion", &[2]), k("kind", &[0]), k("name", &[1])],
+    },
+    // 300
+    Message {
+        name: "k8s.io.api.autoscaling.v2.CrossVersionObjectReference",
+        form: JsonForm::Struct,
+        fields: &[
+            f("kind", 1, V, E::String, 0),
+            f("name", 2, V, E::String, 0),
+            f("apiVersion", 3, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("apiVersion", &[2]), k("kind", &[0]), k("name", &[1])],
+    },
+    // 301
+    Message {
+        name: "k8s.io.api.autoscaling.v2.MetricSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("object", 2, P, E::Message(416), OMITEMPTY),
+            f("pods", 3, P, E::Message(417), OMITEMPTY),
+            f("resource", 4, P, E::Message(418), OMITEMPTY),
+            f("containerResource", 7, P, E::Message(419), OMITEMPTY),
+            f("external", 5, P, E::Message(420), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 5, 4],
+        keys: &[
+            k("containerResource", &[4]),
+            k("external", &[5]),
+            k("object", &[1]),
+            k("pods", &[2]),
+            k("resource", &[3]),
+            k("type", &[0]),
+        ],
+    },
+    // 302
+    Message {
+        name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerBehavior",
+        form: JsonForm::Struct,
+        fields: &[
+            f("scaleUp", 1, P, E::Message(421), OMITEMPTY),
+            f("scaleDown", 2, P, E::Message(421), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("scaleDown", &[1]), k("scaleUp", &[0])],
+    },
+    // 303
+    Message {
+        name: "k8s.io.api.autoscaling.v2.MetricStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("object", 2, P, E::Message(422), OMITEMPTY),
+            f("pods", 3, P, E::Message(423), OMITEMPTY),
+            f("resource", 4, P, E::Message(424), OMITEMPTY),
+            f("containerResource", 7, P, E::Message(425), OMITEMPTY),
+            f("external", 5, P, E::Message(426), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 5, 4],
+        keys: &[
+            k("containerResource", &[4]),
+            k("external", &[5]),
+            k("object", &[1]),
+            k("pods", &[2]),
+            k("resource", &[3]),
+            k("type", &[0]),
+        ],
+    },
+    // 304
+    Message {
+        name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("lastTransitionTime", &[2]),
+            k("message", &[4]),
+            k("reason", &[3]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 305
+    Message {
+        name: "k8s.io.api.batch.v1.PodFailurePolicy",
+        form: JsonForm::Struct,
+        fields: &[f("rules", 1, S, E::Message(427), 0)],
+        by_tag: &[0],
+        keys: &[k("rules", &[0])],
+    },
+    // 306
+    Message {
+        name: "k8s.io.api.batch.v1.SuccessPolicy",
+        form: JsonForm::Struct,
+        fields: &[f("rules", 1, S, E::Message(428), 0)],
+        by_tag: &[0],
+        keys: &[k("rules", &[0])],
+    },
+    // 307
+    Message {
+        name: "k8s.io.api.batch.v1.JobCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+            f("lastProbeTime", 3, V, E::Time, OMITEMPTY),
+            f("lastTransitionTime", 4, V, E::Time, OMITEMPTY),
+            f("reason", 5, V, E::String, OMITEMPTY),
+            f("message", 6, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5],
+        keys: &[
+            k("lastProbeTime", &[2]),
+            k("lastTransitionTime", &[3]),
+            k("message", &[5]),
+            k("reason", &[4]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 308
+    Message {
+        name: "k8s.io.api.batch.v1.UncountedTerminatedPods",
+        form: JsonForm::Struct,
+        fields: &[
+            f("succeeded", 1, S, E::String, OMITEMPTY),
+            f("failed", 2, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("failed", &[1]), k("succeeded", &[0])],
+    },
+    // 309
+    Message {
+        name: "k8s.io.api.batch.v1.JobTemplateSpec",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(177), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metadata", &[0]), k("spec", &[1])],
+    },
+    // 310
+    Message {
+        name: "k8s.io.api.certificates.v1.ExtraValue",
+        form: JsonForm::Items,
+        fields: &[f("items", 1, S, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("items", &[0])],
+    },
+    // 311
+    Message {
+        name: "k8s.io.api.certificates.v1.CertificateSigningRequestCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 6, V, E::String, 0),
+            f("reason", 2, V, E::String, OMITEMPTY),
+            f("message", 3, V, E::String, OMITEMPTY),
+            f("lastUpdateTime", 4, V, E::Time, OMITEMPTY),
+            f("lastTransitionTime", 5, V, E::Time, OMITEMPTY),
+        ],
+        by_tag: &[0, 2, 3, 4, 5, 1],
+        keys: &[
+            k("lastTransitionTime", &[5]),
+            k("lastUpdateTime", &[4]),
+            k("message", &[3]),
+            k("reason", &[2]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 312
+    Message {
+        name: "k8s.io.api.discovery.v1.EndpointConditions",
+        form: JsonForm::Struct,
+        fields: &[
+            f("ready", 1, P, E::Bool, OMITEMPTY),
+            f("serving", 2, P, E::Bool, OMITEMPTY),
+            f("terminating", 3, P, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("ready", &[0]), k("serving", &[1]), k("terminating", &[2])],
+    },
+    // 313
+    Message {
+        name: "k8s.io.api.discovery.v1.EndpointHints",
+        form: JsonForm::Struct,
+        fields: &[
+            f("forZones", 1, S, E::Message(429), OMITEMPTY),
+            f("forNodes", 2, S, E::Message(430), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("forNodes", &[1]), k("forZones", &[0])],
+    },
+    // 314
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationReference",
+        form: JsonForm::Struct,
+        fields: &[f("name", 1, V, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("name", &[0])],
+    },
+    // 315
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.FlowDistinguisherMethod",
+        form: JsonForm::Struct,
+        fields: &[f("type", 1, V, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("type", &[0])],
+    },
+    // 316
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.PolicyRulesWithSubjects",
+        form: JsonForm::Struct,
+        fields: &[
+            f("subjects", 1, S, E::Message(431), 0),
+            f("resourceRules", 2, S, E::Message(432), OMITEMPTY),
+            f("nonResourceRules", 3, S, E::Message(433), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("nonResourceRules", &[2]),
+            k("resourceRules", &[1]),
+            k("subjects", &[0]),
+        ],
+    },
+    // 317
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.FlowSchemaCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, OMITEMPTY),
+            f("status", 2, V, E::String, OMITEMPTY),
+            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("lastTransitionTime", &[2]),
+            k("message", &[4]),
+            k("reason", &[3]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 318
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.LimitedPriorityLevelConfiguration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("nominalConcurrencyShares", 1, P, E::Int32, 0),
+            f("limitResponse", 2, V, E::Message(434), OMITEMPTY),
+            f("lendablePercent", 3, P, E::Int32, OMITEMPTY),
+            f("borrowingLimitPercent", 4, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("borrowingLimitPercent", &[3]),
+            k("lendablePercent", &[2]),
+            k("limitResponse", &[1]),
+            k("nominalConcurrencyShares", &[0]),
+        ],
+    },
+    // 319
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.ExemptPriorityLevelConfiguration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("nominalConcurrencyShares", 1, P, E::Int32, OMITEMPTY),
+            f("lendablePercent", 2, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[
+            k("lendablePercent", &[1]),
+            k("nominalConcurrencyShares", &[0]),
+        ],
+    },
+    // 320
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationCondition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, OMITEMPTY),
+            f("status", 2, V, E::String, OMITEMPTY),
+            f("lastTransitionTime", 3, V, E::Time, OMITEMPTY),
+            f("reason", 4, V, E::String, OMITEMPTY),
+            f("message", 5, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("lastTransitionTime", &[2]),
+            k("message", &[4]),
+            k("reason", &[3]),
+            k("status", &[1]),
+            k("type", &[0]),
+        ],
+    },
+    // 321
+    Message {
+        name: "k8s.io.api.networking.v1.IngressBackend",
+        form: JsonForm::Struct,
+        fields: &[
+            f("service", 4, P, E::Message(435), OMITEMPTY),
+            f("resource", 3, P, E::Message(267), OMITEMPTY),
+        ],
+        by_tag: &[1, 0],
+        keys: &[k("resource", &[1]), k("service", &[0])],
+    },
+    // 322
+    Message {
+        name: "k8s.io.api.networking.v1.IngressTLS",
+        form: JsonForm::Struct,
+        fields: &[
+            f("hosts", 1, S, E::String, OMITEMPTY),
+            f("secretName", 2, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("hosts", &[0]), k("secretName", &[1])],
+    },
+    // 323
+    Message {
+        name: "k8s.io.api.networking.v1.IngressRule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("host", 1, V, E::String, OMITEMPTY),
+            f("", 2, V, E::Message(436), INLINE),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("host", &[0]), k("http", &[1, 0])],
+    },
+    // 324
+    Message {
+        name: "k8s.io.api.networking.v1.IngressLoadBalancerStatus",
+        form: JsonForm::Struct,
+        fields: &[f("ingress", 1, S, E::Message(437), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("ingress", &[0])],
+    },
+    // 325
+    Message {
+        name: "k8s.io.api.networking.v1.IngressClassParametersReference",
+        form: JsonForm::Struct,
+        fields: &[
+            f("apiGroup", 1, P, E::String, OMITEMPTY),
+            f("kind", 2, V, E::String, 0),
+            f("name", 3, V, E::String, 0),
+            f("scope", 4, P, E::String, 0),
+            f("namespace", 5, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("apiGroup", &[0]),
+            k("kind", &[1]),
+            k("name", &[2]),
+            k("namespace", &[4]),
+            k("scope", &[3]),
+        ],
+    },
+    // 326
+    Message {
+        name: "k8s.io.api.networking.v1.NetworkPolicyIngressRule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("ports", 1, S, E::Message(438), OMITEMPTY),
+            f("from", 2, S, E::Message(439), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("from", &[1]), k("ports", &[0])],
+    },
+    // 327
+    Message {
+        name: "k8s.io.api.networking.v1.NetworkPolicyEgressRule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("ports", 1, S, E::Message(438), OMITEMPTY),
+            f("to", 2, S, E::Message(439), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("ports", &[0]), k("to", &[1])],
+    },
+    // 328
+    Message {
+        name: "k8s.io.api.networking.v1.ParentReference",
+        form: JsonForm::Struct,
+        fields: &[
+            f("group", 1, V, E::String, OMITEMPTY),
+            f("resource", 2, V, E::String, OMITEMPTY),
+            f("namespace", 3, V, E::String, OMITEMPTY),
+            f("name", 4, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("group", &[0]),
+            k("name", &[3]),
+            k("namespace", &[2]),
+            k("resource", &[1]),
+        ],
+    },
+    // 329
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceSelector",
+        form: JsonForm::Struct,
+        fields: &[f("cel", 1, P, E::Message(440), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("cel", &[0])],
+    },
+    // 330
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClassConfiguration",
+        form: JsonForm::Struct,
+        fields: &[f("", 1, V, E::Message(441), INLINE)],
+        by_tag: &[0],
+        keys: &[k("opaque", &[0, 0])],
+    },
+    // 331
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClaim",
+        form: JsonForm::Struct,
+        fields: &[
+            f("requests", 1, S, E::Message(442), 0),
+            f("constraints", 2, S, E::Message(443), OMITEMPTY),
+            f("config", 3, S, E::Message(444), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("config", &[2]),
+            k("constraints", &[1]),
+            k("requests", &[0]),
+        ],
+    },
+    // 332
+    Message {
+        name: "k8s.io.api.resource.v1.AllocationResult",
+        form: JsonForm::Struct,
+        fields: &[
+            f("devices", 1, V, E::Message(445), OMITEMPTY),
+            f("nodeSelector", 3, P, E::Message(336), OMITEMPTY),
+            f("allocationTimestamp", 5, P, E::Time, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("allocationTimestamp", &[2]),
+            k("devices", &[0]),
+            k("nodeSelector", &[1]),
+        ],
+    },
+    // 333
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimConsumerReference",
+        form: JsonForm::Struct,
+        fields: &[
+            f("apiGroup", 1, V, E::String, OMITEMPTY),
+            f("resource", 3, V, E::String, 0),
+            f("name", 4, V, E::String, 0),
+            f("uid", 5, V, E::String, 0),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("apiGroup", &[0]),
+            k("name", &[2]),
+            k("resource", &[1]),
+            k("uid", &[3]),
+        ],
+    },
+    // 334
+    Message {
+        name: "k8s.io.api.resource.v1.AllocatedDeviceStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("driver", 1, V, E::String, 0),
+            f("pool", 2, V, E::String, 0),
+            f("device", 3, V, E::String, 0),
+            f("shareID", 7, P, E::String, OMITEMPTY),
+            f("conditions", 4, S, E::Message(260), 0),
+            f("data", 5, P, E::RawExtension, OMITEMPTY),
+            f("networkData", 6, P, E::Message(446), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 4, 5, 6, 3],
+        keys: &[
+            k("conditions", &[4]),
+            k("data", &[5]),
+            k("device", &[2]),
+            k("driver", &[0]),
+            k("networkData", &[6]),
+            k("pool", &[1]),
+            k("shareID", &[3]),
+        ],
+    },
+    // 335
+    Message {
+        name: "k8s.io.api.resource.v1.ResourcePool",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("generation", 2, V, E::Int64, 0),
+            f("resourceSliceCount", 3, V, E::Int64, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("generation", &[1]),
+            k("name", &[0]),
+            k("resourceSliceCount", &[2]),
+        ],
+    },
+    // 336
+    Message {
+        name: "k8s.io.api.core.v1.NodeSelector",
+        form: JsonForm::Struct,
+        fields: &[f("nodeSelectorTerms", 1, S, E::Message(447), 0)],
+        by_tag: &[0],
+        keys: &[k("nodeSelectorTerms", &[0])],
+    },
+    // 337
+    Message {
+        name: "k8s.io.api.resource.v1.Device",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("attributes", 2, Mp, E::Message(448), OMITEMPTY),
+            f("capacity", 3, Mp, E::Message(449), OMITEMPTY),
+            f("consumesCounters", 4, S, E::Message(450), OMITEMPTY),
+            f("nodeName", 5, P, E::String, OMITEMPTY),
+            f("nodeSelector", 6, P, E::Message(336), OMITEMPTY),
+            f("allNodes", 7, P, E::Bool, OMITEMPTY),
+            f("taints", 8, S, E::Message(451), OMITEMPTY),
+            f("bindsToNode", 9, P, E::Bool, OMITEMPTY),
+            f("bindingConditions", 10, S, E::String, OMITEMPTY),
+            f("bindingFailureConditions", 11, S, E::String, OMITEMPTY),
+            f("allowMultipleAllocations", 12, P, E::Bool, OMITEMPTY),
+            f(
+                "nodeAllocatableResourceMappings",
+                13,
+                Mp,
+                E::Message(452),
+                OMITEMPTY,
+            ),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+        keys: &[
+            k("allNodes", &[6]),
+            k("allowMultipleAllocations", &[11]),
+            k("attributes", &[1]),
+            k("bindingConditions", &[9]),
+            k("bindingFailureConditions", &[10]),
+            k("bindsToNode", &[8]),
+            k("capacity", &[2]),
+            k("consumesCounters", &[3]),
+            k("name", &[0]),
+            k("nodeAllocatableResourceMappings", &[12]),
+            k("nodeName", &[4]),
+            k("nodeSelector", &[5]),
+            k("taints", &[7]),
+        ],
+    },
+    // 338
+    Message {
+        name: "k8s.io.api.resource.v1.CounterSet",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("counters", 2, Mp, E::Message(453), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("counters", &[1]), k("name", &[0])],
+    },
+    // 339
+    Message {
+        name: "k8s.io.api.storage.v1.TokenRequest",
+        form: JsonForm::Struct,
+        fields: &[
+            f("audience", 1, V, E::String, 0),
+            f("expirationSeconds", 2, P, E::Int64, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("audience", &[0]), k("expirationSeconds", &[1])],
+    },
+    // 340
+    Message {
+        name: "k8s.io.api.storage.v1.CSINodeDriver",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("nodeID", 2, V, E::String, 0),
+            f("topologyKeys", 3, S, E::String, 0),
+            f("allocatable", 4, P, E::Message(454), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("allocatable", &[3]),
+            k("name", &[0]),
+            k("nodeID", &[1]),
+            k("topologyKeys", &[2]),
+        ],
+    },
+    // 341
+    Message {
+        name: "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",
+        form: JsonForm::Struct,
+        fields: &[
+            f("key", 1, V, E::String, 0),
+            f("operator", 2, V, E::String, 0),
+            f("values", 3, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("key", &[0]), k("operator", &[1]), k("values", &[2])],
+    },
+    // 342
+    Message {
+        name: "k8s.io.api.core.v1.TopologySelectorLabelRequirement",
+        form: JsonForm::Struct,
+        fields: &[
+            f("key", 1, V, E::String, 0),
+            f("values", 2, S, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("key", &[0]), k("values", &[1])],
+    },
+    // 343
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeAttachmentSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("persistentVolumeName", 1, P, E::String, OMITEMPTY),
+            f("inlineVolumeSpec", 2, P, E::Message(143), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("inlineVolumeSpec", &[1]), k("persistentVolumeName", &[0])],
+    },
+    // 344
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeError",
+        form: JsonForm::Struct,
+        fields: &[
+            f("time", 1, V, E::Time, OMITEMPTY),
+            f("message", 2, V, E::String, OMITEMPTY),
+            f("errorCode", 3, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("errorCode", &[2]), k("message", &[1]), k("time", &[0])],
+    },
+    // 345
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.StatusCause",
         form: JsonForm::Struct,
@@ -2695,41 +5576,41 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1, 2],
         keys: &[k("field", &[2]), k("message", &[1]), k("reason", &[0])],
     },
-    // 149
+    // 346
     Message {
         name: "k8s.io.api.core.v1.VolumeSource",
         form: JsonForm::Struct,
         fields: &[
-            f("hostPath", 1, P, E::Message(197), OMITEMPTY),
-            f("emptyDir", 2, P, E::Message(198), OMITEMPTY),
-            f("gcePersistentDisk", 3, P, E::Message(199), OMITEMPTY),
-            f("awsElasticBlockStore", 4, P, E::Message(200), OMITEMPTY),
-            f("gitRepo", 5, P, E::Message(201), OMITEMPTY),
-            f("secret", 6, P, E::Message(202), OMITEMPTY),
-            f("nfs", 7, P, E::Message(203), OMITEMPTY),
-            f("iscsi", 8, P, E::Message(204), OMITEMPTY),
-            f("glusterfs", 9, P, E::Message(205), OMITEMPTY),
-            f("persistentVolumeClaim", 10, P, E::Message(206), OMITEMPTY),
-            f("rbd", 11, P, E::Message(207), OMITEMPTY),
-            f("flexVolume", 12, P, E::Message(208), OMITEMPTY),
-            f("cinder", 13, P, E::Message(209), OMITEMPTY),
-            f("cephfs", 14, P, E::Message(210), OMITEMPTY),
-            f("flocker", 15, P, E::Message(211), OMITEMPTY),
-            f("downwardAPI", 16, P, E::Message(212), OMITEMPTY),
-            f("fc", 17, P, E::Message(213), OMITEMPTY),
-            f("azureFile", 18, P, E::Message(214), OMITEMPTY),
-            f("configMap", 19, P, E::Message(215), OMITEMPTY),
-            f("vsphereVolume", 20, P, E::Message(216), OMITEMPTY),
-            f("quobyte", 21, P, E::Message(217), OMITEMPTY),
-            f("azureDisk", 22, P, E::Message(218), OMITEMPTY),
-            f("photonPersistentDisk", 23, P, E::Message(219), OMITEMPTY),
-            f("projected", 26, P, E::Message(220), OMITEMPTY),
-            f("portworxVolume", 24, P, E::Message(221), OMITEMPTY),
-            f("scaleIO", 25, P, E::Message(222), OMITEMPTY),
-            f("storageos", 27, P, E::Message(223), OMITEMPTY),
-            f("csi", 28, P, E::Message(224), OMITEMPTY),
-            f("ephemeral", 29, P, E::Message(225), OMITEMPTY),
-            f("image", 30, P, E::Message(226), OMITEMPTY),
+            f("hostPath", 1, P, E::Message(381), OMITEMPTY),
+            f("emptyDir", 2, P, E::Message(455), OMITEMPTY),
+            f("gcePersistentDisk", 3, P, E::Message(379), OMITEMPTY),
+            f("awsElasticBlockStore", 4, P, E::Message(380), OMITEMPTY),
+            f("gitRepo", 5, P, E::Message(456), OMITEMPTY),
+            f("secret", 6, P, E::Message(457), OMITEMPTY),
+            f("nfs", 7, P, E::Message(383), OMITEMPTY),
+            f("iscsi", 8, P, E::Message(458), OMITEMPTY),
+            f("glusterfs", 9, P, E::Message(459), OMITEMPTY),
+            f("persistentVolumeClaim", 10, P, E::Message(460), OMITEMPTY),
+            f("rbd", 11, P, E::Message(461), OMITEMPTY),
+            f("flexVolume", 12, P, E::Message(462), OMITEMPTY),
+            f("cinder", 13, P, E::Message(463), OMITEMPTY),
+            f("cephfs", 14, P, E::Message(464), OMITEMPTY),
+            f("flocker", 15, P, E::Message(389), OMITEMPTY),
+            f("downwardAPI", 16, P, E::Message(465), OMITEMPTY),
+            f("fc", 17, P, E::Message(388), OMITEMPTY),
+            f("azureFile", 18, P, E::Message(466), OMITEMPTY),
+            f("configMap", 19, P, E::Message(467), OMITEMPTY),
+            f("vsphereVolume", 20, P, E::Message(392), OMITEMPTY),
+            f("quobyte", 21, P, E::Message(393), OMITEMPTY),
+            f("azureDisk", 22, P, E::Message(394), OMITEMPTY),
+            f("photonPersistentDisk", 23, P, E::Message(395), OMITEMPTY),
+            f("projected", 26, P, E::Message(468), OMITEMPTY),
+            f("portworxVolume", 24, P, E::Message(396), OMITEMPTY),
+            f("scaleIO", 25, P, E::Message(469), OMITEMPTY),
+            f("storageos", 27, P, E::Message(470), OMITEMPTY),
+            f("csi", 28, P, E::Message(471), OMITEMPTY),
+            f("ephemeral", 29, P, E::Message(472), OMITEMPTY),
+            f("image", 30, P, E::Message(473), OMITEMPTY),
         ],
         by_tag: &[
             0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24,
@@ -2768,7 +5649,7 @@ pub static MESSAGES: [Message; 286] = [
             k("vsphereVolume", &[19]),
         ],
     },
-    // 150
+    // 347
     Message {
         name: "k8s.io.api.core.v1.ContainerPort",
         form: JsonForm::Struct,
@@ -2788,14 +5669,14 @@ pub static MESSAGES: [Message; 286] = [
             k("protocol", &[3]),
         ],
     },
-    // 151
+    // 348
     Message {
         name: "k8s.io.api.core.v1.EnvFromSource",
         form: JsonForm::Struct,
         fields: &[
             f("prefix", 1, V, E::String, OMITEMPTY),
-            f("configMapRef", 2, P, E::Message(227), OMITEMPTY),
-            f("secretRef", 3, P, E::Message(228), OMITEMPTY),
+            f("configMapRef", 2, P, E::Message(474), OMITEMPTY),
+            f("secretRef", 3, P, E::Message(475), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[
@@ -2804,19 +5685,19 @@ pub static MESSAGES: [Message; 286] = [
             k("secretRef", &[2]),
         ],
     },
-    // 152
+    // 349
     Message {
         name: "k8s.io.api.core.v1.EnvVar",
         form: JsonForm::Struct,
         fields: &[
             f("name", 1, V, E::String, 0),
             f("value", 2, V, E::String, OMITEMPTY),
-            f("valueFrom", 3, P, E::Message(229), OMITEMPTY),
+            f("valueFrom", 3, P, E::Message(476), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("name", &[0]), k("value", &[1]), k("valueFrom", &[2])],
     },
-    // 153
+    // 350
     Message {
         name: "k8s.io.api.core.v1.ContainerResizePolicy",
         form: JsonForm::Struct,
@@ -2827,18 +5708,18 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("resourceName", &[0]), k("restartPolicy", &[1])],
     },
-    // 154
+    // 351
     Message {
         name: "k8s.io.api.core.v1.ContainerRestartRule",
         form: JsonForm::Struct,
         fields: &[
             f("action", 1, V, E::String, OMITEMPTY),
-            f("exitCodes", 2, P, E::Message(230), OMITEMPTY),
+            f("exitCodes", 2, P, E::Message(477), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("action", &[0]), k("exitCodes", &[1])],
     },
-    // 155
+    // 352
     Message {
         name: "k8s.io.api.core.v1.VolumeMount",
         form: JsonForm::Struct,
@@ -2862,7 +5743,7 @@ pub static MESSAGES: [Message; 286] = [
             k("subPathExpr", &[6]),
         ],
     },
-    // 156
+    // 353
     Message {
         name: "k8s.io.api.core.v1.VolumeDevice",
         form: JsonForm::Struct,
@@ -2873,12 +5754,12 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("devicePath", &[1]), k("name", &[0])],
     },
-    // 157
+    // 354
     Message {
         name: "k8s.io.api.core.v1.Probe",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(231), INLINE),
+            f("", 1, V, E::Message(478), INLINE),
             f("initialDelaySeconds", 2, V, E::Int32, OMITEMPTY),
             f("timeoutSeconds", 3, V, E::Int32, OMITEMPTY),
             f("periodSeconds", 4, V, E::Int32, OMITEMPTY),
@@ -2900,13 +5781,13 @@ pub static MESSAGES: [Message; 286] = [
             k("timeoutSeconds", &[2]),
         ],
     },
-    // 158
+    // 355
     Message {
         name: "k8s.io.api.core.v1.Lifecycle",
         form: JsonForm::Struct,
         fields: &[
-            f("postStart", 1, P, E::Message(232), OMITEMPTY),
-            f("preStop", 2, P, E::Message(232), OMITEMPTY),
+            f("postStart", 1, P, E::Message(479), OMITEMPTY),
+            f("preStop", 2, P, E::Message(479), OMITEMPTY),
             f("stopSignal", 3, P, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
@@ -2916,23 +5797,23 @@ pub static MESSAGES: [Message; 286] = [
             k("stopSignal", &[2]),
         ],
     },
-    // 159
+    // 356
     Message {
         name: "k8s.io.api.core.v1.SecurityContext",
         form: JsonForm::Struct,
         fields: &[
-            f("capabilities", 1, P, E::Message(233), OMITEMPTY),
+            f("capabilities", 1, P, E::Message(480), OMITEMPTY),
             f("privileged", 2, P, E::Bool, OMITEMPTY),
-            f("seLinuxOptions", 3, P, E::Message(161), OMITEMPTY),
-            f("windowsOptions", 10, P, E::Message(162), OMITEMPTY),
+            f("seLinuxOptions", 3, P, E::Message(358), OMITEMPTY),
+            f("windowsOptions", 10, P, E::Message(359), OMITEMPTY),
             f("runAsUser", 4, P, E::Int64, OMITEMPTY),
             f("runAsGroup", 8, P, E::Int64, OMITEMPTY),
             f("runAsNonRoot", 5, P, E::Bool, OMITEMPTY),
             f("readOnlyRootFilesystem", 6, P, E::Bool, OMITEMPTY),
             f("allowPrivilegeEscalation", 7, P, E::Bool, OMITEMPTY),
             f("procMount", 9, P, E::String, OMITEMPTY),
-            f("seccompProfile", 11, P, E::Message(164), OMITEMPTY),
-            f("appArmorProfile", 12, P, E::Message(165), OMITEMPTY),
+            f("seccompProfile", 11, P, E::Message(361), OMITEMPTY),
+            f("appArmorProfile", 12, P, E::Message(362), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 4, 6, 7, 8, 5, 9, 3, 10, 11],
         keys: &[
@@ -2950,7 +5831,7 @@ pub static MESSAGES: [Message; 286] = [
             k("windowsOptions", &[3]),
         ],
     },
-    // 160
+    // 357
     Message {
         name: "k8s.io.api.core.v1.EphemeralContainerCommon",
         form: JsonForm::Struct,
@@ -2960,23 +5841,23 @@ pub static MESSAGES: [Message; 286] = [
             f("command", 3, S, E::String, OMITEMPTY),
             f("args", 4, S, E::String, OMITEMPTY),
             f("workingDir", 5, V, E::String, OMITEMPTY),
-            f("ports", 6, S, E::Message(150), OMITEMPTY),
-            f("envFrom", 19, S, E::Message(151), OMITEMPTY),
-            f("env", 7, S, E::Message(152), OMITEMPTY),
-            f("resources", 8, V, E::Message(99), OMITEMPTY),
-            f("resizePolicy", 23, S, E::Message(153), OMITEMPTY),
+            f("ports", 6, S, E::Message(347), OMITEMPTY),
+            f("envFrom", 19, S, E::Message(348), OMITEMPTY),
+            f("env", 7, S, E::Message(349), OMITEMPTY),
+            f("resources", 8, V, E::Message(236), OMITEMPTY),
+            f("resizePolicy", 23, S, E::Message(350), OMITEMPTY),
             f("restartPolicy", 24, P, E::String, OMITEMPTY),
-            f("restartPolicyRules", 25, S, E::Message(154), OMITEMPTY),
-            f("volumeMounts", 9, S, E::Message(155), OMITEMPTY),
-            f("volumeDevices", 21, S, E::Message(156), OMITEMPTY),
-            f("livenessProbe", 10, P, E::Message(157), OMITEMPTY),
-            f("readinessProbe", 11, P, E::Message(157), OMITEMPTY),
-            f("startupProbe", 22, P, E::Message(157), OMITEMPTY),
-            f("lifecycle", 12, P, E::Message(158), OMITEMPTY),
+            f("restartPolicyRules", 25, S, E::Message(351), OMITEMPTY),
+            f("volumeMounts", 9, S, E::Message(352), OMITEMPTY),
+            f("volumeDevices", 21, S, E::Message(353), OMITEMPTY),
+            f("livenessProbe", 10, P, E::Message(354), OMITEMPTY),
+            f("readinessProbe", 11, P, E::Message(354), OMITEMPTY),
+            f("startupProbe", 22, P, E::Message(354), OMITEMPTY),
+            f("lifecycle", 12, P, E::Message(355), OMITEMPTY),
             f("terminationMessagePath", 13, V, E::String, OMITEMPTY),
             f("terminationMessagePolicy", 20, V, E::String, OMITEMPTY),
             f("imagePullPolicy", 14, V, E::String, OMITEMPTY),
-            f("securityContext", 15, P, E::Message(159), OMITEMPTY),
+            f("securityContext", 15, P, E::Message(356), OMITEMPTY),
             f("stdin", 16, V, E::Bool, OMITEMPTY),
             f("stdinOnce", 17, V, E::Bool, OMITEMPTY),
             f("tty", 18, V, E::Bool, OMITEMPTY),
@@ -3013,7 +5894,7 @@ pub static MESSAGES: [Message; 286] = [
             k("workingDir", &[4]),
         ],
     },
-    // 161
+    // 358
     Message {
         name: "k8s.io.api.core.v1.SELinuxOptions",
         form: JsonForm::Struct,
@@ -3031,7 +5912,7 @@ pub static MESSAGES: [Message; 286] = [
             k("user", &[0]),
         ],
     },
-    // 162
+    // 359
     Message {
         name: "k8s.io.api.core.v1.WindowsSecurityContextOptions",
         form: JsonForm::Struct,
@@ -3049,7 +5930,7 @@ pub static MESSAGES: [Message; 286] = [
             k("runAsUserName", &[2]),
         ],
     },
-    // 163
+    // 360
     Message {
         name: "k8s.io.api.core.v1.Sysctl",
         form: JsonForm::Struct,
@@ -3060,7 +5941,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("name", &[0]), k("value", &[1])],
     },
-    // 164
+    // 361
     Message {
         name: "k8s.io.api.core.v1.SeccompProfile",
         form: JsonForm::Struct,
@@ -3071,7 +5952,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("localhostProfile", &[1]), k("type", &[0])],
     },
-    // 165
+    // 362
     Message {
         name: "k8s.io.api.core.v1.AppArmorProfile",
         form: JsonForm::Struct,
@@ -3082,7 +5963,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("localhostProfile", &[1]), k("type", &[0])],
     },
-    // 166
+    // 363
     Message {
         name: "k8s.io.api.core.v1.NodeAffinity",
         form: JsonForm::Struct,
@@ -3091,14 +5972,14 @@ pub static MESSAGES: [Message; 286] = [
                 "requiredDuringSchedulingIgnoredDuringExecution",
                 1,
                 P,
-                E::Message(234),
+                E::Message(336),
                 OMITEMPTY,
             ),
             f(
                 "preferredDuringSchedulingIgnoredDuringExecution",
                 2,
                 S,
-                E::Message(235),
+                E::Message(481),
                 OMITEMPTY,
             ),
         ],
@@ -3108,7 +5989,7 @@ pub static MESSAGES: [Message; 286] = [
             k("requiredDuringSchedulingIgnoredDuringExecution", &[0]),
         ],
     },
-    // 167
+    // 364
     Message {
         name: "k8s.io.api.core.v1.PodAffinity",
         form: JsonForm::Struct,
@@ -3117,14 +5998,14 @@ pub static MESSAGES: [Message; 286] = [
                 "requiredDuringSchedulingIgnoredDuringExecution",
                 1,
                 S,
-                E::Message(236),
+                E::Message(482),
                 OMITEMPTY,
             ),
             f(
                 "preferredDuringSchedulingIgnoredDuringExecution",
                 2,
                 S,
-                E::Message(237),
+                E::Message(483),
                 OMITEMPTY,
             ),
         ],
@@ -3134,7 +6015,7 @@ pub static MESSAGES: [Message; 286] = [
             k("requiredDuringSchedulingIgnoredDuringExecution", &[0]),
         ],
     },
-    // 168
+    // 365
     Message {
         name: "k8s.io.api.core.v1.PodAntiAffinity",
         form: JsonForm::Struct,
@@ -3143,14 +6024,14 @@ pub static MESSAGES: [Message; 286] = [
                 "requiredDuringSchedulingIgnoredDuringExecution",
                 1,
                 S,
-                E::Message(236),
+                E::Message(482),
                 OMITEMPTY,
             ),
             f(
                 "preferredDuringSchedulingIgnoredDuringExecution",
                 2,
                 S,
-                E::Message(237),
+                E::Message(483),
                 OMITEMPTY,
             ),
         ],
@@ -3160,7 +6041,7 @@ pub static MESSAGES: [Message; 286] = [
             k("requiredDuringSchedulingIgnoredDuringExecution", &[0]),
         ],
     },
-    // 169
+    // 366
     Message {
         name: "k8s.io.api.core.v1.PodDNSConfigOption",
         form: JsonForm::Struct,
@@ -3171,7 +6052,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("name", &[0]), k("value", &[1])],
     },
-    // 170
+    // 367
     Message {
         name: "k8s.io.api.core.v1.ResourceClaim",
         form: JsonForm::Struct,
@@ -3182,14 +6063,14 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("name", &[0]), k("request", &[1])],
     },
-    // 171
+    // 368
     Message {
         name: "k8s.io.api.core.v1.ContainerState",
         form: JsonForm::Struct,
         fields: &[
-            f("waiting", 1, P, E::Message(238), OMITEMPTY),
-            f("running", 2, P, E::Message(239), OMITEMPTY),
-            f("terminated", 3, P, E::Message(240), OMITEMPTY),
+            f("waiting", 1, P, E::Message(484), OMITEMPTY),
+            f("running", 2, P, E::Message(485), OMITEMPTY),
+            f("terminated", 3, P, E::Message(486), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[
@@ -3198,7 +6079,7 @@ pub static MESSAGES: [Message; 286] = [
             k("waiting", &[0]),
         ],
     },
-    // 172
+    // 369
     Message {
         name: "k8s.io.api.core.v1.VolumeMountStatus",
         form: JsonForm::Struct,
@@ -3207,7 +6088,7 @@ pub static MESSAGES: [Message; 286] = [
             f("mountPath", 2, V, E::String, 0),
             f("readOnly", 3, V, E::Bool, OMITEMPTY),
             f("recursiveReadOnly", 4, P, E::String, OMITEMPTY),
-            f("volumeStatus", 5, P, E::Message(241), OMITEMPTY),
+            f("volumeStatus", 5, P, E::Message(487), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4],
         keys: &[
@@ -3218,26 +6099,26 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeStatus", &[4]),
         ],
     },
-    // 173
+    // 370
     Message {
         name: "k8s.io.api.core.v1.ContainerUser",
         form: JsonForm::Struct,
-        fields: &[f("linux", 1, P, E::Message(242), OMITEMPTY)],
+        fields: &[f("linux", 1, P, E::Message(488), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("linux", &[0])],
     },
-    // 174
+    // 371
     Message {
         name: "k8s.io.api.core.v1.ResourceStatus",
         form: JsonForm::Struct,
         fields: &[
             f("name", 1, V, E::String, 0),
-            f("resources", 2, S, E::Message(243), OMITEMPTY),
+            f("resources", 2, S, E::Message(489), OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("name", &[0]), k("resources", &[1])],
     },
-    // 175
+    // 372
     Message {
         name: "k8s.io.api.core.v1.ContainerExtendedResourceRequest",
         form: JsonForm::Struct,
@@ -3253,7 +6134,7 @@ pub static MESSAGES: [Message; 286] = [
             k("resourceName", &[1]),
         ],
     },
-    // 176
+    // 373
     Message {
         name: "k8s.io.api.core.v1.ConfigMapNodeConfigSource",
         form: JsonForm::Struct,
@@ -3273,7 +6154,7 @@ pub static MESSAGES: [Message; 286] = [
             k("uid", &[2]),
         ],
     },
-    // 177
+    // 374
     Message {
         name: "k8s.io.api.core.v1.DaemonEndpoint",
         form: JsonForm::Struct,
@@ -3281,7 +6162,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("Port", &[0])],
     },
-    // 178
+    // 375
     Message {
         name: "k8s.io.api.core.v1.NodeSwapStatus",
         form: JsonForm::Struct,
@@ -3289,7 +6170,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("capacity", &[0])],
     },
-    // 179
+    // 376
     Message {
         name: "k8s.io.api.core.v1.NodeRuntimeHandlerFeatures",
         form: JsonForm::Struct,
@@ -3303,7 +6184,7 @@ pub static MESSAGES: [Message; 286] = [
             k("userNamespaces", &[1]),
         ],
     },
-    // 180
+    // 377
     Message {
         name: "k8s.io.api.core.v1.ClientIPConfig",
         form: JsonForm::Struct,
@@ -3311,7 +6192,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("timeoutSeconds", &[0])],
     },
-    // 181
+    // 378
     Message {
         name: "k8s.io.api.core.v1.LoadBalancerIngress",
         form: JsonForm::Struct,
@@ -3319,7 +6200,7 @@ pub static MESSAGES: [Message; 286] = [
             f("ip", 1, V, E::String, OMITEMPTY),
             f("hostname", 2, V, E::String, OMITEMPTY),
             f("ipMode", 3, P, E::String, OMITEMPTY),
-            f("ports", 4, S, E::Message(244), OMITEMPTY),
+            f("ports", 4, S, E::Message(490), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
         keys: &[
@@ -3329,237 +6210,7 @@ pub static MESSAGES: [Message; 286] = [
             k("ports", &[3]),
         ],
     },
-    // 182
-    Message {
-        name: "k8s.io.api.discovery.v1.ForZone",
-        form: JsonForm::Struct,
-        fields: &[f("name", 1, V, E::String, 0)],
-        by_tag: &[0],
-        keys: &[k("name", &[0])],
-    },
-    // 183
-    Message {
-        name: "k8s.io.api.discovery.v1.ForNode",
-        form: JsonForm::Struct,
-        fields: &[f("name", 1, V, E::String, 0)],
-        by_tag: &[0],
-        keys: &[k("name", &[0])],
-    },
-    // 184
-    Message {
-        name: "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",
-        form: JsonForm::Struct,
-        fields: &[
-            f("key", 1, V, E::String, 0),
-            f("operator", 2, V, E::String, 0),
-            f("values", 3, S, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("key", &[0]), k("operator", &[1]), k("values", &[2])],
-    },
-    // 185
-    Message {
-        name: "k8s.io.api.apps.v1.RollingUpdateDeployment",
-        form: JsonForm::Struct,
-        fields: &[
-            f("maxUnavailable", 1, P, E::IntOrString, OMITEMPTY),
-            f("maxSurge", 2, P, E::IntOrString, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("maxSurge", &[1]), k("maxUnavailable", &[0])],
-    },
-    // 186
-    Message {
-        name: "k8s.io.api.core.v1.PersistentVolumeClaimSpec",
-        form: JsonForm::Struct,
-        fields: &[
-            f("accessModes", 1, S, E::String, OMITEMPTY),
-            f("selector", 4, P, E::Message(128), OMITEMPTY),
-            f("resources", 2, V, E::Message(245), OMITEMPTY),
-            f("volumeName", 3, V, E::String, OMITEMPTY),
-            f("storageClassName", 5, P, E::String, OMITEMPTY),
-            f("volumeMode", 6, P, E::String, OMITEMPTY),
-            f("dataSource", 7, P, E::Message(246), OMITEMPTY),
-            f("dataSourceRef", 8, P, E::Message(247), OMITEMPTY),
-            f("volumeAttributesClassName", 9, P, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 2, 3, 1, 4, 5, 6, 7, 8],
-        keys: &[
-            k("accessModes", &[0]),
-            k("dataSource", &[6]),
-            k("dataSourceRef", &[7]),
-            k("resources", &[2]),
-            k("selector", &[1]),
-            k("storageClassName", &[4]),
-            k("volumeAttributesClassName", &[8]),
-            k("volumeMode", &[5]),
-            k("volumeName", &[3]),
-        ],
-    },
-    // 187
-    Message {
-        name: "k8s.io.api.core.v1.PersistentVolumeClaimStatus",
-        form: JsonForm::Struct,
-        fields: &[
-            f("phase", 1, V, E::String, OMITEMPTY),
-            f("accessModes", 2, S, E::String, OMITEMPTY),
-            f("capacity", 3, Mp, E::Quantity, OMITEMPTY),
-            f("conditions", 4, S, E::Message(248), OMITEMPTY),
-            f("allocatedResources", 5, Mp, E::Quantity, OMITEMPTY),
-            f("allocatedResourceStatuses", 7, Mp, E::String, OMITEMPTY),
-            f(
-                "currentVolumeAttributesClassName",
-                8,
-                P,
-                E::String,
-                OMITEMPTY,
-            ),
-            f("modifyVolumeStatus", 9, P, E::Message(249), OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
-        keys: &[
-            k("accessModes", &[1]),
-            k("allocatedResourceStatuses", &[5]),
-            k("allocatedResources", &[4]),
-            k("capacity", &[2]),
-            k("conditions", &[3]),
-            k("currentVolumeAttributesClassName", &[6]),
-            k("modifyVolumeStatus", &[7]),
-            k("phase", &[0]),
-        ],
-    },
-    // 188
-    Message {
-        name: "k8s.io.api.apps.v1.RollingUpdateStatefulSetStrategy",
-        form: JsonForm::Struct,
-        fields: &[
-            f("partition", 1, P, E::Int32, OMITEMPTY),
-            f("maxUnavailable", 2, P, E::IntOrString, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("maxUnavailable", &[1]), k("partition", &[0])],
-    },
-    // 189
-    Message {
-        name: "k8s.io.api.apps.v1.RollingUpdateDaemonSet",
-        form: JsonForm::Struct,
-        fields: &[
-            f("maxUnavailable", 1, P, E::IntOrString, OMITEMPTY),
-            f("maxSurge", 2, P, E::IntOrString, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("maxSurge", &[1]), k("maxUnavailable", &[0])],
-    },
-    // 190
-    Message {
-        name: "k8s.io.api.batch.v1.PodFailurePolicyRule",
-        form: JsonForm::Struct,
-        fields: &[
-            f("action", 1, V, E::String, 0),
-            f("onExitCodes", 2, P, E::Message(250), OMITEMPTY),
-            f("onPodConditions", 3, S, E::Message(251), OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[
-            k("action", &[0]),
-            k("onExitCodes", &[1]),
-            k("onPodConditions", &[2]),
-        ],
-    },
-    // 191
-    Message {
-        name: "k8s.io.api.batch.v1.SuccessPolicyRule",
-        form: JsonForm::Struct,
-        fields: &[
-            f("succeededIndexes", 1, P, E::String, OMITEMPTY),
-            f("succeededCount", 2, P, E::Int32, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("succeededCount", &[1]), k("succeededIndexes", &[0])],
-    },
-    // 192
-    Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation",
-        form: JsonForm::Struct,
-        fields: &[f("openAPIV3Schema", 1, P, E::Message(252), OMITEMPTY)],
-        by_tag: &[0],
-        keys: &[k("openAPIV3Schema", &[0])],
-    },
-    // 193
-    Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources",
-        form: JsonForm::Struct,
-        fields: &[
-            f("status", 1, P, E::Message(253), OMITEMPTY),
-            f("scale", 2, P, E::Message(254), OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("scale", &[1]), k("status", &[0])],
-    },
-    // 194
-    Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition",
-        form: JsonForm::Struct,
-        fields: &[
-            f("name", 1, V, E::String, 0),
-            f("type", 2, V, E::String, 0),
-            f("format", 3, V, E::String, OMITEMPTY),
-            f("description", 4, V, E::String, OMITEMPTY),
-            f("priority", 5, V, E::Int32, OMITEMPTY),
-            f("jsonPath", 6, V, E::String, 0),
-        ],
-        by_tag: &[0, 1, 2, 3, 4, 5],
-        keys: &[
-            k("description", &[3]),
-            k("format", &[2]),
-            k("jsonPath", &[5]),
-            k("name", &[0]),
-            k("priority", &[4]),
-            k("type", &[1]),
-        ],
-    },
-    // 195
-    Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.SelectableField",
-        form: JsonForm::Struct,
-        fields: &[f("jsonPath", 1, V, E::String, 0)],
-        by_tag: &[0],
-        keys: &[k("jsonPath", &[0])],
-    },
-    // 196
-    Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookConversion",
-        form: JsonForm::Struct,
-        fields: &[
-            f("clientConfig", 2, P, E::Message(255), OMITEMPTY),
-            f("conversionReviewVersions", 3, S, E::String, 0),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("clientConfig", &[0]), k("conversionReviewVersions", &[1])],
-    },
-    // 197
-    Message {
-        name: "k8s.io.api.core.v1.HostPathVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("path", 1, V, E::String, 0),
-            f("type", 2, P, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("path", &[0]), k("type", &[1])],
-    },
-    // 198
-    Message {
-        name: "k8s.io.api.core.v1.EmptyDirVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("medium", 1, V, E::String, OMITEMPTY),
-            f("sizeLimit", 2, P, E::Quantity, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("medium", &[0]), k("sizeLimit", &[1])],
-    },
-    // 199
+    // 379
     Message {
         name: "k8s.io.api.core.v1.GCEPersistentDiskVolumeSource",
         form: JsonForm::Struct,
@@ -3577,7 +6228,7 @@ pub static MESSAGES: [Message; 286] = [
             k("readOnly", &[3]),
         ],
     },
-    // 200
+    // 380
     Message {
         name: "k8s.io.api.core.v1.AWSElasticBlockStoreVolumeSource",
         form: JsonForm::Struct,
@@ -3595,41 +6246,36 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeID", &[0]),
         ],
     },
-    // 201
+    // 381
     Message {
-        name: "k8s.io.api.core.v1.GitRepoVolumeSource",
+        name: "k8s.io.api.core.v1.HostPathVolumeSource",
         form: JsonForm::Struct,
         fields: &[
-            f("repository", 1, V, E::String, 0),
-            f("revision", 2, V, E::String, OMITEMPTY),
-            f("directory", 3, V, E::String, OMITEMPTY),
+            f("path", 1, V, E::String, 0),
+            f("type", 2, P, E::String, OMITEMPTY),
         ],
-        by_tag: &[0, 1, 2],
-        keys: &[
-            k("directory", &[2]),
-            k("repository", &[0]),
-            k("revision", &[1]),
-        ],
+        by_tag: &[0, 1],
+        keys: &[k("path", &[0]), k("type", &[1])],
     },
-    // 202
+    // 382
     Message {
-        name: "k8s.io.api.core.v1.SecretVolumeSource",
+        name: "k8s.io.api.core.v1.GlusterfsPersistentVolumeSource",
         form: JsonForm::Struct,
         fields: &[
-            f("secretName", 1, V, E::String, OMITEMPTY),
-            f("items", 2, S, E::Message(256), OMITEMPTY),
-            f("defaultMode", 3, P, E::Int32, OMITEMPTY),
-            f("optional", 4, P, E::Bool, OMITEMPTY),
+            f("endpoints", 1, V, E::String, 0),
+            f("path", 2, V, E::String, 0),
+            f("readOnly", 3, V, E::Bool, OMITEMPTY),
+            f("endpointsNamespace", 4, P, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
         keys: &[
-            k("defaultMode", &[2]),
-            k("items", &[1]),
-            k("optional", &[3]),
-            k("secretName", &[0]),
+            k("endpoints", &[0]),
+            k("endpointsNamespace", &[3]),
+            k("path", &[1]),
+            k("readOnly", &[2]),
         ],
     },
-    // 203
+    // 383
     Message {
         name: "k8s.io.api.core.v1.NFSVolumeSource",
         form: JsonForm::Struct,
@@ -3641,9 +6287,35 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1, 2],
         keys: &[k("path", &[1]), k("readOnly", &[2]), k("server", &[0])],
     },
-    // 204
+    // 384
     Message {
-        name: "k8s.io.api.core.v1.ISCSIVolumeSource",
+        name: "k8s.io.api.core.v1.RBDPersistentVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("monitors", 1, S, E::String, 0),
+            f("image", 2, V, E::String, 0),
+            f("fsType", 3, V, E::String, OMITEMPTY),
+            f("pool", 4, V, E::String, OMITEMPTY),
+            f("user", 5, V, E::String, OMITEMPTY),
+            f("keyring", 6, V, E::String, OMITEMPTY),
+            f("secretRef", 7, P, E::Message(491), OMITEMPTY),
+            f("readOnly", 8, V, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
+        keys: &[
+            k("fsType", &[2]),
+            k("image", &[1]),
+            k("keyring", &[5]),
+            k("monitors", &[0]),
+            k("pool", &[3]),
+            k("readOnly", &[7]),
+            k("secretRef", &[6]),
+            k("user", &[4]),
+        ],
+    },
+    // 385
+    Message {
+        name: "k8s.io.api.core.v1.ISCSIPersistentVolumeSource",
         form: JsonForm::Struct,
         fields: &[
             f("targetPortal", 1, V, E::String, 0),
@@ -3655,7 +6327,7 @@ pub static MESSAGES: [Message; 286] = [
             f("portals", 7, S, E::String, OMITEMPTY),
             f("chapAuthDiscovery", 8, V, E::Bool, OMITEMPTY),
             f("chapAuthSession", 11, V, E::Bool, OMITEMPTY),
-            f("secretRef", 10, P, E::Message(89), OMITEMPTY),
+            f("secretRef", 10, P, E::Message(491), OMITEMPTY),
             f("initiatorName", 12, P, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 9, 8, 10],
@@ -3673,84 +6345,15 @@ pub static MESSAGES: [Message; 286] = [
             k("targetPortal", &[0]),
         ],
     },
-    // 205
+    // 386
     Message {
-        name: "k8s.io.api.core.v1.GlusterfsVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("endpoints", 1, V, E::String, 0),
-            f("path", 2, V, E::String, 0),
-            f("readOnly", 3, V, E::Bool, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("endpoints", &[0]), k("path", &[1]), k("readOnly", &[2])],
-    },
-    // 206
-    Message {
-        name: "k8s.io.api.core.v1.PersistentVolumeClaimVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("claimName", 1, V, E::String, 0),
-            f("readOnly", 2, V, E::Bool, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("claimName", &[0]), k("readOnly", &[1])],
-    },
-    // 207
-    Message {
-        name: "k8s.io.api.core.v1.RBDVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("monitors", 1, S, E::String, 0),
-            f("image", 2, V, E::String, 0),
-            f("fsType", 3, V, E::String, OMITEMPTY),
-            f("pool", 4, V, E::String, OMITEMPTY),
-            f("user", 5, V, E::String, OMITEMPTY),
-            f("keyring", 6, V, E::String, OMITEMPTY),
-            f("secretRef", 7, P, E::Message(89), OMITEMPTY),
-            f("readOnly", 8, V, E::Bool, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
-        keys: &[
-            k("fsType", &[2]),
-            k("image", &[1]),
-            k("keyring", &[5]),
-            k("monitors", &[0]),
-            k("pool", &[3]),
-            k("readOnly", &[7]),
-            k("secretRef", &[6]),
-            k("user", &[4]),
-        ],
-    },
-    // 208
-    Message {
-        name: "k8s.io.api.core.v1.FlexVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("driver", 1, V, E::String, 0),
-            f("fsType", 2, V, E::String, OMITEMPTY),
-            f("secretRef", 3, P, E::Message(89), OMITEMPTY),
-            f("readOnly", 4, V, E::Bool, OMITEMPTY),
-            f("options", 5, Mp, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3, 4],
-        keys: &[
-            k("driver", &[0]),
-            k("fsType", &[1]),
-            k("options", &[4]),
-            k("readOnly", &[3]),
-            k("secretRef", &[2]),
-        ],
-    },
-    // 209
-    Message {
-        name: "k8s.io.api.core.v1.CinderVolumeSource",
+        name: "k8s.io.api.core.v1.CinderPersistentVolumeSource",
         form: JsonForm::Struct,
         fields: &[
             f("volumeID", 1, V, E::String, 0),
             f("fsType", 2, V, E::String, OMITEMPTY),
             f("readOnly", 3, V, E::Bool, OMITEMPTY),
-            f("secretRef", 4, P, E::Message(89), OMITEMPTY),
+            f("secretRef", 4, P, E::Message(491), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
         keys: &[
@@ -3760,16 +6363,16 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeID", &[0]),
         ],
     },
-    // 210
+    // 387
     Message {
-        name: "k8s.io.api.core.v1.CephFSVolumeSource",
+        name: "k8s.io.api.core.v1.CephFSPersistentVolumeSource",
         form: JsonForm::Struct,
         fields: &[
             f("monitors", 1, S, E::String, 0),
             f("path", 2, V, E::String, OMITEMPTY),
             f("user", 3, V, E::String, OMITEMPTY),
             f("secretFile", 4, V, E::String, OMITEMPTY),
-            f("secretRef", 5, P, E::Message(89), OMITEMPTY),
+            f("secretRef", 5, P, E::Message(491), OMITEMPTY),
             f("readOnly", 6, V, E::Bool, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5],
@@ -3782,29 +6385,7 @@ pub static MESSAGES: [Message; 286] = [
             k("user", &[2]),
         ],
     },
-    // 211
-    Message {
-        name: "k8s.io.api.core.v1.FlockerVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("datasetName", 1, V, E::String, OMITEMPTY),
-            f("datasetUUID", 2, V, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("datasetName", &[0]), k("datasetUUID", &[1])],
-    },
-    // 212
-    Message {
-        name: "k8s.io.api.core.v1.DownwardAPIVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("items", 1, S, E::Message(257), OMITEMPTY),
-            f("defaultMode", 2, P, E::Int32, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("defaultMode", &[1]), k("items", &[0])],
-    },
-    // 213
+    // 388
     Message {
         name: "k8s.io.api.core.v1.FCVolumeSource",
         form: JsonForm::Struct,
@@ -3824,41 +6405,56 @@ pub static MESSAGES: [Message; 286] = [
             k("wwids", &[4]),
         ],
     },
-    // 214
+    // 389
     Message {
-        name: "k8s.io.api.core.v1.AzureFileVolumeSource",
+        name: "k8s.io.api.core.v1.FlockerVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("datasetName", 1, V, E::String, OMITEMPTY),
+            f("datasetUUID", 2, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("datasetName", &[0]), k("datasetUUID", &[1])],
+    },
+    // 390
+    Message {
+        name: "k8s.io.api.core.v1.FlexPersistentVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("driver", 1, V, E::String, 0),
+            f("fsType", 2, V, E::String, OMITEMPTY),
+            f("secretRef", 3, P, E::Message(491), OMITEMPTY),
+            f("readOnly", 4, V, E::Bool, OMITEMPTY),
+            f("options", 5, Mp, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("driver", &[0]),
+            k("fsType", &[1]),
+            k("options", &[4]),
+            k("readOnly", &[3]),
+            k("secretRef", &[2]),
+        ],
+    },
+    // 391
+    Message {
+        name: "k8s.io.api.core.v1.AzureFilePersistentVolumeSource",
         form: JsonForm::Struct,
         fields: &[
             f("secretName", 1, V, E::String, 0),
             f("shareName", 2, V, E::String, 0),
             f("readOnly", 3, V, E::Bool, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[
-            k("readOnly", &[2]),
-            k("secretName", &[0]),
-            k("shareName", &[1]),
-        ],
-    },
-    // 215
-    Message {
-        name: "k8s.io.api.core.v1.ConfigMapVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("", 1, V, E::Message(89), INLINE),
-            f("items", 2, S, E::Message(256), OMITEMPTY),
-            f("defaultMode", 3, P, E::Int32, OMITEMPTY),
-            f("optional", 4, P, E::Bool, OMITEMPTY),
+            f("secretNamespace", 4, P, E::String, 0),
         ],
         by_tag: &[0, 1, 2, 3],
         keys: &[
-            k("defaultMode", &[2]),
-            k("items", &[1]),
-            k("name", &[0, 0]),
-            k("optional", &[3]),
+            k("readOnly", &[2]),
+            k("secretName", &[0]),
+            k("secretNamespace", &[3]),
+            k("shareName", &[1]),
         ],
     },
-    // 216
+    // 392
     Message {
         name: "k8s.io.api.core.v1.VsphereVirtualDiskVolumeSource",
         form: JsonForm::Struct,
@@ -3876,7 +6472,7 @@ pub static MESSAGES: [Message; 286] = [
             k("volumePath", &[0]),
         ],
     },
-    // 217
+    // 393
     Message {
         name: "k8s.io.api.core.v1.QuobyteVolumeSource",
         form: JsonForm::Struct,
@@ -3898,7 +6494,7 @@ pub static MESSAGES: [Message; 286] = [
             k("volume", &[1]),
         ],
     },
-    // 218
+    // 394
     Message {
         name: "k8s.io.api.core.v1.AzureDiskVolumeSource",
         form: JsonForm::Struct,
@@ -3920,7 +6516,7 @@ pub static MESSAGES: [Message; 286] = [
             k("readOnly", &[4]),
         ],
     },
-    // 219
+    // 395
     Message {
         name: "k8s.io.api.core.v1.PhotonPersistentDiskVolumeSource",
         form: JsonForm::Struct,
@@ -3931,18 +6527,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("fsType", &[1]), k("pdID", &[0])],
     },
-    // 220
-    Message {
-        name: "k8s.io.api.core.v1.ProjectedVolumeSource",
-        form: JsonForm::Struct,
-        fields: &[
-            f("sources", 1, S, E::Message(258), 0),
-            f("defaultMode", 2, P, E::Int32, OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("defaultMode", &[1]), k("sources", &[0])],
-    },
-    // 221
+    // 396
     Message {
         name: "k8s.io.api.core.v1.PortworxVolumeSource",
         form: JsonForm::Struct,
@@ -3954,14 +6539,14 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1, 2],
         keys: &[k("fsType", &[1]), k("readOnly", &[2]), k("volumeID", &[0])],
     },
-    // 222
+    // 397
     Message {
-        name: "k8s.io.api.core.v1.ScaleIOVolumeSource",
+        name: "k8s.io.api.core.v1.ScaleIOPersistentVolumeSource",
         form: JsonForm::Struct,
         fields: &[
             f("gateway", 1, V, E::String, 0),
             f("system", 2, V, E::String, 0),
-            f("secretRef", 3, P, E::Message(89), 0),
+            f("secretRef", 3, P, E::Message(491), 0),
             f("sslEnabled", 4, V, E::Bool, OMITEMPTY),
             f("protectionDomain", 5, V, E::String, OMITEMPTY),
             f("storagePool", 6, V, E::String, OMITEMPTY),
@@ -3984,16 +6569,27 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeName", &[7]),
         ],
     },
-    // 223
+    // 398
     Message {
-        name: "k8s.io.api.core.v1.StorageOSVolumeSource",
+        name: "k8s.io.api.core.v1.LocalVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("path", 1, V, E::String, 0),
+            f("fsType", 2, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("fsType", &[1]), k("path", &[0])],
+    },
+    // 399
+    Message {
+        name: "k8s.io.api.core.v1.StorageOSPersistentVolumeSource",
         form: JsonForm::Struct,
         fields: &[
             f("volumeName", 1, V, E::String, OMITEMPTY),
             f("volumeNamespace", 2, V, E::String, OMITEMPTY),
             f("fsType", 3, V, E::String, OMITEMPTY),
             f("readOnly", 4, V, E::Bool, OMITEMPTY),
-            f("secretRef", 5, P, E::Message(89), OMITEMPTY),
+            f("secretRef", 5, P, E::Message(137), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4],
         keys: &[
@@ -4004,7 +6600,1019 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeNamespace", &[1]),
         ],
     },
-    // 224
+    // 400
+    Message {
+        name: "k8s.io.api.core.v1.CSIPersistentVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("driver", 1, V, E::String, 0),
+            f("volumeHandle", 2, V, E::String, 0),
+            f("readOnly", 3, V, E::Bool, OMITEMPTY),
+            f("fsType", 4, V, E::String, OMITEMPTY),
+            f("volumeAttributes", 5, Mp, E::String, OMITEMPTY),
+            f(
+                "controllerPublishSecretRef",
+                6,
+                P,
+                E::Message(491),
+                OMITEMPTY,
+            ),
+            f("nodeStageSecretRef", 7, P, E::Message(491), OMITEMPTY),
+            f("nodePublishSecretRef", 8, P, E::Message(491), OMITEMPTY),
+            f(
+                "controllerExpandSecretRef",
+                9,
+                P,
+                E::Message(491),
+                OMITEMPTY,
+            ),
+            f("nodeExpandSecretRef", 10, P, E::Message(491), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        keys: &[
+            k("controllerExpandSecretRef", &[8]),
+            k("controllerPublishSecretRef", &[5]),
+            k("driver", &[0]),
+            k("fsType", &[3]),
+            k("nodeExpandSecretRef", &[9]),
+            k("nodePublishSecretRef", &[7]),
+            k("nodeStageSecretRef", &[6]),
+            k("readOnly", &[2]),
+            k("volumeAttributes", &[4]),
+            k("volumeHandle", &[1]),
+        ],
+    },
+    // 401
+    Message {
+        name: "k8s.io.api.core.v1.ScopedResourceSelectorRequirement",
+        form: JsonForm::Struct,
+        fields: &[
+            f("scopeName", 1, V, E::String, 0),
+            f("operator", 2, V, E::String, 0),
+            f("values", 3, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("operator", &[1]), k("scopeName", &[0]), k("values", &[2])],
+    },
+    // 402
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ServiceReference",
+        form: JsonForm::Struct,
+        fields: &[
+            f("namespace", 1, V, E::String, 0),
+            f("name", 2, V, E::String, 0),
+            f("path", 3, P, E::String, OMITEMPTY),
+            f("port", 4, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("name", &[1]),
+            k("namespace", &[0]),
+            k("path", &[2]),
+            k("port", &[3]),
+        ],
+    },
+    // 403
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.Rule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("apiGroups", 1, S, E::String, OMITEMPTY),
+            f("apiVersions", 2, S, E::String, OMITEMPTY),
+            f("resources", 3, S, E::String, OMITEMPTY),
+            f("scope", 4, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("apiGroups", &[0]),
+            k("apiVersions", &[1]),
+            k("resources", &[2]),
+            k("scope", &[3]),
+        ],
+    },
+    // 404
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.NamedRuleWithOperations",
+        form: JsonForm::Struct,
+        fields: &[
+            f("resourceNames", 1, S, E::String, OMITEMPTY),
+            f("", 2, V, E::Message(274), INLINE),
+        ],
+        by_tag: &[0, 1],
+        keys: &[
+            k("apiGroups", &[1, 1, 0]),
+            k("apiVersions", &[1, 1, 1]),
+            k("operations", &[1, 0]),
+            k("resourceNames", &[0]),
+            k("resources", &[1, 1, 2]),
+            k("scope", &[1, 1, 3]),
+        ],
+    },
+    // 405
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ExpressionWarning",
+        form: JsonForm::Struct,
+        fields: &[
+            f("fieldRef", 2, V, E::String, 0),
+            f("warning", 3, V, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("fieldRef", &[0]), k("warning", &[1])],
+    },
+    // 406
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.ApplyConfiguration",
+        form: JsonForm::Struct,
+        fields: &[f("expression", 1, V, E::String, OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("expression", &[0])],
+    },
+    // 407
+    Message {
+        name: "k8s.io.api.admissionregistration.v1.JSONPatch",
+        form: JsonForm::Struct,
+        fields: &[f("expression", 1, V, E::String, OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("expression", &[0])],
+    },
+    // 408
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation",
+        form: JsonForm::Struct,
+        fields: &[f("openAPIV3Schema", 1, P, E::Message(492), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("openAPIV3Schema", &[0])],
+    },
+    // 409
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources",
+        form: JsonForm::Struct,
+        fields: &[
+            f("status", 1, P, E::Message(493), OMITEMPTY),
+            f("scale", 2, P, E::Message(494), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("scale", &[1]), k("status", &[0])],
+    },
+    // 410
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("type", 2, V, E::String, 0),
+            f("format", 3, V, E::String, OMITEMPTY),
+            f("description", 4, V, E::String, OMITEMPTY),
+            f("priority", 5, V, E::Int32, OMITEMPTY),
+            f("jsonPath", 6, V, E::String, 0),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5],
+        keys: &[
+            k("description", &[3]),
+            k("format", &[2]),
+            k("jsonPath", &[5]),
+            k("name", &[0]),
+            k("priority", &[4]),
+            k("type", &[1]),
+        ],
+    },
+    // 411
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.SelectableField",
+        form: JsonForm::Struct,
+        fields: &[f("jsonPath", 1, V, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("jsonPath", &[0])],
+    },
+    // 412
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookConversion",
+        form: JsonForm::Struct,
+        fields: &[
+            f("clientConfig", 2, P, E::Message(495), OMITEMPTY),
+            f("conversionReviewVersions", 3, S, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("clientConfig", &[0]), k("conversionReviewVersions", &[1])],
+    },
+    // 413
+    Message {
+        name: "k8s.io.api.apps.v1.RollingUpdateDeployment",
+        form: JsonForm::Struct,
+        fields: &[
+            f("maxUnavailable", 1, P, E::IntOrString, OMITEMPTY),
+            f("maxSurge", 2, P, E::IntOrString, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("maxSurge", &[1]), k("maxUnavailable", &[0])],
+    },
+    // 414
+    Message {
+        name: "k8s.io.api.apps.v1.RollingUpdateStatefulSetStrategy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("partition", 1, P, E::Int32, OMITEMPTY),
+            f("maxUnavailable", 2, P, E::IntOrString, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("maxUnavailable", &[1]), k("partition", &[0])],
+    },
+    // 415
+    Message {
+        name: "k8s.io.api.apps.v1.RollingUpdateDaemonSet",
+        form: JsonForm::Struct,
+        fields: &[
+            f("maxUnavailable", 1, P, E::IntOrString, OMITEMPTY),
+            f("maxSurge", 2, P, E::IntOrString, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("maxSurge", &[1]), k("maxUnavailable", &[0])],
+    },
+    // 416
+    Message {
+        name: "k8s.io.api.autoscaling.v2.ObjectMetricSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("describedObject", 1, V, E::Message(300), 0),
+            f("target", 2, V, E::Message(496), 0),
+            f("metric", 3, V, E::Message(497), 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("describedObject", &[0]),
+            k("metric", &[2]),
+            k("target", &[1]),
+        ],
+    },
+    // 417
+    Message {
+        name: "k8s.io.api.autoscaling.v2.PodsMetricSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metric", 1, V, E::Message(497), 0),
+            f("target", 2, V, E::Message(496), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metric", &[0]), k("target", &[1])],
+    },
+    // 418
+    Message {
+        name: "k8s.io.api.autoscaling.v2.ResourceMetricSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("target", 2, V, E::Message(496), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("name", &[0]), k("target", &[1])],
+    },
+    // 419
+    Message {
+        name: "k8s.io.api.autoscaling.v2.ContainerResourceMetricSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("target", 2, V, E::Message(496), 0),
+            f("container", 3, V, E::String, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("container", &[2]), k("name", &[0]), k("target", &[1])],
+    },
+    // 420
+    Message {
+        name: "k8s.io.api.autoscaling.v2.ExternalMetricSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metric", 1, V, E::Message(497), 0),
+            f("target", 2, V, E::Message(496), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("metric", &[0]), k("target", &[1])],
+    },
+    // 421
+    Message {
+        name: "k8s.io.api.autoscaling.v2.HPAScalingRules",
+        form: JsonForm::Struct,
+        fields: &[
+            f("stabilizationWindowSeconds", 3, P, E::Int32, OMITEMPTY),
+            f("selectPolicy", 1, P, E::String, OMITEMPTY),
+            f("policies", 2, S, E::Message(498), OMITEMPTY),
+            f("tolerance", 4, P, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[1, 2, 0, 3],
+        keys: &[
+            k("policies", &[2]),
+            k("selectPolicy", &[1]),
+            k("stabilizationWindowSeconds", &[0]),
+            k("tolerance", &[3]),
+        ],
+    },
+    // 422
+    Message {
+        name: "k8s.io.api.autoscaling.v2.ObjectMetricStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metric", 1, V, E::Message(497), 0),
+            f("current", 2, V, E::Message(499), 0),
+            f("describedObject", 3, V, E::Message(300), 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("current", &[1]),
+            k("describedObject", &[2]),
+            k("metric", &[0]),
+        ],
+    },
+    // 423
+    Message {
+        name: "k8s.io.api.autoscaling.v2.PodsMetricStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metric", 1, V, E::Message(497), 0),
+            f("current", 2, V, E::Message(499), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("current", &[1]), k("metric", &[0])],
+    },
+    // 424
+    Message {
+        name: "k8s.io.api.autoscaling.v2.ResourceMetricStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("current", 2, V, E::Message(499), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("current", &[1]), k("name", &[0])],
+    },
+    // 425
+    Message {
+        name: "k8s.io.api.autoscaling.v2.ContainerResourceMetricStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("current", 2, V, E::Message(499), 0),
+            f("container", 3, V, E::String, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("container", &[2]), k("current", &[1]), k("name", &[0])],
+    },
+    // 426
+    Message {
+        name: "k8s.io.api.autoscaling.v2.ExternalMetricStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("metric", 1, V, E::Message(497), 0),
+            f("current", 2, V, E::Message(499), 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("current", &[1]), k("metric", &[0])],
+    },
+    // 427
+    Message {
+        name: "k8s.io.api.batch.v1.PodFailurePolicyRule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("action", 1, V, E::String, 0),
+            f("onExitCodes", 2, P, E::Message(500), OMITEMPTY),
+            f("onPodConditions", 3, S, E::Message(501), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("action", &[0]),
+            k("onExitCodes", &[1]),
+            k("onPodConditions", &[2]),
+        ],
+    },
+    // 428
+    Message {
+        name: "k8s.io.api.batch.v1.SuccessPolicyRule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("succeededIndexes", 1, P, E::String, OMITEMPTY),
+            f("succeededCount", 2, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("succeededCount", &[1]), k("succeededIndexes", &[0])],
+    },
+    // 429
+    Message {
+        name: "k8s.io.api.discovery.v1.ForZone",
+        form: JsonForm::Struct,
+        fields: &[f("name", 1, V, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("name", &[0])],
+    },
+    // 430
+    Message {
+        name: "k8s.io.api.discovery.v1.ForNode",
+        form: JsonForm::Struct,
+        fields: &[f("name", 1, V, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("name", &[0])],
+    },
+    // 431
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.Subject",
+        form: JsonForm::Struct,
+        fields: &[
+            f("kind", 1, V, E::String, 0),
+            f("user", 2, P, E::Message(502), OMITEMPTY),
+            f("group", 3, P, E::Message(503), OMITEMPTY),
+            f("serviceAccount", 4, P, E::Message(504), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("group", &[2]),
+            k("kind", &[0]),
+            k("serviceAccount", &[3]),
+            k("user", &[1]),
+        ],
+    },
+    // 432
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.ResourcePolicyRule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("verbs", 1, S, E::String, 0),
+            f("apiGroups", 2, S, E::String, 0),
+            f("resources", 3, S, E::String, 0),
+            f("clusterScope", 4, V, E::Bool, OMITEMPTY),
+            f("namespaces", 5, S, E::String, 0),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("apiGroups", &[1]),
+            k("clusterScope", &[3]),
+            k("namespaces", &[4]),
+            k("resources", &[2]),
+            k("verbs", &[0]),
+        ],
+    },
+    // 433
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.NonResourcePolicyRule",
+        form: JsonForm::Struct,
+        fields: &[
+            f("verbs", 1, S, E::String, 0),
+            f("nonResourceURLs", 6, S, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("nonResourceURLs", &[1]), k("verbs", &[0])],
+    },
+    // 434
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.LimitResponse",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("queuing", 2, P, E::Message(505), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("queuing", &[1]), k("type", &[0])],
+    },
+    // 435
+    Message {
+        name: "k8s.io.api.networking.v1.IngressServiceBackend",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("port", 2, V, E::Message(506), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("name", &[0]), k("port", &[1])],
+    },
+    // 436
+    Message {
+        name: "k8s.io.api.networking.v1.IngressRuleValue",
+        form: JsonForm::Struct,
+        fields: &[f("http", 1, P, E::Message(507), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("http", &[0])],
+    },
+    // 437
+    Message {
+        name: "k8s.io.api.networking.v1.IngressLoadBalancerIngress",
+        form: JsonForm::Struct,
+        fields: &[
+            f("ip", 1, V, E::String, OMITEMPTY),
+            f("hostname", 2, V, E::String, OMITEMPTY),
+            f("ports", 4, S, E::Message(508), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("hostname", &[1]), k("ip", &[0]), k("ports", &[2])],
+    },
+    // 438
+    Message {
+        name: "k8s.io.api.networking.v1.NetworkPolicyPort",
+        form: JsonForm::Struct,
+        fields: &[
+            f("protocol", 1, P, E::String, OMITEMPTY),
+            f("port", 2, P, E::IntOrString, OMITEMPTY),
+            f("endPort", 3, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("endPort", &[2]), k("port", &[1]), k("protocol", &[0])],
+    },
+    // 439
+    Message {
+        name: "k8s.io.api.networking.v1.NetworkPolicyPeer",
+        form: JsonForm::Struct,
+        fields: &[
+            f("podSelector", 1, P, E::Message(213), OMITEMPTY),
+            f("namespaceSelector", 2, P, E::Message(213), OMITEMPTY),
+            f("ipBlock", 3, P, E::Message(509), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("ipBlock", &[2]),
+            k("namespaceSelector", &[1]),
+            k("podSelector", &[0]),
+        ],
+    },
+    // 440
+    Message {
+        name: "k8s.io.api.resource.v1.CELDeviceSelector",
+        form: JsonForm::Struct,
+        fields: &[f("expression", 1, V, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("expression", &[0])],
+    },
+    // 441
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceConfiguration",
+        form: JsonForm::Struct,
+        fields: &[f("opaque", 1, P, E::Message(510), OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("opaque", &[0])],
+    },
+    // 442
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceRequest",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("exactly", 2, P, E::Message(511), OMITEMPTY),
+            f("firstAvailable", 3, S, E::Message(512), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("exactly", &[1]),
+            k("firstAvailable", &[2]),
+            k("name", &[0]),
+        ],
+    },
+    // 443
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceConstraint",
+        form: JsonForm::Struct,
+        fields: &[
+            f("requests", 1, S, E::String, OMITEMPTY),
+            f("matchAttribute", 2, P, E::String, OMITEMPTY),
+            f("distinctAttribute", 3, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("distinctAttribute", &[2]),
+            k("matchAttribute", &[1]),
+            k("requests", &[0]),
+        ],
+    },
+    // 444
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClaimConfiguration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("requests", 1, S, E::String, OMITEMPTY),
+            f("", 2, V, E::Message(441), INLINE),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("opaque", &[1, 0]), k("requests", &[0])],
+    },
+    // 445
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceAllocationResult",
+        form: JsonForm::Struct,
+        fields: &[
+            f("results", 1, S, E::Message(513), OMITEMPTY),
+            f("config", 2, S, E::Message(514), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("config", &[1]), k("results", &[0])],
+    },
+    // 446
+    Message {
+        name: "k8s.io.api.resource.v1.NetworkDeviceData",
+        form: JsonForm::Struct,
+        fields: &[
+            f("interfaceName", 1, V, E::String, OMITEMPTY),
+            f("ips", 2, S, E::String, OMITEMPTY),
+            f("hardwareAddress", 3, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("hardwareAddress", &[2]),
+            k("interfaceName", &[0]),
+            k("ips", &[1]),
+        ],
+    },
+    // 447
+    Message {
+        name: "k8s.io.api.core.v1.NodeSelectorTerm",
+        form: JsonForm::Struct,
+        fields: &[
+            f("matchExpressions", 1, S, E::Message(515), OMITEMPTY),
+            f("matchFields", 2, S, E::Message(515), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("matchExpressions", &[0]), k("matchFields", &[1])],
+    },
+    // 448
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceAttribute",
+        form: JsonForm::Struct,
+        fields: &[
+            f("int", 2, P, E::Int64, OMITEMPTY),
+            f("bool", 3, P, E::Bool, OMITEMPTY),
+            f("string", 4, P, E::String, OMITEMPTY),
+            f("version", 5, P, E::String, OMITEMPTY),
+            f("ints", 6, S, E::Int64, OMITEMPTY),
+            f("bools", 7, S, E::Bool, OMITEMPTY),
+            f("strings", 8, S, E::String, OMITEMPTY),
+            f("versions", 9, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
+        keys: &[
+            k("bool", &[1]),
+            k("bools", &[5]),
+            k("int", &[0]),
+            k("ints", &[4]),
+            k("string", &[2]),
+            k("strings", &[6]),
+            k("version", &[3]),
+            k("versions", &[7]),
+        ],
+    },
+    // 449
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceCapacity",
+        form: JsonForm::Struct,
+        fields: &[
+            f("value", 1, V, E::Quantity, 0),
+            f("requestPolicy", 2, P, E::Message(516), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("requestPolicy", &[1]), k("value", &[0])],
+    },
+    // 450
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceCounterConsumption",
+        form: JsonForm::Struct,
+        fields: &[
+            f("counterSet", 1, V, E::String, 0),
+            f("counters", 2, Mp, E::Message(453), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("counterSet", &[0]), k("counters", &[1])],
+    },
+    // 451
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceTaint",
+        form: JsonForm::Struct,
+        fields: &[
+            f("key", 1, V, E::String, 0),
+            f("value", 2, V, E::String, OMITEMPTY),
+            f("effect", 3, V, E::String, 0),
+            f("timeAdded", 4, P, E::Time, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("effect", &[2]),
+            k("key", &[0]),
+            k("timeAdded", &[3]),
+            k("value", &[1]),
+        ],
+    },
+    // 452
+    Message {
+        name: "k8s.io.api.resource.v1.NodeAllocatableResourceMapping",
+        form: JsonForm::Struct,
+        fields: &[
+            f("capacityKey", 1, P, E::String, OMITEMPTY),
+            f("allocationMultiplier", 2, P, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("allocationMultiplier", &[1]), k("capacityKey", &[0])],
+    },
+    // 453
+    Message {
+        name: "k8s.io.api.resource.v1.Counter",
+        form: JsonForm::Struct,
+        fields: &[f("value", 1, V, E::Quantity, 0)],
+        by_tag: &[0],
+        keys: &[k("value", &[0])],
+    },
+    // 454
+    Message {
+        name: "k8s.io.api.storage.v1.VolumeNodeResources",
+        form: JsonForm::Struct,
+        fields: &[f("count", 1, P, E::Int32, OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("count", &[0])],
+    },
+    // 455
+    Message {
+        name: "k8s.io.api.core.v1.EmptyDirVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("medium", 1, V, E::String, OMITEMPTY),
+            f("sizeLimit", 2, P, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("medium", &[0]), k("sizeLimit", &[1])],
+    },
+    // 456
+    Message {
+        name: "k8s.io.api.core.v1.GitRepoVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("repository", 1, V, E::String, 0),
+            f("revision", 2, V, E::String, OMITEMPTY),
+            f("directory", 3, V, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("directory", &[2]),
+            k("repository", &[0]),
+            k("revision", &[1]),
+        ],
+    },
+    // 457
+    Message {
+        name: "k8s.io.api.core.v1.SecretVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("secretName", 1, V, E::String, OMITEMPTY),
+            f("items", 2, S, E::Message(517), OMITEMPTY),
+            f("defaultMode", 3, P, E::Int32, OMITEMPTY),
+            f("optional", 4, P, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("defaultMode", &[2]),
+            k("items", &[1]),
+            k("optional", &[3]),
+            k("secretName", &[0]),
+        ],
+    },
+    // 458
+    Message {
+        name: "k8s.io.api.core.v1.ISCSIVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("targetPortal", 1, V, E::String, 0),
+            f("iqn", 2, V, E::String, 0),
+            f("lun", 3, V, E::Int32, 0),
+            f("iscsiInterface", 4, V, E::String, OMITEMPTY),
+            f("fsType", 5, V, E::String, OMITEMPTY),
+            f("readOnly", 6, V, E::Bool, OMITEMPTY),
+            f("portals", 7, S, E::String, OMITEMPTY),
+            f("chapAuthDiscovery", 8, V, E::Bool, OMITEMPTY),
+            f("chapAuthSession", 11, V, E::Bool, OMITEMPTY),
+            f("secretRef", 10, P, E::Message(151), OMITEMPTY),
+            f("initiatorName", 12, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 9, 8, 10],
+        keys: &[
+            k("chapAuthDiscovery", &[7]),
+            k("chapAuthSession", &[8]),
+            k("fsType", &[4]),
+            k("initiatorName", &[10]),
+            k("iqn", &[1]),
+            k("iscsiInterface", &[3]),
+            k("lun", &[2]),
+            k("portals", &[6]),
+            k("readOnly", &[5]),
+            k("secretRef", &[9]),
+            k("targetPortal", &[0]),
+        ],
+    },
+    // 459
+    Message {
+        name: "k8s.io.api.core.v1.GlusterfsVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("endpoints", 1, V, E::String, 0),
+            f("path", 2, V, E::String, 0),
+            f("readOnly", 3, V, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("endpoints", &[0]), k("path", &[1]), k("readOnly", &[2])],
+    },
+    // 460
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeClaimVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("claimName", 1, V, E::String, 0),
+            f("readOnly", 2, V, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("claimName", &[0]), k("readOnly", &[1])],
+    },
+    // 461
+    Message {
+        name: "k8s.io.api.core.v1.RBDVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("monitors", 1, S, E::String, 0),
+            f("image", 2, V, E::String, 0),
+            f("fsType", 3, V, E::String, OMITEMPTY),
+            f("pool", 4, V, E::String, OMITEMPTY),
+            f("user", 5, V, E::String, OMITEMPTY),
+            f("keyring", 6, V, E::String, OMITEMPTY),
+            f("secretRef", 7, P, E::Message(151), OMITEMPTY),
+            f("readOnly", 8, V, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7],
+        keys: &[
+            k("fsType", &[2]),
+            k("image", &[1]),
+            k("keyring", &[5]),
+            k("monitors", &[0]),
+            k("pool", &[3]),
+            k("readOnly", &[7]),
+            k("secretRef", &[6]),
+            k("user", &[4]),
+        ],
+    },
+    // 462
+    Message {
+        name: "k8s.io.api.core.v1.FlexVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("driver", 1, V, E::String, 0),
+            f("fsType", 2, V, E::String, OMITEMPTY),
+            f("secretRef", 3, P, E::Message(151), OMITEMPTY),
+            f("readOnly", 4, V, E::Bool, OMITEMPTY),
+            f("options", 5, Mp, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("driver", &[0]),
+            k("fsType", &[1]),
+            k("options", &[4]),
+            k("readOnly", &[3]),
+            k("secretRef", &[2]),
+        ],
+    },
+    // 463
+    Message {
+        name: "k8s.io.api.core.v1.CinderVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("volumeID", 1, V, E::String, 0),
+            f("fsType", 2, V, E::String, OMITEMPTY),
+            f("readOnly", 3, V, E::Bool, OMITEMPTY),
+            f("secretRef", 4, P, E::Message(151), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("fsType", &[1]),
+            k("readOnly", &[2]),
+            k("secretRef", &[3]),
+            k("volumeID", &[0]),
+        ],
+    },
+    // 464
+    Message {
+        name: "k8s.io.api.core.v1.CephFSVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("monitors", 1, S, E::String, 0),
+            f("path", 2, V, E::String, OMITEMPTY),
+            f("user", 3, V, E::String, OMITEMPTY),
+            f("secretFile", 4, V, E::String, OMITEMPTY),
+            f("secretRef", 5, P, E::Message(151), OMITEMPTY),
+            f("readOnly", 6, V, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5],
+        keys: &[
+            k("monitors", &[0]),
+            k("path", &[1]),
+            k("readOnly", &[5]),
+            k("secretFile", &[3]),
+            k("secretRef", &[4]),
+            k("user", &[2]),
+        ],
+    },
+    // 465
+    Message {
+        name: "k8s.io.api.core.v1.DownwardAPIVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("items", 1, S, E::Message(518), OMITEMPTY),
+            f("defaultMode", 2, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("defaultMode", &[1]), k("items", &[0])],
+    },
+    // 466
+    Message {
+        name: "k8s.io.api.core.v1.AzureFileVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("secretName", 1, V, E::String, 0),
+            f("shareName", 2, V, E::String, 0),
+            f("readOnly", 3, V, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("readOnly", &[2]),
+            k("secretName", &[0]),
+            k("shareName", &[1]),
+        ],
+    },
+    // 467
+    Message {
+        name: "k8s.io.api.core.v1.ConfigMapVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("", 1, V, E::Message(151), INLINE),
+            f("items", 2, S, E::Message(517), OMITEMPTY),
+            f("defaultMode", 3, P, E::Int32, OMITEMPTY),
+            f("optional", 4, P, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("defaultMode", &[2]),
+            k("items", &[1]),
+            k("name", &[0, 0]),
+            k("optional", &[3]),
+        ],
+    },
+    // 468
+    Message {
+        name: "k8s.io.api.core.v1.ProjectedVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("sources", 1, S, E::Message(519), 0),
+            f("defaultMode", 2, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("defaultMode", &[1]), k("sources", &[0])],
+    },
+    // 469
+    Message {
+        name: "k8s.io.api.core.v1.ScaleIOVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("gateway", 1, V, E::String, 0),
+            f("system", 2, V, E::String, 0),
+            f("secretRef", 3, P, E::Message(151), 0),
+            f("sslEnabled", 4, V, E::Bool, OMITEMPTY),
+            f("protectionDomain", 5, V, E::String, OMITEMPTY),
+            f("storagePool", 6, V, E::String, OMITEMPTY),
+            f("storageMode", 7, V, E::String, OMITEMPTY),
+            f("volumeName", 8, V, E::String, OMITEMPTY),
+            f("fsType", 9, V, E::String, OMITEMPTY),
+            f("readOnly", 10, V, E::Bool, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        keys: &[
+            k("fsType", &[8]),
+            k("gateway", &[0]),
+            k("protectionDomain", &[4]),
+            k("readOnly", &[9]),
+            k("secretRef", &[2]),
+            k("sslEnabled", &[3]),
+            k("storageMode", &[6]),
+            k("storagePool", &[5]),
+            k("system", &[1]),
+            k("volumeName", &[7]),
+        ],
+    },
+    // 470
+    Message {
+        name: "k8s.io.api.core.v1.StorageOSVolumeSource",
+        form: JsonForm::Struct,
+        fields: &[
+            f("volumeName", 1, V, E::String, OMITEMPTY),
+            f("volumeNamespace", 2, V, E::String, OMITEMPTY),
+            f("fsType", 3, V, E::String, OMITEMPTY),
+            f("readOnly", 4, V, E::Bool, OMITEMPTY),
+            f("secretRef", 5, P, E::Message(151), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("fsType", &[2]),
+            k("readOnly", &[3]),
+            k("secretRef", &[4]),
+            k("volumeName", &[0]),
+            k("volumeNamespace", &[1]),
+        ],
+    },
+    // 471
     Message {
         name: "k8s.io.api.core.v1.CSIVolumeSource",
         form: JsonForm::Struct,
@@ -4013,7 +7621,7 @@ pub static MESSAGES: [Message; 286] = [
             f("readOnly", 2, P, E::Bool, OMITEMPTY),
             f("fsType", 3, P, E::String, OMITEMPTY),
             f("volumeAttributes", 4, Mp, E::String, OMITEMPTY),
-            f("nodePublishSecretRef", 5, P, E::Message(89), OMITEMPTY),
+            f("nodePublishSecretRef", 5, P, E::Message(151), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4],
         keys: &[
@@ -4024,15 +7632,15 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeAttributes", &[3]),
         ],
     },
-    // 225
+    // 472
     Message {
         name: "k8s.io.api.core.v1.EphemeralVolumeSource",
         form: JsonForm::Struct,
-        fields: &[f("volumeClaimTemplate", 1, P, E::Message(259), OMITEMPTY)],
+        fields: &[f("volumeClaimTemplate", 1, P, E::Message(520), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("volumeClaimTemplate", &[0])],
     },
-    // 226
+    // 473
     Message {
         name: "k8s.io.api.core.v1.ImageVolumeSource",
         form: JsonForm::Struct,
@@ -4043,38 +7651,38 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("pullPolicy", &[1]), k("reference", &[0])],
     },
-    // 227
+    // 474
     Message {
         name: "k8s.io.api.core.v1.ConfigMapEnvSource",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(89), INLINE),
+            f("", 1, V, E::Message(151), INLINE),
             f("optional", 2, P, E::Bool, OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("name", &[0, 0]), k("optional", &[1])],
     },
-    // 228
+    // 475
     Message {
         name: "k8s.io.api.core.v1.SecretEnvSource",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(89), INLINE),
+            f("", 1, V, E::Message(151), INLINE),
             f("optional", 2, P, E::Bool, OMITEMPTY),
         ],
         by_tag: &[0, 1],
         keys: &[k("name", &[0, 0]), k("optional", &[1])],
     },
-    // 229
+    // 476
     Message {
         name: "k8s.io.api.core.v1.EnvVarSource",
         form: JsonForm::Struct,
         fields: &[
-            f("fieldRef", 1, P, E::Message(260), OMITEMPTY),
-            f("resourceFieldRef", 2, P, E::Message(261), OMITEMPTY),
-            f("configMapKeyRef", 3, P, E::Message(262), OMITEMPTY),
-            f("secretKeyRef", 4, P, E::Message(263), OMITEMPTY),
-            f("fileKeyRef", 5, P, E::Message(264), OMITEMPTY),
+            f("fieldRef", 1, P, E::Message(521), OMITEMPTY),
+            f("resourceFieldRef", 2, P, E::Message(522), OMITEMPTY),
+            f("configMapKeyRef", 3, P, E::Message(523), OMITEMPTY),
+            f("secretKeyRef", 4, P, E::Message(524), OMITEMPTY),
+            f("fileKeyRef", 5, P, E::Message(525), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4],
         keys: &[
@@ -4085,7 +7693,7 @@ pub static MESSAGES: [Message; 286] = [
             k("secretKeyRef", &[3]),
         ],
     },
-    // 230
+    // 477
     Message {
         name: "k8s.io.api.core.v1.ContainerRestartRuleOnExitCodes",
         form: JsonForm::Struct,
@@ -4096,15 +7704,15 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("operator", &[0]), k("values", &[1])],
     },
-    // 231
+    // 478
     Message {
         name: "k8s.io.api.core.v1.ProbeHandler",
         form: JsonForm::Struct,
         fields: &[
-            f("exec", 1, P, E::Message(265), OMITEMPTY),
-            f("httpGet", 2, P, E::Message(266), OMITEMPTY),
-            f("tcpSocket", 3, P, E::Message(267), OMITEMPTY),
-            f("grpc", 4, P, E::Message(268), OMITEMPTY),
+            f("exec", 1, P, E::Message(526), OMITEMPTY),
+            f("httpGet", 2, P, E::Message(527), OMITEMPTY),
+            f("tcpSocket", 3, P, E::Message(528), OMITEMPTY),
+            f("grpc", 4, P, E::Message(529), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
         keys: &[
@@ -4114,15 +7722,15 @@ pub static MESSAGES: [Message; 286] = [
             k("tcpSocket", &[2]),
         ],
     },
-    // 232
+    // 479
     Message {
         name: "k8s.io.api.core.v1.LifecycleHandler",
         form: JsonForm::Struct,
         fields: &[
-            f("exec", 1, P, E::Message(265), OMITEMPTY),
-            f("httpGet", 2, P, E::Message(266), OMITEMPTY),
-            f("tcpSocket", 3, P, E::Message(267), OMITEMPTY),
-            f("sleep", 4, P, E::Message(269), OMITEMPTY),
+            f("exec", 1, P, E::Message(526), OMITEMPTY),
+            f("httpGet", 2, P, E::Message(527), OMITEMPTY),
+            f("tcpSocket", 3, P, E::Message(528), OMITEMPTY),
+            f("sleep", 4, P, E::Message(530), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
         keys: &[
@@ -4132,7 +7740,7 @@ pub static MESSAGES: [Message; 286] = [
             k("tcpSocket", &[2]),
         ],
     },
-    // 233
+    // 480
     Message {
         name: "k8s.io.api.core.v1.Capabilities",
         form: JsonForm::Struct,
@@ -4143,34 +7751,26 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("add", &[0]), k("drop", &[1])],
     },
-    // 234
-    Message {
-        name: "k8s.io.api.core.v1.NodeSelector",
-        form: JsonForm::Struct,
-        fields: &[f("nodeSelectorTerms", 1, S, E::Message(270), 0)],
-        by_tag: &[0],
-        keys: &[k("nodeSelectorTerms", &[0])],
-    },
-    // 235
+    // 481
     Message {
         name: "k8s.io.api.core.v1.PreferredSchedulingTerm",
         form: JsonForm::Struct,
         fields: &[
             f("weight", 1, V, E::Int32, 0),
-            f("preference", 2, V, E::Message(270), 0),
+            f("preference", 2, V, E::Message(447), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("preference", &[1]), k("weight", &[0])],
     },
-    // 236
+    // 482
     Message {
         name: "k8s.io.api.core.v1.PodAffinityTerm",
         form: JsonForm::Struct,
         fields: &[
-            f("labelSelector", 1, P, E::Message(128), OMITEMPTY),
+            f("labelSelector", 1, P, E::Message(213), OMITEMPTY),
             f("namespaces", 2, S, E::String, OMITEMPTY),
             f("topologyKey", 3, V, E::String, 0),
-            f("namespaceSelector", 4, P, E::Message(128), OMITEMPTY),
+            f("namespaceSelector", 4, P, E::Message(213), OMITEMPTY),
             f("matchLabelKeys", 5, S, E::String, OMITEMPTY),
             f("mismatchLabelKeys", 6, S, E::String, OMITEMPTY),
         ],
@@ -4184,18 +7784,18 @@ pub static MESSAGES: [Message; 286] = [
             k("topologyKey", &[2]),
         ],
     },
-    // 237
+    // 483
     Message {
         name: "k8s.io.api.core.v1.WeightedPodAffinityTerm",
         form: JsonForm::Struct,
         fields: &[
             f("weight", 1, V, E::Int32, 0),
-            f("podAffinityTerm", 2, V, E::Message(236), 0),
+            f("podAffinityTerm", 2, V, E::Message(482), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("podAffinityTerm", &[1]), k("weight", &[0])],
     },
-    // 238
+    // 484
     Message {
         name: "k8s.io.api.core.v1.ContainerStateWaiting",
         form: JsonForm::Struct,
@@ -4206,7 +7806,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("message", &[1]), k("reason", &[0])],
     },
-    // 239
+    // 485
     Message {
         name: "k8s.io.api.core.v1.ContainerStateRunning",
         form: JsonForm::Struct,
@@ -4214,7 +7814,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("startedAt", &[0])],
     },
-    // 240
+    // 486
     Message {
         name: "k8s.io.api.core.v1.ContainerStateTerminated",
         form: JsonForm::Struct,
@@ -4238,15 +7838,15 @@ pub static MESSAGES: [Message; 286] = [
             k("startedAt", &[4]),
         ],
     },
-    // 241
+    // 487
     Message {
         name: "k8s.io.api.core.v1.VolumeStatus",
         form: JsonForm::Struct,
-        fields: &[f("image", 1, P, E::Message(271), OMITEMPTY)],
+        fields: &[f("image", 1, P, E::Message(531), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("image", &[0])],
     },
-    // 242
+    // 488
     Message {
         name: "k8s.io.api.core.v1.LinuxContainerUser",
         form: JsonForm::Struct,
@@ -4262,7 +7862,7 @@ pub static MESSAGES: [Message; 286] = [
             k("uid", &[0]),
         ],
     },
-    // 243
+    // 489
     Message {
         name: "k8s.io.api.core.v1.ResourceHealth",
         form: JsonForm::Struct,
@@ -4274,7 +7874,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1, 2],
         keys: &[k("health", &[1]), k("message", &[2]), k("resourceID", &[0])],
     },
-    // 244
+    // 490
     Message {
         name: "k8s.io.api.core.v1.PortStatus",
         form: JsonForm::Struct,
@@ -4286,117 +7886,18 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1, 2],
         keys: &[k("error", &[2]), k("port", &[0]), k("protocol", &[1])],
     },
-    // 245
+    // 491
     Message {
-        name: "k8s.io.api.core.v1.VolumeResourceRequirements",
+        name: "k8s.io.api.core.v1.SecretReference",
         form: JsonForm::Struct,
         fields: &[
-            f("limits", 1, Mp, E::Quantity, OMITEMPTY),
-            f("requests", 2, Mp, E::Quantity, OMITEMPTY),
+            f("name", 1, V, E::String, OMITEMPTY),
+            f("namespace", 2, V, E::String, OMITEMPTY),
         ],
         by_tag: &[0, 1],
-        keys: &[k("limits", &[0]), k("requests", &[1])],
+        keys: &[k("name", &[0]), k("namespace", &[1])],
     },
-    // 246
-    Message {
-        name: "k8s.io.api.core.v1.TypedLocalObjectReference",
-        form: JsonForm::Struct,
-        fields: &[
-            f("apiGroup", 1, P, E::String, 0),
-            f("kind", 2, V, E::String, 0),
-            f("name", 3, V, E::String, 0),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("apiGroup", &[0]), k("kind", &[1]), k("name", &[2])],
-    },
-    // 247
-    Message {
-        name: "k8s.io.api.core.v1.TypedObjectReference",
-        form: JsonForm::Struct,
-        fields: &[
-            f("apiGroup", 1, P, E::String, 0),
-            f("kind", 2, V, E::String, 0),
-            f("name", 3, V, E::String, 0),
-            f("namespace", 4, P, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3],
-        keys: &[
-            k("apiGroup", &[0]),
-            k("kind", &[1]),
-            k("name", &[2]),
-            k("namespace", &[3]),
-        ],
-    },
-    // 248
-    Message {
-        name: "k8s.io.api.core.v1.PersistentVolumeClaimCondition",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, 0),
-            f("status", 2, V, E::String, 0),
-            f("lastProbeTime", 3, V, E::Time, OMITEMPTY),
-            f("lastTransitionTime", 4, V, E::Time, OMITEMPTY),
-            f("reason", 5, V, E::String, OMITEMPTY),
-            f("message", 6, V, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2, 3, 4, 5],
-        keys: &[
-            k("lastProbeTime", &[2]),
-            k("lastTransitionTime", &[3]),
-            k("message", &[5]),
-            k("reason", &[4]),
-            k("status", &[1]),
-            k("type", &[0]),
-        ],
-    },
-    // 249
-    Message {
-        name: "k8s.io.api.core.v1.ModifyVolumeStatus",
-        form: JsonForm::Struct,
-        fields: &[
-            f(
-                "targetVolumeAttributesClassName",
-                1,
-                V,
-                E::String,
-                OMITEMPTY,
-            ),
-            f("status", 2, V, E::String, 0),
-        ],
-        by_tag: &[0, 1],
-        keys: &[
-            k("status", &[1]),
-            k("targetVolumeAttributesClassName", &[0]),
-        ],
-    },
-    // 250
-    Message {
-        name: "k8s.io.api.batch.v1.PodFailurePolicyOnExitCodesRequirement",
-        form: JsonForm::Struct,
-        fields: &[
-            f("containerName", 1, P, E::String, OMITEMPTY),
-            f("operator", 2, V, E::String, 0),
-            f("values", 3, S, E::Int32, 0),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[
-            k("containerName", &[0]),
-            k("operator", &[1]),
-            k("values", &[2]),
-        ],
-    },
-    // 251
-    Message {
-        name: "k8s.io.api.batch.v1.PodFailurePolicyOnPodConditionsPattern",
-        form: JsonForm::Struct,
-        fields: &[
-            f("type", 1, V, E::String, 0),
-            f("status", 2, V, E::String, 0),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("status", &[1]), k("type", &[0])],
-    },
-    // 252
+    // 492
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
         form: JsonForm::Struct,
@@ -4424,18 +7925,18 @@ pub static MESSAGES: [Message; 286] = [
             f("maxProperties", 21, P, E::Int64, OMITEMPTY),
             f("minProperties", 22, P, E::Int64, OMITEMPTY),
             f("required", 23, S, E::String, OMITEMPTY),
-            f("items", 24, P, E::Message(272), OMITEMPTY),
-            f("allOf", 25, S, E::Message(252), OMITEMPTY),
-            f("oneOf", 26, S, E::Message(252), OMITEMPTY),
-            f("anyOf", 27, S, E::Message(252), OMITEMPTY),
-            f("not", 28, P, E::Message(252), OMITEMPTY),
-            f("properties", 29, Mp, E::Message(252), OMITEMPTY),
-            f("additionalProperties", 30, P, E::Message(273), OMITEMPTY),
-            f("patternProperties", 31, Mp, E::Message(252), OMITEMPTY),
-            f("dependencies", 32, Mp, E::Message(274), OMITEMPTY),
-            f("additionalItems", 33, P, E::Message(273), OMITEMPTY),
-            f("definitions", 34, Mp, E::Message(252), OMITEMPTY),
-            f("externalDocs", 35, P, E::Message(275), OMITEMPTY),
+            f("items", 24, P, E::Message(532), OMITEMPTY),
+            f("allOf", 25, S, E::Message(492), OMITEMPTY),
+            f("oneOf", 26, S, E::Message(492), OMITEMPTY),
+            f("anyOf", 27, S, E::Message(492), OMITEMPTY),
+            f("not", 28, P, E::Message(492), OMITEMPTY),
+            f("properties", 29, Mp, E::Message(492), OMITEMPTY),
+            f("additionalProperties", 30, P, E::Message(533), OMITEMPTY),
+            f("patternProperties", 31, Mp, E::Message(492), OMITEMPTY),
+            f("dependencies", 32, Mp, E::Message(534), OMITEMPTY),
+            f("additionalItems", 33, P, E::Message(533), OMITEMPTY),
+            f("definitions", 34, Mp, E::Message(492), OMITEMPTY),
+            f("externalDocs", 35, P, E::Message(535), OMITEMPTY),
             f("example", 36, P, E::JsonRaw, OMITEMPTY),
             f("nullable", 37, V, E::Bool, OMITEMPTY),
             f(
@@ -4454,7 +7955,7 @@ pub static MESSAGES: [Message; 286] = [
                 "x-kubernetes-validations",
                 44,
                 S,
-                E::Message(276),
+                E::Message(536),
                 OMITEMPTY,
             ),
         ],
@@ -4509,7 +8010,7 @@ pub static MESSAGES: [Message; 286] = [
             k("x-kubernetes-validations", &[43]),
         ],
     },
-    // 253
+    // 493
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceStatus",
         form: JsonForm::Struct,
@@ -4517,7 +8018,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[],
         keys: &[],
     },
-    // 254
+    // 494
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale",
         form: JsonForm::Struct,
@@ -4533,19 +8034,317 @@ pub static MESSAGES: [Message; 286] = [
             k("statusReplicasPath", &[1]),
         ],
     },
-    // 255
+    // 495
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig",
         form: JsonForm::Struct,
         fields: &[
             f("url", 3, P, E::String, OMITEMPTY),
-            f("service", 1, P, E::Message(277), OMITEMPTY),
+            f("service", 1, P, E::Message(537), OMITEMPTY),
             f("caBundle", 2, V, E::Bytes, OMITEMPTY),
         ],
         by_tag: &[1, 2, 0],
         keys: &[k("caBundle", &[2]), k("service", &[1]), k("url", &[0])],
     },
-    // 256
+    // 496
+    Message {
+        name: "k8s.io.api.autoscaling.v2.MetricTarget",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("value", 2, P, E::Quantity, OMITEMPTY),
+            f("averageValue", 3, P, E::Quantity, OMITEMPTY),
+            f("averageUtilization", 4, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3],
+        keys: &[
+            k("averageUtilization", &[3]),
+            k("averageValue", &[2]),
+            k("type", &[0]),
+            k("value", &[1]),
+        ],
+    },
+    // 497
+    Message {
+        name: "k8s.io.api.autoscaling.v2.MetricIdentifier",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("selector", 2, P, E::Message(213), OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("name", &[0]), k("selector", &[1])],
+    },
+    // 498
+    Message {
+        name: "k8s.io.api.autoscaling.v2.HPAScalingPolicy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("value", 2, V, E::Int32, 0),
+            f("periodSeconds", 3, V, E::Int32, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("periodSeconds", &[2]), k("type", &[0]), k("value", &[1])],
+    },
+    // 499
+    Message {
+        name: "k8s.io.api.autoscaling.v2.MetricValueStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("value", 1, P, E::Quantity, OMITEMPTY),
+            f("averageValue", 2, P, E::Quantity, OMITEMPTY),
+            f("averageUtilization", 3, P, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("averageUtilization", &[2]),
+            k("averageValue", &[1]),
+            k("value", &[0]),
+        ],
+    },
+    // 500
+    Message {
+        name: "k8s.io.api.batch.v1.PodFailurePolicyOnExitCodesRequirement",
+        form: JsonForm::Struct,
+        fields: &[
+            f("containerName", 1, P, E::String, OMITEMPTY),
+            f("operator", 2, V, E::String, 0),
+            f("values", 3, S, E::Int32, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("containerName", &[0]),
+            k("operator", &[1]),
+            k("values", &[2]),
+        ],
+    },
+    // 501
+    Message {
+        name: "k8s.io.api.batch.v1.PodFailurePolicyOnPodConditionsPattern",
+        form: JsonForm::Struct,
+        fields: &[
+            f("type", 1, V, E::String, 0),
+            f("status", 2, V, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("status", &[1]), k("type", &[0])],
+    },
+    // 502
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.UserSubject",
+        form: JsonForm::Struct,
+        fields: &[f("name", 1, V, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("name", &[0])],
+    },
+    // 503
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.GroupSubject",
+        form: JsonForm::Struct,
+        fields: &[f("name", 1, V, E::String, 0)],
+        by_tag: &[0],
+        keys: &[k("name", &[0])],
+    },
+    // 504
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.ServiceAccountSubject",
+        form: JsonForm::Struct,
+        fields: &[
+            f("namespace", 1, V, E::String, 0),
+            f("name", 2, V, E::String, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("name", &[1]), k("namespace", &[0])],
+    },
+    // 505
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.QueuingConfiguration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("queues", 1, V, E::Int32, 0),
+            f("handSize", 2, V, E::Int32, 0),
+            f("queueLengthLimit", 3, V, E::Int32, 0),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("handSize", &[1]),
+            k("queueLengthLimit", &[2]),
+            k("queues", &[0]),
+        ],
+    },
+    // 506
+    Message {
+        name: "k8s.io.api.networking.v1.ServiceBackendPort",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, OMITEMPTY),
+            f("number", 2, V, E::Int32, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("name", &[0]), k("number", &[1])],
+    },
+    // 507
+    Message {
+        name: "k8s.io.api.networking.v1.HTTPIngressRuleValue",
+        form: JsonForm::Struct,
+        fields: &[f("paths", 1, S, E::Message(538), 0)],
+        by_tag: &[0],
+        keys: &[k("paths", &[0])],
+    },
+    // 508
+    Message {
+        name: "k8s.io.api.networking.v1.IngressPortStatus",
+        form: JsonForm::Struct,
+        fields: &[
+            f("port", 1, V, E::Int32, 0),
+            f("protocol", 2, V, E::String, 0),
+            f("error", 3, P, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("error", &[2]), k("port", &[0]), k("protocol", &[1])],
+    },
+    // 509
+    Message {
+        name: "k8s.io.api.networking.v1.IPBlock",
+        form: JsonForm::Struct,
+        fields: &[
+            f("cidr", 1, V, E::String, 0),
+            f("except", 2, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("cidr", &[0]), k("except", &[1])],
+    },
+    // 510
+    Message {
+        name: "k8s.io.api.resource.v1.OpaqueDeviceConfiguration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("driver", 1, V, E::String, 0),
+            f("parameters", 2, V, E::RawExtension, 0),
+        ],
+        by_tag: &[0, 1],
+        keys: &[k("driver", &[0]), k("parameters", &[1])],
+    },
+    // 511
+    Message {
+        name: "k8s.io.api.resource.v1.ExactDeviceRequest",
+        form: JsonForm::Struct,
+        fields: &[
+            f("deviceClassName", 1, V, E::String, 0),
+            f("selectors", 2, S, E::Message(329), OMITEMPTY),
+            f("allocationMode", 3, V, E::String, OMITEMPTY),
+            f("count", 4, V, E::Int64, OMITEMPTY),
+            f("adminAccess", 5, P, E::Bool, OMITEMPTY),
+            f("tolerations", 6, S, E::Message(539), OMITEMPTY),
+            f("capacity", 7, P, E::Message(540), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6],
+        keys: &[
+            k("adminAccess", &[4]),
+            k("allocationMode", &[2]),
+            k("capacity", &[6]),
+            k("count", &[3]),
+            k("deviceClassName", &[0]),
+            k("selectors", &[1]),
+            k("tolerations", &[5]),
+        ],
+    },
+    // 512
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceSubRequest",
+        form: JsonForm::Struct,
+        fields: &[
+            f("name", 1, V, E::String, 0),
+            f("deviceClassName", 2, V, E::String, 0),
+            f("selectors", 3, S, E::Message(329), OMITEMPTY),
+            f("allocationMode", 4, V, E::String, OMITEMPTY),
+            f("count", 5, V, E::Int64, OMITEMPTY),
+            f("tolerations", 6, S, E::Message(539), OMITEMPTY),
+            f("capacity", 7, P, E::Message(540), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6],
+        keys: &[
+            k("allocationMode", &[3]),
+            k("capacity", &[6]),
+            k("count", &[4]),
+            k("deviceClassName", &[1]),
+            k("name", &[0]),
+            k("selectors", &[2]),
+            k("tolerations", &[5]),
+        ],
+    },
+    // 513
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceRequestAllocationResult",
+        form: JsonForm::Struct,
+        fields: &[
+            f("request", 1, V, E::String, 0),
+            f("driver", 2, V, E::String, 0),
+            f("pool", 3, V, E::String, 0),
+            f("device", 4, V, E::String, 0),
+            f("adminAccess", 5, P, E::Bool, OMITEMPTY),
+            f("tolerations", 6, S, E::Message(539), OMITEMPTY),
+            f("bindingConditions", 7, S, E::String, OMITEMPTY),
+            f("bindingFailureConditions", 8, S, E::String, OMITEMPTY),
+            f("shareID", 9, P, E::String, OMITEMPTY),
+            f("consumedCapacity", 10, Mp, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        keys: &[
+            k("adminAccess", &[4]),
+            k("bindingConditions", &[6]),
+            k("bindingFailureConditions", &[7]),
+            k("consumedCapacity", &[9]),
+            k("device", &[3]),
+            k("driver", &[1]),
+            k("pool", &[2]),
+            k("request", &[0]),
+            k("shareID", &[8]),
+            k("tolerations", &[5]),
+        ],
+    },
+    // 514
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceAllocationConfiguration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("source", 1, V, E::String, 0),
+            f("requests", 2, S, E::String, OMITEMPTY),
+            f("", 3, V, E::Message(441), INLINE),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("opaque", &[2, 0]), k("requests", &[1]), k("source", &[0])],
+    },
+    // 515
+    Message {
+        name: "k8s.io.api.core.v1.NodeSelectorRequirement",
+        form: JsonForm::Struct,
+        fields: &[
+            f("key", 1, V, E::String, 0),
+            f("operator", 2, V, E::String, 0),
+            f("values", 3, S, E::String, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("key", &[0]), k("operator", &[1]), k("values", &[2])],
+    },
+    // 516
+    Message {
+        name: "k8s.io.api.resource.v1.CapacityRequestPolicy",
+        form: JsonForm::Struct,
+        fields: &[
+            f("default", 1, P, E::Quantity, 0),
+            f("validValues", 3, S, E::Quantity, OMITEMPTY),
+            f("validRange", 4, P, E::Message(541), OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[
+            k("default", &[0]),
+            k("validRange", &[2]),
+            k("validValues", &[1]),
+        ],
+    },
+    // 517
     Message {
         name: "k8s.io.api.core.v1.KeyToPath",
         form: JsonForm::Struct,
@@ -4557,14 +8356,14 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1, 2],
         keys: &[k("key", &[0]), k("mode", &[2]), k("path", &[1])],
     },
-    // 257
+    // 518
     Message {
         name: "k8s.io.api.core.v1.DownwardAPIVolumeFile",
         form: JsonForm::Struct,
         fields: &[
             f("path", 1, V, E::String, 0),
-            f("fieldRef", 2, P, E::Message(260), OMITEMPTY),
-            f("resourceFieldRef", 3, P, E::Message(261), OMITEMPTY),
+            f("fieldRef", 2, P, E::Message(521), OMITEMPTY),
+            f("resourceFieldRef", 3, P, E::Message(522), OMITEMPTY),
             f("mode", 4, P, E::Int32, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3],
@@ -4575,17 +8374,17 @@ pub static MESSAGES: [Message; 286] = [
             k("resourceFieldRef", &[2]),
         ],
     },
-    // 258
+    // 519
     Message {
         name: "k8s.io.api.core.v1.VolumeProjection",
         form: JsonForm::Struct,
         fields: &[
-            f("secret", 1, P, E::Message(278), OMITEMPTY),
-            f("downwardAPI", 2, P, E::Message(279), OMITEMPTY),
-            f("configMap", 3, P, E::Message(280), OMITEMPTY),
-            f("serviceAccountToken", 4, P, E::Message(281), OMITEMPTY),
-            f("clusterTrustBundle", 5, P, E::Message(282), OMITEMPTY),
-            f("podCertificate", 6, P, E::Message(283), OMITEMPTY),
+            f("secret", 1, P, E::Message(542), OMITEMPTY),
+            f("downwardAPI", 2, P, E::Message(543), OMITEMPTY),
+            f("configMap", 3, P, E::Message(544), OMITEMPTY),
+            f("serviceAccountToken", 4, P, E::Message(545), OMITEMPTY),
+            f("clusterTrustBundle", 5, P, E::Message(546), OMITEMPTY),
+            f("podCertificate", 6, P, E::Message(547), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4, 5],
         keys: &[
@@ -4597,18 +8396,18 @@ pub static MESSAGES: [Message; 286] = [
             k("serviceAccountToken", &[3]),
         ],
     },
-    // 259
+    // 520
     Message {
         name: "k8s.io.api.core.v1.PersistentVolumeClaimTemplate",
         form: JsonForm::Struct,
         fields: &[
-            f("metadata", 1, V, E::Message(44), OMITEMPTY),
-            f("spec", 2, V, E::Message(186), 0),
+            f("metadata", 1, V, E::Message(126), OMITEMPTY),
+            f("spec", 2, V, E::Message(145), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("metadata", &[0]), k("spec", &[1])],
     },
-    // 260
+    // 521
     Message {
         name: "k8s.io.api.core.v1.ObjectFieldSelector",
         form: JsonForm::Struct,
@@ -4619,7 +8418,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("apiVersion", &[0]), k("fieldPath", &[1])],
     },
-    // 261
+    // 522
     Message {
         name: "k8s.io.api.core.v1.ResourceFieldSelector",
         form: JsonForm::Struct,
@@ -4635,31 +8434,31 @@ pub static MESSAGES: [Message; 286] = [
             k("resource", &[1]),
         ],
     },
-    // 262
+    // 523
     Message {
         name: "k8s.io.api.core.v1.ConfigMapKeySelector",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(89), INLINE),
+            f("", 1, V, E::Message(151), INLINE),
             f("key", 2, V, E::String, 0),
             f("optional", 3, P, E::Bool, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("key", &[1]), k("name", &[0, 0]), k("optional", &[2])],
     },
-    // 263
+    // 524
     Message {
         name: "k8s.io.api.core.v1.SecretKeySelector",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(89), INLINE),
+            f("", 1, V, E::Message(151), INLINE),
             f("key", 2, V, E::String, 0),
             f("optional", 3, P, E::Bool, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("key", &[1]), k("name", &[0, 0]), k("optional", &[2])],
     },
-    // 264
+    // 525
     Message {
         name: "k8s.io.api.core.v1.FileKeySelector",
         form: JsonForm::Struct,
@@ -4677,7 +8476,7 @@ pub static MESSAGES: [Message; 286] = [
             k("volumeName", &[0]),
         ],
     },
-    // 265
+    // 526
     Message {
         name: "k8s.io.api.core.v1.ExecAction",
         form: JsonForm::Struct,
@@ -4685,7 +8484,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("command", &[0])],
     },
-    // 266
+    // 527
     Message {
         name: "k8s.io.api.core.v1.HTTPGetAction",
         form: JsonForm::Struct,
@@ -4694,7 +8493,7 @@ pub static MESSAGES: [Message; 286] = [
             f("port", 2, V, E::IntOrString, 0),
             f("host", 3, V, E::String, OMITEMPTY),
             f("scheme", 4, V, E::String, OMITEMPTY),
-            f("httpHeaders", 5, S, E::Message(284), OMITEMPTY),
+            f("httpHeaders", 5, S, E::Message(548), OMITEMPTY),
         ],
         by_tag: &[0, 1, 2, 3, 4],
         keys: &[
@@ -4705,7 +8504,7 @@ pub static MESSAGES: [Message; 286] = [
             k("scheme", &[3]),
         ],
     },
-    // 267
+    // 528
     Message {
         name: "k8s.io.api.core.v1.TCPSocketAction",
         form: JsonForm::Struct,
@@ -4716,7 +8515,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("host", &[1]), k("port", &[0])],
     },
-    // 268
+    // 529
     Message {
         name: "k8s.io.api.core.v1.GRPCAction",
         form: JsonForm::Struct,
@@ -4727,7 +8526,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("port", &[0]), k("service", &[1])],
     },
-    // 269
+    // 530
     Message {
         name: "k8s.io.api.core.v1.SleepAction",
         form: JsonForm::Struct,
@@ -4735,18 +8534,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("seconds", &[0])],
     },
-    // 270
-    Message {
-        name: "k8s.io.api.core.v1.NodeSelectorTerm",
-        form: JsonForm::Struct,
-        fields: &[
-            f("matchExpressions", 1, S, E::Message(285), OMITEMPTY),
-            f("matchFields", 2, S, E::Message(285), OMITEMPTY),
-        ],
-        by_tag: &[0, 1],
-        keys: &[k("matchExpressions", &[0]), k("matchFields", &[1])],
-    },
-    // 271
+    // 531
     Message {
         name: "k8s.io.api.core.v1.ImageVolumeStatus",
         form: JsonForm::Struct,
@@ -4754,40 +8542,40 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0],
         keys: &[k("imageRef", &[0])],
     },
-    // 272
+    // 532
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray",
         form: JsonForm::OrArray,
         fields: &[
-            f("Schema", 1, P, E::Message(252), 0),
-            f("JSONSchemas", 2, S, E::Message(252), 0),
+            f("Schema", 1, P, E::Message(492), 0),
+            f("JSONSchemas", 2, S, E::Message(492), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("JSONSchemas", &[1]), k("Schema", &[0])],
     },
-    // 273
+    // 533
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool",
         form: JsonForm::OrBool,
         fields: &[
             f("Allows", 1, V, E::Bool, 0),
-            f("Schema", 2, P, E::Message(252), 0),
+            f("Schema", 2, P, E::Message(492), 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("Allows", &[0]), k("Schema", &[1])],
     },
-    // 274
+    // 534
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray",
         form: JsonForm::OrStringArray,
         fields: &[
-            f("Schema", 1, P, E::Message(252), 0),
+            f("Schema", 1, P, E::Message(492), 0),
             f("Property", 2, S, E::String, 0),
         ],
         by_tag: &[0, 1],
         keys: &[k("Property", &[1]), k("Schema", &[0])],
     },
-    // 275
+    // 535
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation",
         form: JsonForm::Struct,
@@ -4798,7 +8586,7 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("description", &[0]), k("url", &[1])],
     },
-    // 276
+    // 536
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ValidationRule",
         form: JsonForm::Struct,
@@ -4820,7 +8608,7 @@ pub static MESSAGES: [Message; 286] = [
             k("rule", &[0]),
         ],
     },
-    // 277
+    // 537
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ServiceReference",
         form: JsonForm::Struct,
@@ -4838,39 +8626,91 @@ pub static MESSAGES: [Message; 286] = [
             k("port", &[3]),
         ],
     },
-    // 278
+    // 538
+    Message {
+        name: "k8s.io.api.networking.v1.HTTPIngressPath",
+        form: JsonForm::Struct,
+        fields: &[
+            f("path", 1, V, E::String, OMITEMPTY),
+            f("pathType", 3, P, E::String, 0),
+            f("backend", 2, V, E::Message(321), 0),
+        ],
+        by_tag: &[0, 2, 1],
+        keys: &[k("backend", &[2]), k("path", &[0]), k("pathType", &[1])],
+    },
+    // 539
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceToleration",
+        form: JsonForm::Struct,
+        fields: &[
+            f("key", 1, V, E::String, OMITEMPTY),
+            f("operator", 2, V, E::String, OMITEMPTY),
+            f("value", 3, V, E::String, OMITEMPTY),
+            f("effect", 4, V, E::String, OMITEMPTY),
+            f("tolerationSeconds", 5, P, E::Int64, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2, 3, 4],
+        keys: &[
+            k("effect", &[3]),
+            k("key", &[0]),
+            k("operator", &[1]),
+            k("tolerationSeconds", &[4]),
+            k("value", &[2]),
+        ],
+    },
+    // 540
+    Message {
+        name: "k8s.io.api.resource.v1.CapacityRequirements",
+        form: JsonForm::Struct,
+        fields: &[f("requests", 1, Mp, E::Quantity, OMITEMPTY)],
+        by_tag: &[0],
+        keys: &[k("requests", &[0])],
+    },
+    // 541
+    Message {
+        name: "k8s.io.api.resource.v1.CapacityRequestPolicyRange",
+        form: JsonForm::Struct,
+        fields: &[
+            f("min", 1, P, E::Quantity, OMITEMPTY),
+            f("max", 2, P, E::Quantity, OMITEMPTY),
+            f("step", 3, P, E::Quantity, OMITEMPTY),
+        ],
+        by_tag: &[0, 1, 2],
+        keys: &[k("max", &[1]), k("min", &[0]), k("step", &[2])],
+    },
+    // 542
     Message {
         name: "k8s.io.api.core.v1.SecretProjection",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(89), INLINE),
-            f("items", 2, S, E::Message(256), OMITEMPTY),
+            f("", 1, V, E::Message(151), INLINE),
+            f("items", 2, S, E::Message(517), OMITEMPTY),
             f("optional", 4, P, E::Bool, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("items", &[1]), k("name", &[0, 0]), k("optional", &[2])],
     },
-    // 279
+    // 543
     Message {
         name: "k8s.io.api.core.v1.DownwardAPIProjection",
         form: JsonForm::Struct,
-        fields: &[f("items", 1, S, E::Message(257), OMITEMPTY)],
+        fields: &[f("items", 1, S, E::Message(518), OMITEMPTY)],
         by_tag: &[0],
         keys: &[k("items", &[0])],
     },
-    // 280
+    // 544
     Message {
         name: "k8s.io.api.core.v1.ConfigMapProjection",
         form: JsonForm::Struct,
         fields: &[
-            f("", 1, V, E::Message(89), INLINE),
-            f("items", 2, S, E::Message(256), OMITEMPTY),
+            f("", 1, V, E::Message(151), INLINE),
+            f("items", 2, S, E::Message(517), OMITEMPTY),
             f("optional", 4, P, E::Bool, OMITEMPTY),
         ],
         by_tag: &[0, 1, 2],
         keys: &[k("items", &[1]), k("name", &[0, 0]), k("optional", &[2])],
     },
-    // 281
+    // 545
     Message {
         name: "k8s.io.api.core.v1.ServiceAccountTokenProjection",
         form: JsonForm::Struct,
@@ -4886,14 +8726,14 @@ pub static MESSAGES: [Message; 286] = [
             k("path", &[2]),
         ],
     },
-    // 282
+    // 546
     Message {
         name: "k8s.io.api.core.v1.ClusterTrustBundleProjection",
         form: JsonForm::Struct,
         fields: &[
             f("name", 1, P, E::String, OMITEMPTY),
             f("signerName", 2, P, E::String, OMITEMPTY),
-            f("labelSelector", 3, P, E::Message(128), OMITEMPTY),
+            f("labelSelector", 3, P, E::Message(213), OMITEMPTY),
             f("optional", 5, P, E::Bool, OMITEMPTY),
             f("path", 4, V, E::String, 0),
         ],
@@ -4906,7 +8746,7 @@ pub static MESSAGES: [Message; 286] = [
             k("signerName", &[1]),
         ],
     },
-    // 283
+    // 547
     Message {
         name: "k8s.io.api.core.v1.PodCertificateProjection",
         form: JsonForm::Struct,
@@ -4930,7 +8770,7 @@ pub static MESSAGES: [Message; 286] = [
             k("userAnnotations", &[6]),
         ],
     },
-    // 284
+    // 548
     Message {
         name: "k8s.io.api.core.v1.HTTPHeader",
         form: JsonForm::Struct,
@@ -4941,146 +8781,484 @@ pub static MESSAGES: [Message; 286] = [
         by_tag: &[0, 1],
         keys: &[k("name", &[0]), k("value", &[1])],
     },
-    // 285
-    Message {
-        name: "k8s.io.api.core.v1.NodeSelectorRequirement",
-        form: JsonForm::Struct,
-        fields: &[
-            f("key", 1, V, E::String, 0),
-            f("operator", 2, V, E::String, 0),
-            f("values", 3, S, E::String, OMITEMPTY),
-        ],
-        by_tag: &[0, 1, 2],
-        keys: &[k("key", &[0]), k("operator", &[1]), k("values", &[2])],
-    },
 ];
 
 /// The root kinds and their lists by `(apiVersion, kind)`, sorted.
-pub static ROOTS: [Root; 47] = [
+pub static ROOTS: [Root; 129] = [
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "MutatingAdmissionPolicy",
+        message: 38,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "MutatingAdmissionPolicyBinding",
+        message: 40,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "MutatingAdmissionPolicyBindingList",
+        message: 41,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "MutatingAdmissionPolicyList",
+        message: 39,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "MutatingWebhookConfiguration",
+        message: 30,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "MutatingWebhookConfigurationList",
+        message: 31,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "ValidatingAdmissionPolicy",
+        message: 34,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "ValidatingAdmissionPolicyBinding",
+        message: 36,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "ValidatingAdmissionPolicyBindingList",
+        message: 37,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "ValidatingAdmissionPolicyList",
+        message: 35,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "ValidatingWebhookConfiguration",
+        message: 32,
+    },
+    Root {
+        api_version: "admissionregistration.k8s.io/v1",
+        kind: "ValidatingWebhookConfigurationList",
+        message: 33,
+    },
     Root {
         api_version: "apiextensions.k8s.io/v1",
         kind: "CustomResourceDefinition",
-        message: 37,
+        message: 42,
     },
     Root {
         api_version: "apiextensions.k8s.io/v1",
         kind: "CustomResourceDefinitionList",
-        message: 38,
+        message: 43,
+    },
+    Root {
+        api_version: "apiregistration.k8s.io/v1",
+        kind: "APIService",
+        message: 44,
+    },
+    Root {
+        api_version: "apiregistration.k8s.io/v1",
+        kind: "APIServiceList",
+        message: 45,
     },
     Root {
         api_version: "apps/v1",
         kind: "ControllerRevision",
-        message: 28,
+        message: 54,
     },
     Root {
         api_version: "apps/v1",
         kind: "ControllerRevisionList",
-        message: 29,
+        message: 55,
     },
     Root {
         api_version: "apps/v1",
         kind: "DaemonSet",
-        message: 26,
+        message: 52,
     },
     Root {
         api_version: "apps/v1",
         kind: "DaemonSetList",
-        message: 27,
+        message: 53,
     },
     Root {
         api_version: "apps/v1",
         kind: "Deployment",
-        message: 20,
+        message: 46,
     },
     Root {
         api_version: "apps/v1",
         kind: "DeploymentList",
-        message: 21,
+        message: 47,
     },
     Root {
         api_version: "apps/v1",
         kind: "ReplicaSet",
-        message: 22,
+        message: 48,
     },
     Root {
         api_version: "apps/v1",
         kind: "ReplicaSetList",
-        message: 23,
+        message: 49,
     },
     Root {
         api_version: "apps/v1",
         kind: "StatefulSet",
-        message: 24,
+        message: 50,
     },
     Root {
         api_version: "apps/v1",
         kind: "StatefulSetList",
-        message: 25,
+        message: 51,
+    },
+    Root {
+        api_version: "autoscaling/v1",
+        kind: "HorizontalPodAutoscaler",
+        message: 57,
+    },
+    Root {
+        api_version: "autoscaling/v1",
+        kind: "HorizontalPodAutoscalerList",
+        message: 58,
     },
     Root {
         api_version: "autoscaling/v1",
         kind: "Scale",
-        message: 36,
+        message: 56,
+    },
+    Root {
+        api_version: "autoscaling/v2",
+        kind: "HorizontalPodAutoscaler",
+        message: 59,
+    },
+    Root {
+        api_version: "autoscaling/v2",
+        kind: "HorizontalPodAutoscalerList",
+        message: 60,
     },
     Root {
         api_version: "batch/v1",
         kind: "CronJob",
-        message: 32,
+        message: 63,
     },
     Root {
         api_version: "batch/v1",
         kind: "CronJobList",
-        message: 33,
+        message: 64,
     },
     Root {
         api_version: "batch/v1",
         kind: "Job",
-        message: 30,
+        message: 61,
     },
     Root {
         api_version: "batch/v1",
         kind: "JobList",
-        message: 31,
+        message: 62,
+    },
+    Root {
+        api_version: "certificates.k8s.io/v1",
+        kind: "CertificateSigningRequest",
+        message: 65,
+    },
+    Root {
+        api_version: "certificates.k8s.io/v1",
+        kind: "CertificateSigningRequestList",
+        message: 66,
     },
     Root {
         api_version: "coordination.k8s.io/v1",
         kind: "Lease",
-        message: 34,
+        message: 67,
     },
     Root {
         api_version: "coordination.k8s.io/v1",
         kind: "LeaseList",
-        message: 35,
+        message: 68,
     },
     Root {
         api_version: "discovery.k8s.io/v1",
         kind: "EndpointSlice",
-        message: 18,
+        message: 69,
     },
     Root {
         api_version: "discovery.k8s.io/v1",
         kind: "EndpointSliceList",
-        message: 19,
+        message: 70,
+    },
+    Root {
+        api_version: "events.k8s.io/v1",
+        kind: "Event",
+        message: 71,
+    },
+    Root {
+        api_version: "events.k8s.io/v1",
+        kind: "EventList",
+        message: 72,
+    },
+    Root {
+        api_version: "flowcontrol.apiserver.k8s.io/v1",
+        kind: "FlowSchema",
+        message: 73,
+    },
+    Root {
+        api_version: "flowcontrol.apiserver.k8s.io/v1",
+        kind: "FlowSchemaList",
+        message: 74,
+    },
+    Root {
+        api_version: "flowcontrol.apiserver.k8s.io/v1",
+        kind: "PriorityLevelConfiguration",
+        message: 75,
+    },
+    Root {
+        api_version: "flowcontrol.apiserver.k8s.io/v1",
+        kind: "PriorityLevelConfigurationList",
+        message: 76,
     },
     Root {
         api_version: "meta.k8s.io/v1",
         kind: "DeleteOptions",
-        message: 40,
+        message: 122,
     },
     Root {
         api_version: "meta.k8s.io/v1",
         kind: "PartialObjectMetadata",
-        message: 41,
+        message: 123,
     },
     Root {
         api_version: "meta.k8s.io/v1",
         kind: "PartialObjectMetadataList",
-        message: 42,
+        message: 124,
     },
     Root {
         api_version: "meta.k8s.io/v1",
         kind: "Status",
-        message: 39,
+        message: 121,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "IPAddress",
+        message: 83,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "IPAddressList",
+        message: 84,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "Ingress",
+        message: 77,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "IngressClass",
+        message: 79,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "IngressClassList",
+        message: 80,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "IngressList",
+        message: 78,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "NetworkPolicy",
+        message: 81,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "NetworkPolicyList",
+        message: 82,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "ServiceCIDR",
+        message: 85,
+    },
+    Root {
+        api_version: "networking.k8s.io/v1",
+        kind: "ServiceCIDRList",
+        message: 86,
+    },
+    Root {
+        api_version: "node.k8s.io/v1",
+        kind: "RuntimeClass",
+        message: 87,
+    },
+    Root {
+        api_version: "node.k8s.io/v1",
+        kind: "RuntimeClassList",
+        message: 88,
+    },
+    Root {
+        api_version: "policy/v1",
+        kind: "PodDisruptionBudget",
+        message: 89,
+    },
+    Root {
+        api_version: "policy/v1",
+        kind: "PodDisruptionBudgetList",
+        message: 90,
+    },
+    Root {
+        api_version: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRole",
+        message: 91,
+    },
+    Root {
+        api_version: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRoleBinding",
+        message: 93,
+    },
+    Root {
+        api_version: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRoleBindingList",
+        message: 94,
+    },
+    Root {
+        api_version: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRoleList",
+        message: 92,
+    },
+    Root {
+        api_version: "rbac.authorization.k8s.io/v1",
+        kind: "Role",
+        message: 95,
+    },
+    Root {
+        api_version: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        message: 97,
+    },
+    Root {
+        api_version: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBindingList",
+        message: 98,
+    },
+    Root {
+        api_version: "rbac.authorization.k8s.io/v1",
+        kind: "RoleList",
+        message: 96,
+    },
+    Root {
+        api_version: "resource.k8s.io/v1",
+        kind: "DeviceClass",
+        message: 99,
+    },
+    Root {
+        api_version: "resource.k8s.io/v1",
+        kind: "DeviceClassList",
+        message: 100,
+    },
+    Root {
+        api_version: "resource.k8s.io/v1",
+        kind: "ResourceClaim",
+        message: 101,
+    },
+    Root {
+        api_version: "resource.k8s.io/v1",
+        kind: "ResourceClaimList",
+        message: 102,
+    },
+    Root {
+        api_version: "resource.k8s.io/v1",
+        kind: "ResourceClaimTemplate",
+        message: 103,
+    },
+    Root {
+        api_version: "resource.k8s.io/v1",
+        kind: "ResourceClaimTemplateList",
+        message: 104,
+    },
+    Root {
+        api_version: "resource.k8s.io/v1",
+        kind: "ResourceSlice",
+        message: 105,
+    },
+    Root {
+        api_version: "resource.k8s.io/v1",
+        kind: "ResourceSliceList",
+        message: 106,
+    },
+    Root {
+        api_version: "scheduling.k8s.io/v1",
+        kind: "PriorityClass",
+        message: 107,
+    },
+    Root {
+        api_version: "scheduling.k8s.io/v1",
+        kind: "PriorityClassList",
+        message: 108,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "CSIDriver",
+        message: 109,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "CSIDriverList",
+        message: 110,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "CSINode",
+        message: 111,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "CSINodeList",
+        message: 112,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "CSIStorageCapacity",
+        message: 113,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "CSIStorageCapacityList",
+        message: 114,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "StorageClass",
+        message: 115,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "StorageClassList",
+        message: 116,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "VolumeAttachment",
+        message: 117,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "VolumeAttachmentList",
+        message: 118,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "VolumeAttributesClass",
+        message: 119,
+    },
+    Root {
+        api_version: "storage.k8s.io/v1",
+        kind: "VolumeAttributesClassList",
+        message: 120,
     },
     Root {
         api_version: "v1",
@@ -5095,7 +9273,7 @@ pub static ROOTS: [Root; 47] = [
     Root {
         api_version: "v1",
         kind: "DeleteOptions",
-        message: 40,
+        message: 122,
     },
     Root {
         api_version: "v1",
@@ -5116,6 +9294,16 @@ pub static ROOTS: [Root; 47] = [
         api_version: "v1",
         kind: "EventList",
         message: 13,
+    },
+    Root {
+        api_version: "v1",
+        kind: "LimitRange",
+        message: 18,
+    },
+    Root {
+        api_version: "v1",
+        kind: "LimitRangeList",
+        message: 19,
     },
     Root {
         api_version: "v1",
@@ -5140,12 +9328,32 @@ pub static ROOTS: [Root; 47] = [
     Root {
         api_version: "v1",
         kind: "PartialObjectMetadata",
-        message: 41,
+        message: 123,
     },
     Root {
         api_version: "v1",
         kind: "PartialObjectMetadataList",
-        message: 42,
+        message: 124,
+    },
+    Root {
+        api_version: "v1",
+        kind: "PersistentVolume",
+        message: 20,
+    },
+    Root {
+        api_version: "v1",
+        kind: "PersistentVolumeClaim",
+        message: 22,
+    },
+    Root {
+        api_version: "v1",
+        kind: "PersistentVolumeClaimList",
+        message: 23,
+    },
+    Root {
+        api_version: "v1",
+        kind: "PersistentVolumeList",
+        message: 21,
     },
     Root {
         api_version: "v1",
@@ -5169,6 +9377,26 @@ pub static ROOTS: [Root; 47] = [
     },
     Root {
         api_version: "v1",
+        kind: "ReplicationController",
+        message: 24,
+    },
+    Root {
+        api_version: "v1",
+        kind: "ReplicationControllerList",
+        message: 25,
+    },
+    Root {
+        api_version: "v1",
+        kind: "ResourceQuota",
+        message: 26,
+    },
+    Root {
+        api_version: "v1",
+        kind: "ResourceQuotaList",
+        message: 27,
+    },
+    Root {
+        api_version: "v1",
         kind: "Secret",
         message: 10,
     },
@@ -5184,13 +9412,23 @@ pub static ROOTS: [Root; 47] = [
     },
     Root {
         api_version: "v1",
+        kind: "ServiceAccount",
+        message: 28,
+    },
+    Root {
+        api_version: "v1",
+        kind: "ServiceAccountList",
+        message: 29,
+    },
+    Root {
+        api_version: "v1",
         kind: "ServiceList",
         message: 7,
     },
     Root {
         api_version: "v1",
         kind: "Status",
-        message: 39,
+        message: 121,
     },
 ];
 
@@ -5230,61 +9468,225 @@ pub const ENDPOINTS_LIST: MsgId = 15;
 pub const POD_TEMPLATE: MsgId = 16;
 /// `v1` `PodTemplateList`.
 pub const POD_TEMPLATE_LIST: MsgId = 17;
-/// `discovery.k8s.io/v1` `EndpointSlice`.
-pub const ENDPOINT_SLICE: MsgId = 18;
-/// `discovery.k8s.io/v1` `EndpointSliceList`.
-pub const ENDPOINT_SLICE_LIST: MsgId = 19;
-/// `apps/v1` `Deployment`.
-pub const DEPLOYMENT: MsgId = 20;
-/// `apps/v1` `DeploymentList`.
-pub const DEPLOYMENT_LIST: MsgId = 21;
-/// `apps/v1` `ReplicaSet`.
-pub const REPLICA_SET: MsgId = 22;
-/// `apps/v1` `ReplicaSetList`.
-pub const REPLICA_SET_LIST: MsgId = 23;
-/// `apps/v1` `StatefulSet`.
-pub const STATEFUL_SET: MsgId = 24;
-/// `apps/v1` `StatefulSetList`.
-pub const STATEFUL_SET_LIST: MsgId = 25;
-/// `apps/v1` `DaemonSet`.
-pub const DAEMON_SET: MsgId = 26;
-/// `apps/v1` `DaemonSetList`.
-pub const DAEMON_SET_LIST: MsgId = 27;
-/// `apps/v1` `ControllerRevision`.
-pub const CONTROLLER_REVISION: MsgId = 28;
-/// `apps/v1` `ControllerRevisionList`.
-pub const CONTROLLER_REVISION_LIST: MsgId = 29;
-/// `batch/v1` `Job`.
-pub const JOB: MsgId = 30;
-/// `batch/v1` `JobList`.
-pub const JOB_LIST: MsgId = 31;
-/// `batch/v1` `CronJob`.
-pub const CRON_JOB: MsgId = 32;
-/// `batch/v1` `CronJobList`.
-pub const CRON_JOB_LIST: MsgId = 33;
-/// `coordination.k8s.io/v1` `Lease`.
-pub const LEASE: MsgId = 34;
-/// `coordination.k8s.io/v1` `LeaseList`.
-pub const LEASE_LIST: MsgId = 35;
-/// `autoscaling/v1` `Scale`.
-pub const SCALE: MsgId = 36;
+/// `v1` `LimitRange`.
+pub const LIMIT_RANGE: MsgId = 18;
+/// `v1` `LimitRangeList`.
+pub const LIMIT_RANGE_LIST: MsgId = 19;
+/// `v1` `PersistentVolume`.
+pub const PERSISTENT_VOLUME: MsgId = 20;
+/// `v1` `PersistentVolumeList`.
+pub const PERSISTENT_VOLUME_LIST: MsgId = 21;
+/// `v1` `PersistentVolumeClaim`.
+pub const PERSISTENT_VOLUME_CLAIM: MsgId = 22;
+/// `v1` `PersistentVolumeClaimList`.
+pub const PERSISTENT_VOLUME_CLAIM_LIST: MsgId = 23;
+/// `v1` `ReplicationController`.
+pub const REPLICATION_CONTROLLER: MsgId = 24;
+/// `v1` `ReplicationControllerList`.
+pub const REPLICATION_CONTROLLER_LIST: MsgId = 25;
+/// `v1` `ResourceQuota`.
+pub const RESOURCE_QUOTA: MsgId = 26;
+/// `v1` `ResourceQuotaList`.
+pub const RESOURCE_QUOTA_LIST: MsgId = 27;
+/// `v1` `ServiceAccount`.
+pub const SERVICE_ACCOUNT: MsgId = 28;
+/// `v1` `ServiceAccountList`.
+pub const SERVICE_ACCOUNT_LIST: MsgId = 29;
+/// `admissionregistration.k8s.io/v1` `MutatingWebhookConfiguration`.
+pub const MUTATING_WEBHOOK_CONFIGURATION: MsgId = 30;
+/// `admissionregistration.k8s.io/v1` `MutatingWebhookConfigurationList`.
+pub const MUTATING_WEBHOOK_CONFIGURATION_LIST: MsgId = 31;
+/// `admissionregistration.k8s.io/v1` `ValidatingWebhookConfiguration`.
+pub const VALIDATING_WEBHOOK_CONFIGURATION: MsgId = 32;
+/// `admissionregistration.k8s.io/v1` `ValidatingWebhookConfigurationList`.
+pub const VALIDATING_WEBHOOK_CONFIGURATION_LIST: MsgId = 33;
+/// `admissionregistration.k8s.io/v1` `ValidatingAdmissionPolicy`.
+pub const VALIDATING_ADMISSION_POLICY: MsgId = 34;
+/// `admissionregistration.k8s.io/v1` `ValidatingAdmissionPolicyList`.
+pub const VALIDATING_ADMISSION_POLICY_LIST: MsgId = 35;
+/// `admissionregistration.k8s.io/v1` `ValidatingAdmissionPolicyBinding`.
+pub const VALIDATING_ADMISSION_POLICY_BINDING: MsgId = 36;
+/// `admissionregistration.k8s.io/v1` `ValidatingAdmissionPolicyBindingList`.
+pub const VALIDATING_ADMISSION_POLICY_BINDING_LIST: MsgId = 37;
+/// `admissionregistration.k8s.io/v1` `MutatingAdmissionPolicy`.
+pub const MUTATING_ADMISSION_POLICY: MsgId = 38;
+/// `admissionregistration.k8s.io/v1` `MutatingAdmissionPolicyList`.
+pub const MUTATING_ADMISSION_POLICY_LIST: MsgId = 39;
+/// `admissionregistration.k8s.io/v1` `MutatingAdmissionPolicyBinding`.
+pub const MUTATING_ADMISSION_POLICY_BINDING: MsgId = 40;
+/// `admissionregistration.k8s.io/v1` `MutatingAdmissionPolicyBindingList`.
+pub const MUTATING_ADMISSION_POLICY_BINDING_LIST: MsgId = 41;
 /// `apiextensions.k8s.io/v1` `CustomResourceDefinition`.
-pub const CUSTOM_RESOURCE_DEFINITION: MsgId = 37;
+pub const CUSTOM_RESOURCE_DEFINITION: MsgId = 42;
 /// `apiextensions.k8s.io/v1` `CustomResourceDefinitionList`.
-pub const CUSTOM_RESOURCE_DEFINITION_LIST: MsgId = 38;
+pub const CUSTOM_RESOURCE_DEFINITION_LIST: MsgId = 43;
+/// `apiregistration.k8s.io/v1` `APIService`.
+pub const API_SERVICE: MsgId = 44;
+/// `apiregistration.k8s.io/v1` `APIServiceList`.
+pub const API_SERVICE_LIST: MsgId = 45;
+/// `apps/v1` `Deployment`.
+pub const DEPLOYMENT: MsgId = 46;
+/// `apps/v1` `DeploymentList`.
+pub const DEPLOYMENT_LIST: MsgId = 47;
+/// `apps/v1` `ReplicaSet`.
+pub const REPLICA_SET: MsgId = 48;
+/// `apps/v1` `ReplicaSetList`.
+pub const REPLICA_SET_LIST: MsgId = 49;
+/// `apps/v1` `StatefulSet`.
+pub const STATEFUL_SET: MsgId = 50;
+/// `apps/v1` `StatefulSetList`.
+pub const STATEFUL_SET_LIST: MsgId = 51;
+/// `apps/v1` `DaemonSet`.
+pub const DAEMON_SET: MsgId = 52;
+/// `apps/v1` `DaemonSetList`.
+pub const DAEMON_SET_LIST: MsgId = 53;
+/// `apps/v1` `ControllerRevision`.
+pub const CONTROLLER_REVISION: MsgId = 54;
+/// `apps/v1` `ControllerRevisionList`.
+pub const CONTROLLER_REVISION_LIST: MsgId = 55;
+/// `autoscaling/v1` `Scale`.
+pub const SCALE: MsgId = 56;
+/// `autoscaling/v1` `HorizontalPodAutoscaler`.
+pub const HORIZONTAL_POD_AUTOSCALER: MsgId = 57;
+/// `autoscaling/v1` `HorizontalPodAutoscalerList`.
+pub const HORIZONTAL_POD_AUTOSCALER_LIST: MsgId = 58;
+/// `autoscaling/v2` `HorizontalPodAutoscaler`.
+pub const AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER: MsgId = 59;
+/// `autoscaling/v2` `HorizontalPodAutoscalerList`.
+pub const AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_LIST: MsgId = 60;
+/// `batch/v1` `Job`.
+pub const JOB: MsgId = 61;
+/// `batch/v1` `JobList`.
+pub const JOB_LIST: MsgId = 62;
+/// `batch/v1` `CronJob`.
+pub const CRON_JOB: MsgId = 63;
+/// `batch/v1` `CronJobList`.
+pub const CRON_JOB_LIST: MsgId = 64;
+/// `certificates.k8s.io/v1` `CertificateSigningRequest`.
+pub const CERTIFICATE_SIGNING_REQUEST: MsgId = 65;
+/// `certificates.k8s.io/v1` `CertificateSigningRequestList`.
+pub const CERTIFICATE_SIGNING_REQUEST_LIST: MsgId = 66;
+/// `coordination.k8s.io/v1` `Lease`.
+pub const LEASE: MsgId = 67;
+/// `coordination.k8s.io/v1` `LeaseList`.
+pub const LEASE_LIST: MsgId = 68;
+/// `discovery.k8s.io/v1` `EndpointSlice`.
+pub const ENDPOINT_SLICE: MsgId = 69;
+/// `discovery.k8s.io/v1` `EndpointSliceList`.
+pub const ENDPOINT_SLICE_LIST: MsgId = 70;
+/// `events.k8s.io/v1` `Event`.
+pub const EVENTS_V1_EVENT: MsgId = 71;
+/// `events.k8s.io/v1` `EventList`.
+pub const EVENTS_V1_EVENT_LIST: MsgId = 72;
+/// `flowcontrol.apiserver.k8s.io/v1` `FlowSchema`.
+pub const FLOW_SCHEMA: MsgId = 73;
+/// `flowcontrol.apiserver.k8s.io/v1` `FlowSchemaList`.
+pub const FLOW_SCHEMA_LIST: MsgId = 74;
+/// `flowcontrol.apiserver.k8s.io/v1` `PriorityLevelConfiguration`.
+pub const PRIORITY_LEVEL_CONFIGURATION: MsgId = 75;
+/// `flowcontrol.apiserver.k8s.io/v1` `PriorityLevelConfigurationList`.
+pub const PRIORITY_LEVEL_CONFIGURATION_LIST: MsgId = 76;
+/// `networking.k8s.io/v1` `Ingress`.
+pub const INGRESS: MsgId = 77;
+/// `networking.k8s.io/v1` `IngressList`.
+pub const INGRESS_LIST: MsgId = 78;
+/// `networking.k8s.io/v1` `IngressClass`.
+pub const INGRESS_CLASS: MsgId = 79;
+/// `networking.k8s.io/v1` `IngressClassList`.
+pub const INGRESS_CLASS_LIST: MsgId = 80;
+/// `networking.k8s.io/v1` `NetworkPolicy`.
+pub const NETWORK_POLICY: MsgId = 81;
+/// `networking.k8s.io/v1` `NetworkPolicyList`.
+pub const NETWORK_POLICY_LIST: MsgId = 82;
+/// `networking.k8s.io/v1` `IPAddress`.
+pub const IP_ADDRESS: MsgId = 83;
+/// `networking.k8s.io/v1` `IPAddressList`.
+pub const IP_ADDRESS_LIST: MsgId = 84;
+/// `networking.k8s.io/v1` `ServiceCIDR`.
+pub const SERVICE_CIDR: MsgId = 85;
+/// `networking.k8s.io/v1` `ServiceCIDRList`.
+pub const SERVICE_CIDR_LIST: MsgId = 86;
+/// `node.k8s.io/v1` `RuntimeClass`.
+pub const RUNTIME_CLASS: MsgId = 87;
+/// `node.k8s.io/v1` `RuntimeClassList`.
+pub const RUNTIME_CLASS_LIST: MsgId = 88;
+/// `policy/v1` `PodDisruptionBudget`.
+pub const POD_DISRUPTION_BUDGET: MsgId = 89;
+/// `policy/v1` `PodDisruptionBudgetList`.
+pub const POD_DISRUPTION_BUDGET_LIST: MsgId = 90;
+/// `rbac.authorization.k8s.io/v1` `ClusterRole`.
+pub const CLUSTER_ROLE: MsgId = 91;
+/// `rbac.authorization.k8s.io/v1` `ClusterRoleList`.
+pub const CLUSTER_ROLE_LIST: MsgId = 92;
+/// `rbac.authorization.k8s.io/v1` `ClusterRoleBinding`.
+pub const CLUSTER_ROLE_BINDING: MsgId = 93;
+/// `rbac.authorization.k8s.io/v1` `ClusterRoleBindingList`.
+pub const CLUSTER_ROLE_BINDING_LIST: MsgId = 94;
+/// `rbac.authorization.k8s.io/v1` `Role`.
+pub const ROLE: MsgId = 95;
+/// `rbac.authorization.k8s.io/v1` `RoleList`.
+pub const ROLE_LIST: MsgId = 96;
+/// `rbac.authorization.k8s.io/v1` `RoleBinding`.
+pub const ROLE_BINDING: MsgId = 97;
+/// `rbac.authorization.k8s.io/v1` `RoleBindingList`.
+pub const ROLE_BINDING_LIST: MsgId = 98;
+/// `resource.k8s.io/v1` `DeviceClass`.
+pub const DEVICE_CLASS: MsgId = 99;
+/// `resource.k8s.io/v1` `DeviceClassList`.
+pub const DEVICE_CLASS_LIST: MsgId = 100;
+/// `resource.k8s.io/v1` `ResourceClaim`.
+pub const RESOURCE_CLAIM: MsgId = 101;
+/// `resource.k8s.io/v1` `ResourceClaimList`.
+pub const RESOURCE_CLAIM_LIST: MsgId = 102;
+/// `resource.k8s.io/v1` `ResourceClaimTemplate`.
+pub const RESOURCE_CLAIM_TEMPLATE: MsgId = 103;
+/// `resource.k8s.io/v1` `ResourceClaimTemplateList`.
+pub const RESOURCE_CLAIM_TEMPLATE_LIST: MsgId = 104;
+/// `resource.k8s.io/v1` `ResourceSlice`.
+pub const RESOURCE_SLICE: MsgId = 105;
+/// `resource.k8s.io/v1` `ResourceSliceList`.
+pub const RESOURCE_SLICE_LIST: MsgId = 106;
+/// `scheduling.k8s.io/v1` `PriorityClass`.
+pub const PRIORITY_CLASS: MsgId = 107;
+/// `scheduling.k8s.io/v1` `PriorityClassList`.
+pub const PRIORITY_CLASS_LIST: MsgId = 108;
+/// `storage.k8s.io/v1` `CSIDriver`.
+pub const CSI_DRIVER: MsgId = 109;
+/// `storage.k8s.io/v1` `CSIDriverList`.
+pub const CSI_DRIVER_LIST: MsgId = 110;
+/// `storage.k8s.io/v1` `CSINode`.
+pub const CSI_NODE: MsgId = 111;
+/// `storage.k8s.io/v1` `CSINodeList`.
+pub const CSI_NODE_LIST: MsgId = 112;
+/// `storage.k8s.io/v1` `CSIStorageCapacity`.
+pub const CSI_STORAGE_CAPACITY: MsgId = 113;
+/// `storage.k8s.io/v1` `CSIStorageCapacityList`.
+pub const CSI_STORAGE_CAPACITY_LIST: MsgId = 114;
+/// `storage.k8s.io/v1` `StorageClass`.
+pub const STORAGE_CLASS: MsgId = 115;
+/// `storage.k8s.io/v1` `StorageClassList`.
+pub const STORAGE_CLASS_LIST: MsgId = 116;
+/// `storage.k8s.io/v1` `VolumeAttachment`.
+pub const VOLUME_ATTACHMENT: MsgId = 117;
+/// `storage.k8s.io/v1` `VolumeAttachmentList`.
+pub const VOLUME_ATTACHMENT_LIST: MsgId = 118;
+/// `storage.k8s.io/v1` `VolumeAttributesClass`.
+pub const VOLUME_ATTRIBUTES_CLASS: MsgId = 119;
+/// `storage.k8s.io/v1` `VolumeAttributesClassList`.
+pub const VOLUME_ATTRIBUTES_CLASS_LIST: MsgId = 120;
 /// `meta.k8s.io/v1` `Status`.
-pub const STATUS: MsgId = 39;
+pub const STATUS: MsgId = 121;
 /// `meta.k8s.io/v1` `DeleteOptions`.
-pub const DELETE_OPTIONS: MsgId = 40;
+pub const DELETE_OPTIONS: MsgId = 122;
 /// `meta.k8s.io/v1` `PartialObjectMetadata`.
-pub const PARTIAL_OBJECT_METADATA: MsgId = 41;
+pub const PARTIAL_OBJECT_METADATA: MsgId = 123;
 /// `meta.k8s.io/v1` `PartialObjectMetadataList`.
-pub const PARTIAL_OBJECT_METADATA_LIST: MsgId = 42;
+pub const PARTIAL_OBJECT_METADATA_LIST: MsgId = 124;
 /// `ListMeta`.
-pub const LIST_META: MsgId = 43;
+pub const LIST_META: MsgId = 125;
 /// `ObjectMeta`.
-pub const OBJECT_META: MsgId = 44;
+pub const OBJECT_META: MsgId = 126;
 /// `WatchEvent`.
-pub const WATCH_EVENT: MsgId = 45;
+pub const WATCH_EVENT: MsgId = 127;
 /// `Unknown`.
-pub const UNKNOWN: MsgId = 46;
+pub const UNKNOWN: MsgId = 128;
