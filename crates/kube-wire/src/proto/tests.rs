@@ -94,6 +94,207 @@ const FIXTURES: &[(&str, &str, &str)] = &[
         "PartialObjectMetadataList",
         include_str!("testdata/partiallist.json"),
     ),
+    ("v1", "LimitRange", include_str!("testdata/limitrange.json")),
+    (
+        "v1",
+        "ResourceQuota",
+        include_str!("testdata/resourcequota.json"),
+    ),
+    (
+        "v1",
+        "ServiceAccount",
+        include_str!("testdata/serviceaccount.json"),
+    ),
+    (
+        "v1",
+        "PersistentVolumeClaim",
+        include_str!("testdata/persistentvolumeclaim.json"),
+    ),
+    (
+        "v1",
+        "PersistentVolume",
+        include_str!("testdata/persistentvolume.json"),
+    ),
+    (
+        "v1",
+        "ReplicationController",
+        include_str!("testdata/replicationcontroller.json"),
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+        include_str!("testdata/mutatingwebhookconfiguration.json"),
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        include_str!("testdata/validatingwebhookconfiguration.json"),
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+        include_str!("testdata/validatingadmissionpolicy.json"),
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+        include_str!("testdata/validatingadmissionpolicybinding.json"),
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingAdmissionPolicy",
+        include_str!("testdata/mutatingadmissionpolicy.json"),
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingAdmissionPolicyBinding",
+        include_str!("testdata/mutatingadmissionpolicybinding.json"),
+    ),
+    (
+        "apiregistration.k8s.io/v1",
+        "APIService",
+        include_str!("testdata/apiservice.json"),
+    ),
+    (
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        include_str!("testdata/horizontalpodautoscaler-v1.json"),
+    ),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        include_str!("testdata/horizontalpodautoscaler-v2.json"),
+    ),
+    (
+        "certificates.k8s.io/v1",
+        "CertificateSigningRequest",
+        include_str!("testdata/certificatesigningrequest.json"),
+    ),
+    (
+        "events.k8s.io/v1",
+        "Event",
+        include_str!("testdata/events-event.json"),
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io/v1",
+        "FlowSchema",
+        include_str!("testdata/flowschema.json"),
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io/v1",
+        "PriorityLevelConfiguration",
+        include_str!("testdata/prioritylevelconfiguration.json"),
+    ),
+    (
+        "networking.k8s.io/v1",
+        "Ingress",
+        include_str!("testdata/ingress.json"),
+    ),
+    (
+        "networking.k8s.io/v1",
+        "IngressClass",
+        include_str!("testdata/ingressclass.json"),
+    ),
+    (
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        include_str!("testdata/networkpolicy.json"),
+    ),
+    (
+        "networking.k8s.io/v1",
+        "IPAddress",
+        include_str!("testdata/ipaddress.json"),
+    ),
+    (
+        "networking.k8s.io/v1",
+        "ServiceCIDR",
+        include_str!("testdata/servicecidr.json"),
+    ),
+    (
+        "node.k8s.io/v1",
+        "RuntimeClass",
+        include_str!("testdata/runtimeclass.json"),
+    ),
+    (
+        "policy/v1",
+        "PodDisruptionBudget",
+        include_str!("testdata/poddisruptionbudget.json"),
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        include_str!("testdata/clusterrole.json"),
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        include_str!("testdata/clusterrolebinding.json"),
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        include_str!("testdata/role.json"),
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        include_str!("testdata/rolebinding.json"),
+    ),
+    (
+        "resource.k8s.io/v1",
+        "DeviceClass",
+        include_str!("testdata/deviceclass.json"),
+    ),
+    (
+        "resource.k8s.io/v1",
+        "ResourceClaim",
+        include_str!("testdata/resourceclaim.json"),
+    ),
+    (
+        "resource.k8s.io/v1",
+        "ResourceClaimTemplate",
+        include_str!("testdata/resourceclaimtemplate.json"),
+    ),
+    (
+        "resource.k8s.io/v1",
+        "ResourceSlice",
+        include_str!("testdata/resourceslice.json"),
+    ),
+    (
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+        include_str!("testdata/priorityclass.json"),
+    ),
+    (
+        "storage.k8s.io/v1",
+        "CSIDriver",
+        include_str!("testdata/csidriver.json"),
+    ),
+    (
+        "storage.k8s.io/v1",
+        "CSINode",
+        include_str!("testdata/csinode.json"),
+    ),
+    (
+        "storage.k8s.io/v1",
+        "CSIStorageCapacity",
+        include_str!("testdata/csistoragecapacity.json"),
+    ),
+    (
+        "storage.k8s.io/v1",
+        "StorageClass",
+        include_str!("testdata/storageclass.json"),
+    ),
+    (
+        "storage.k8s.io/v1",
+        "VolumeAttachment",
+        include_str!("testdata/volumeattachment.json"),
+    ),
+    (
+        "storage.k8s.io/v1",
+        "VolumeAttributesClass",
+        include_str!("testdata/volumeattributesclass.json"),
+    ),
 ];
 
 fn msg(api_version: &str, kind: &str) -> MessageRef {
@@ -272,10 +473,28 @@ where
 
 #[test]
 fn k8s_pb_decodes_every_root_kind_and_re_encodes_the_same_bytes() {
-    use k8s_pb::api::autoscaling::v1 as autoscaling;
+    use k8s_pb::api::admissionregistration::{v1 as admission, v1beta1 as admission_beta};
+    use k8s_pb::api::autoscaling::{v1 as autoscaling, v2 as autoscaling2};
     use k8s_pb::api::batch::v1 as batch;
+    use k8s_pb::api::certificates::v1 as certificates;
     use k8s_pb::api::coordination::v1 as coordination;
     use k8s_pb::api::discovery::v1 as discovery;
+    use k8s_pb::api::events::v1 as events;
+    use k8s_pb::api::flowcontrol::v1 as flowcontrol;
+    use k8s_pb::api::networking::v1 as networking;
+    use k8s_pb::api::node::v1 as node;
+    use k8s_pb::api::policy::v1 as policy;
+    use k8s_pb::api::rbac::v1 as rbac;
+    use k8s_pb::api::resource::v1 as resource;
+    use k8s_pb::api::scheduling::v1 as scheduling;
+    use k8s_pb::api::storage::v1 as storage;
+    use k8s_pb::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
+    const ADMISSION: &str = "admissionregistration.k8s.io/v1";
+    const FLOWCONTROL: &str = "flowcontrol.apiserver.k8s.io/v1";
+    const NETWORKING: &str = "networking.k8s.io/v1";
+    const RBAC: &str = "rbac.authorization.k8s.io/v1";
+    const RESOURCE: &str = "resource.k8s.io/v1";
+    const STORAGE: &str = "storage.k8s.io/v1";
 
     same_in_k8s_pb::<core::Pod, core::PodList>("v1", "Pod");
     same_in_k8s_pb::<core::Node, core::NodeList>("v1", "Node");
@@ -286,9 +505,52 @@ fn k8s_pb_decodes_every_root_kind_and_re_encodes_the_same_bytes() {
     same_in_k8s_pb::<core::Event, core::EventList>("v1", "Event");
     same_in_k8s_pb::<core::Endpoints, core::EndpointsList>("v1", "Endpoints");
     same_in_k8s_pb::<core::PodTemplate, core::PodTemplateList>("v1", "PodTemplate");
+    same_in_k8s_pb::<core::LimitRange, core::LimitRangeList>("v1", "LimitRange");
+    same_in_k8s_pb::<core::ResourceQuota, core::ResourceQuotaList>("v1", "ResourceQuota");
+    same_in_k8s_pb::<core::ServiceAccount, core::ServiceAccountList>("v1", "ServiceAccount");
+    same_in_k8s_pb::<core::PersistentVolumeClaim, core::PersistentVolumeClaimList>(
+        "v1",
+        "PersistentVolumeClaim",
+    );
+    same_in_k8s_pb::<core::PersistentVolume, core::PersistentVolumeList>("v1", "PersistentVolume");
+    same_in_k8s_pb::<core::ReplicationController, core::ReplicationControllerList>(
+        "v1",
+        "ReplicationController",
+    );
+    same_in_k8s_pb::<
+        admission::MutatingWebhookConfiguration,
+        admission::MutatingWebhookConfigurationList,
+    >(ADMISSION, "MutatingWebhookConfiguration");
+    same_in_k8s_pb::<
+        admission::ValidatingWebhookConfiguration,
+        admission::ValidatingWebhookConfigurationList,
+    >(ADMISSION, "ValidatingWebhookConfiguration");
+    same_in_k8s_pb::<admission::ValidatingAdmissionPolicy, admission::ValidatingAdmissionPolicyList>(
+        ADMISSION,
+        "ValidatingAdmissionPolicy",
+    );
+    same_in_k8s_pb::<
+        admission::ValidatingAdmissionPolicyBinding,
+        admission::ValidatingAdmissionPolicyBindingList,
+    >(ADMISSION, "ValidatingAdmissionPolicyBinding");
+    // k8s-pb 0.9 predates admissionregistration v1's MutatingAdmissionPolicy; its v1beta1 is the
+    // same protobuf in k8s.io/api v0.36.2 (every message it reaches has the same fields, numbers
+    // and types; v1beta1 reuses v1's Rule types).
+    same_in_k8s_pb::<
+        admission_beta::MutatingAdmissionPolicy,
+        admission_beta::MutatingAdmissionPolicyList,
+    >(ADMISSION, "MutatingAdmissionPolicy");
+    same_in_k8s_pb::<
+        admission_beta::MutatingAdmissionPolicyBinding,
+        admission_beta::MutatingAdmissionPolicyBindingList,
+    >(ADMISSION, "MutatingAdmissionPolicyBinding");
     same_in_k8s_pb::<ext::CustomResourceDefinition, ext::CustomResourceDefinitionList>(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
+    );
+    same_in_k8s_pb::<apiregistration::APIService, apiregistration::APIServiceList>(
+        "apiregistration.k8s.io/v1",
+        "APIService",
     );
     same_in_k8s_pb::<apps::Deployment, apps::DeploymentList>("apps/v1", "Deployment");
     same_in_k8s_pb::<apps::ReplicaSet, apps::ReplicaSetList>("apps/v1", "ReplicaSet");
@@ -303,8 +565,20 @@ fn k8s_pb_decodes_every_root_kind_and_re_encodes_the_same_bytes() {
         "Scale",
         &pb_of("autoscaling/v1", "Scale"),
     );
+    same_in_k8s_pb::<autoscaling::HorizontalPodAutoscaler, autoscaling::HorizontalPodAutoscalerList>(
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+    );
+    same_in_k8s_pb::<
+        autoscaling2::HorizontalPodAutoscaler,
+        autoscaling2::HorizontalPodAutoscalerList,
+    >("autoscaling/v2", "HorizontalPodAutoscaler");
     same_in_k8s_pb::<batch::Job, batch::JobList>("batch/v1", "Job");
     same_in_k8s_pb::<batch::CronJob, batch::CronJobList>("batch/v1", "CronJob");
+    same_in_k8s_pb::<
+        certificates::CertificateSigningRequest,
+        certificates::CertificateSigningRequestList,
+    >("certificates.k8s.io/v1", "CertificateSigningRequest");
     same_in_k8s_pb::<coordination::Lease, coordination::LeaseList>(
         "coordination.k8s.io/v1",
         "Lease",
@@ -312,6 +586,73 @@ fn k8s_pb_decodes_every_root_kind_and_re_encodes_the_same_bytes() {
     same_in_k8s_pb::<discovery::EndpointSlice, discovery::EndpointSliceList>(
         "discovery.k8s.io/v1",
         "EndpointSlice",
+    );
+    same_in_k8s_pb::<events::Event, events::EventList>("events.k8s.io/v1", "Event");
+    same_in_k8s_pb::<flowcontrol::FlowSchema, flowcontrol::FlowSchemaList>(
+        FLOWCONTROL,
+        "FlowSchema",
+    );
+    same_in_k8s_pb::<
+        flowcontrol::PriorityLevelConfiguration,
+        flowcontrol::PriorityLevelConfigurationList,
+    >(FLOWCONTROL, "PriorityLevelConfiguration");
+    same_in_k8s_pb::<networking::Ingress, networking::IngressList>(NETWORKING, "Ingress");
+    same_in_k8s_pb::<networking::IngressClass, networking::IngressClassList>(
+        NETWORKING,
+        "IngressClass",
+    );
+    same_in_k8s_pb::<networking::NetworkPolicy, networking::NetworkPolicyList>(
+        NETWORKING,
+        "NetworkPolicy",
+    );
+    same_in_k8s_pb::<networking::IPAddress, networking::IPAddressList>(NETWORKING, "IPAddress");
+    same_in_k8s_pb::<networking::ServiceCIDR, networking::ServiceCIDRList>(
+        NETWORKING,
+        "ServiceCIDR",
+    );
+    same_in_k8s_pb::<node::RuntimeClass, node::RuntimeClassList>("node.k8s.io/v1", "RuntimeClass");
+    same_in_k8s_pb::<policy::PodDisruptionBudget, policy::PodDisruptionBudgetList>(
+        "policy/v1",
+        "PodDisruptionBudget",
+    );
+    same_in_k8s_pb::<rbac::ClusterRole, rbac::ClusterRoleList>(RBAC, "ClusterRole");
+    same_in_k8s_pb::<rbac::ClusterRoleBinding, rbac::ClusterRoleBindingList>(
+        RBAC,
+        "ClusterRoleBinding",
+    );
+    same_in_k8s_pb::<rbac::Role, rbac::RoleList>(RBAC, "Role");
+    same_in_k8s_pb::<rbac::RoleBinding, rbac::RoleBindingList>(RBAC, "RoleBinding");
+    same_in_k8s_pb::<resource::DeviceClass, resource::DeviceClassList>(RESOURCE, "DeviceClass");
+    same_in_k8s_pb::<resource::ResourceClaim, resource::ResourceClaimList>(
+        RESOURCE,
+        "ResourceClaim",
+    );
+    same_in_k8s_pb::<resource::ResourceClaimTemplate, resource::ResourceClaimTemplateList>(
+        RESOURCE,
+        "ResourceClaimTemplate",
+    );
+    same_in_k8s_pb::<resource::ResourceSlice, resource::ResourceSliceList>(
+        RESOURCE,
+        "ResourceSlice",
+    );
+    same_in_k8s_pb::<scheduling::PriorityClass, scheduling::PriorityClassList>(
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+    );
+    same_in_k8s_pb::<storage::CSIDriver, storage::CSIDriverList>(STORAGE, "CSIDriver");
+    same_in_k8s_pb::<storage::CSINode, storage::CSINodeList>(STORAGE, "CSINode");
+    same_in_k8s_pb::<storage::CSIStorageCapacity, storage::CSIStorageCapacityList>(
+        STORAGE,
+        "CSIStorageCapacity",
+    );
+    same_in_k8s_pb::<storage::StorageClass, storage::StorageClassList>(STORAGE, "StorageClass");
+    same_in_k8s_pb::<storage::VolumeAttachment, storage::VolumeAttachmentList>(
+        STORAGE,
+        "VolumeAttachment",
+    );
+    same_in_k8s_pb::<storage::VolumeAttributesClass, storage::VolumeAttributesClassList>(
+        STORAGE,
+        "VolumeAttributesClass",
     );
     prost_identical::<meta::Status>("v1", "Status", &pb_of("v1", "Status"));
     prost_identical::<meta::DeleteOptions>("v1", "DeleteOptions", &pb_of("v1", "DeleteOptions"));
@@ -488,6 +829,41 @@ fn go_output_details() {
         json.contains(r#""name":"a\u003cb\u003e\u0026\u2028\u0001é""#),
         "{json}"
     );
+}
+
+/// certificates' `ExtraValue` (`[]string` marked `+protobuf.nullable=true`): a message of items
+/// in protobuf, written for every map value (empty ones too, as gogo does), the bare array in
+/// JSON; no items decode to a nil slice, `null`.
+#[test]
+fn nullable_slices_as_go_writes_them() {
+    let csr = msg("certificates.k8s.io/v1", "CertificateSigningRequest");
+    let pb = json_to_proto(
+        csr,
+        br#"{"spec":{"extra":{"a":["x","y"],"b":[],"c":null}}}"#,
+    )
+    .unwrap();
+    let json = String::from_utf8(proto_to_json(csr, &pb, None).unwrap()).unwrap();
+    assert!(
+        json.contains(r#""extra":{"a":["x","y"],"b":null,"c":null}"#),
+        "{json}"
+    );
+    // The entry of "b": key, and an empty value message.
+    let b_entry = [0x32, 0x05, 0x0a, 0x01, b'b', 0x12, 0x00];
+    assert!(pb.windows(b_entry.len()).any(|w| w == b_entry), "{pb:?}");
+    let decoded =
+        k8s_pb::api::certificates::v1::CertificateSigningRequest::decode(&pb[..]).unwrap();
+    let extra = decoded.spec.unwrap().extra;
+    assert_eq!(extra["a"].items, ["x", "y"]);
+    assert!(extra["b"].items.is_empty() && extra["c"].items.is_empty());
+    // Anything but an array or null is refused, as Go's decoder refuses it.
+    for bad in [r#""x""#, "1", "true", r#"{"items":["x"]}"#] {
+        let doc = format!(r#"{{"spec":{{"extra":{{"a":{bad}}}}}}}"#);
+        let err = json_to_proto(csr, doc.as_bytes()).unwrap_err();
+        assert!(
+            matches!(&err, ProtoError::Json { path, message } if path == r#"spec.extra["a"]"# && message.contains("ExtraValue")),
+            "{bad}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -738,6 +1114,179 @@ fn every_root_is_reachable_by_kind() {
     );
     assert_eq!(message_for("v1", "Table"), None);
     assert_eq!(message_for("v2", "Pod"), None);
+}
+
+/// Every resource kube-apiserver 1.36 serves with list and watch by default, as (apiVersion,
+/// kind, the protobuf package of its message): GA group versions only (alpha and beta ones are
+/// off by default; ClusterTrustBundle has no v1 in k8s.io/api v0.36.2), plus apiextensions'
+/// and kube-aggregator's.
+const SERVED: &[(&str, &str, &str)] = &[
+    ("v1", "ConfigMap", "k8s.io.api.core.v1"),
+    ("v1", "Endpoints", "k8s.io.api.core.v1"),
+    ("v1", "Event", "k8s.io.api.core.v1"),
+    ("v1", "LimitRange", "k8s.io.api.core.v1"),
+    ("v1", "Namespace", "k8s.io.api.core.v1"),
+    ("v1", "Node", "k8s.io.api.core.v1"),
+    ("v1", "PersistentVolumeClaim", "k8s.io.api.core.v1"),
+    ("v1", "PersistentVolume", "k8s.io.api.core.v1"),
+    ("v1", "Pod", "k8s.io.api.core.v1"),
+    ("v1", "PodTemplate", "k8s.io.api.core.v1"),
+    ("v1", "ReplicationController", "k8s.io.api.core.v1"),
+    ("v1", "ResourceQuota", "k8s.io.api.core.v1"),
+    ("v1", "Secret", "k8s.io.api.core.v1"),
+    ("v1", "ServiceAccount", "k8s.io.api.core.v1"),
+    ("v1", "Service", "k8s.io.api.core.v1"),
+    (ADMISSION_V1, "MutatingWebhookConfiguration", ADMISSION_PKG),
+    (
+        ADMISSION_V1,
+        "ValidatingWebhookConfiguration",
+        ADMISSION_PKG,
+    ),
+    (ADMISSION_V1, "ValidatingAdmissionPolicy", ADMISSION_PKG),
+    (
+        ADMISSION_V1,
+        "ValidatingAdmissionPolicyBinding",
+        ADMISSION_PKG,
+    ),
+    (ADMISSION_V1, "MutatingAdmissionPolicy", ADMISSION_PKG),
+    (
+        ADMISSION_V1,
+        "MutatingAdmissionPolicyBinding",
+        ADMISSION_PKG,
+    ),
+    (
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1",
+    ),
+    (
+        "apiregistration.k8s.io/v1",
+        "APIService",
+        "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1",
+    ),
+    ("apps/v1", "ControllerRevision", "k8s.io.api.apps.v1"),
+    ("apps/v1", "DaemonSet", "k8s.io.api.apps.v1"),
+    ("apps/v1", "Deployment", "k8s.io.api.apps.v1"),
+    ("apps/v1", "ReplicaSet", "k8s.io.api.apps.v1"),
+    ("apps/v1", "StatefulSet", "k8s.io.api.apps.v1"),
+    (
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        "k8s.io.api.autoscaling.v1",
+    ),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        "k8s.io.api.autoscaling.v2",
+    ),
+    ("batch/v1", "CronJob", "k8s.io.api.batch.v1"),
+    ("batch/v1", "Job", "k8s.io.api.batch.v1"),
+    (
+        "certificates.k8s.io/v1",
+        "CertificateSigningRequest",
+        "k8s.io.api.certificates.v1",
+    ),
+    (
+        "coordination.k8s.io/v1",
+        "Lease",
+        "k8s.io.api.coordination.v1",
+    ),
+    (
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        "k8s.io.api.discovery.v1",
+    ),
+    ("events.k8s.io/v1", "Event", "k8s.io.api.events.v1"),
+    (FLOWCONTROL_V1, "FlowSchema", "k8s.io.api.flowcontrol.v1"),
+    (
+        FLOWCONTROL_V1,
+        "PriorityLevelConfiguration",
+        "k8s.io.api.flowcontrol.v1",
+    ),
+    (NETWORKING_V1, "IngressClass", NETWORKING_PKG),
+    (NETWORKING_V1, "Ingress", NETWORKING_PKG),
+    (NETWORKING_V1, "NetworkPolicy", NETWORKING_PKG),
+    (NETWORKING_V1, "IPAddress", NETWORKING_PKG),
+    (NETWORKING_V1, "ServiceCIDR", NETWORKING_PKG),
+    ("node.k8s.io/v1", "RuntimeClass", "k8s.io.api.node.v1"),
+    ("policy/v1", "PodDisruptionBudget", "k8s.io.api.policy.v1"),
+    (RBAC_V1, "ClusterRoleBinding", RBAC_PKG),
+    (RBAC_V1, "ClusterRole", RBAC_PKG),
+    (RBAC_V1, "RoleBinding", RBAC_PKG),
+    (RBAC_V1, "Role", RBAC_PKG),
+    (RESOURCE_V1, "DeviceClass", RESOURCE_PKG),
+    (RESOURCE_V1, "ResourceClaim", RESOURCE_PKG),
+    (RESOURCE_V1, "ResourceClaimTemplate", RESOURCE_PKG),
+    (RESOURCE_V1, "ResourceSlice", RESOURCE_PKG),
+    (
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+        "k8s.io.api.scheduling.v1",
+    ),
+    (STORAGE_V1, "CSIDriver", STORAGE_PKG),
+    (STORAGE_V1, "CSINode", STORAGE_PKG),
+    (STORAGE_V1, "CSIStorageCapacity", STORAGE_PKG),
+    (STORAGE_V1, "StorageClass", STORAGE_PKG),
+    (STORAGE_V1, "VolumeAttachment", STORAGE_PKG),
+    (STORAGE_V1, "VolumeAttributesClass", STORAGE_PKG),
+];
+const ADMISSION_V1: &str = "admissionregistration.k8s.io/v1";
+const ADMISSION_PKG: &str = "k8s.io.api.admissionregistration.v1";
+const FLOWCONTROL_V1: &str = "flowcontrol.apiserver.k8s.io/v1";
+const NETWORKING_V1: &str = "networking.k8s.io/v1";
+const NETWORKING_PKG: &str = "k8s.io.api.networking.v1";
+const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
+const RBAC_PKG: &str = "k8s.io.api.rbac.v1";
+const RESOURCE_V1: &str = "resource.k8s.io/v1";
+const RESOURCE_PKG: &str = "k8s.io.api.resource.v1";
+const STORAGE_V1: &str = "storage.k8s.io/v1";
+const STORAGE_PKG: &str = "k8s.io.api.storage.v1";
+
+#[test]
+fn every_served_kind_and_its_list_has_its_message_and_a_fixture() {
+    assert_eq!(
+        SERVED.len(),
+        60,
+        "the resources kube 1.36 serves with list and watch"
+    );
+    for &(api_version, kind, package) in SERVED {
+        let list = format!("{kind}List");
+        for k in [kind, list.as_str()] {
+            let m = message_for(api_version, k);
+            assert_eq!(
+                m.map(MessageRef::name),
+                Some(format!("{package}.{k}").as_str()),
+                "{api_version} {k}"
+            );
+        }
+        assert!(
+            FIXTURES.iter().any(|f| (f.0, f.1) == (api_version, kind)),
+            "{api_version} {kind}: no fixture"
+        );
+        // The list's items are the kind's message.
+        let list_msg = msg(api_version, &list).message();
+        let items = list_msg
+            .key("items")
+            .and_then(|p| list_msg.fields.get(usize::from(p[0])));
+        assert_eq!(
+            items.map(|f| f.elem),
+            Some(super::model::Elem::Message(msg(api_version, kind).0)),
+            "{api_version} {list}"
+        );
+    }
+    // Beta, alpha and removed versions are not served by default: no message.
+    for (api_version, kind) in [
+        ("certificates.k8s.io/v1beta1", "ClusterTrustBundle"),
+        (
+            "admissionregistration.k8s.io/v1beta1",
+            "MutatingAdmissionPolicy",
+        ),
+        ("autoscaling/v2beta2", "HorizontalPodAutoscaler"),
+        ("policy/v1beta1", "PodSecurityPolicy"),
+        ("v1", "ComponentStatus"),
+    ] {
+        assert_eq!(message_for(api_version, kind), None, "{api_version} {kind}");
+    }
 }
 
 mod props {
