@@ -1289,6 +1289,146 @@ fn every_served_kind_and_its_list_has_its_message_and_a_fixture() {
     }
 }
 
+/// The fields kube's field selectors read, per built-in kind with a field label conversion of
+/// its own ([`crate::selector::selectable`]), as JSON paths of the v1 object.
+const SELECTABLE_PATHS: &[(&str, &str, &[&str])] = &[
+    (
+        "v1",
+        "Pod",
+        &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.serviceAccount",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs[0].ip",
+            "status.nominatedNodeName",
+        ],
+    ),
+    ("v1", "Node", &["spec.unschedulable"]),
+    ("v1", "ReplicationController", &["status.replicas"]),
+    ("v1", "Namespace", &["status.phase"]),
+    ("v1", "Secret", &["type"]),
+    ("v1", "Service", &["spec.clusterIP", "spec.type"]),
+    ("batch/v1", "Job", &["status.succeeded"]),
+    (
+        "v1",
+        "Event",
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source.component",
+            "type",
+        ],
+    ),
+    (
+        "events.k8s.io/v1",
+        "Event",
+        &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "deprecatedSource.component",
+            "type",
+        ],
+    ),
+    (
+        "certificates.k8s.io/v1",
+        "CertificateSigningRequest",
+        &["spec.signerName"],
+    ),
+    (
+        "resource.k8s.io/v1",
+        "ResourceSlice",
+        &["spec.nodeName", "spec.driver"],
+    ),
+];
+
+/// The object `paths` read from protobuf make, as a selector sees it: `metadata.name` and
+/// `metadata.namespace`, and each path's value where it is present (absent scalars are Go's
+/// zero values, as protobuf has them).
+fn selectable_view(m: MessageRef, pb: &[u8], paths: &[&'static str]) -> Value {
+    use super::fields::{FieldValue, ScalarPath};
+    let mut view = serde_json::json!({});
+    let all = ["metadata.name", "metadata.namespace"];
+    for path in all.iter().chain(paths) {
+        let scalar = ScalarPath::new(m, path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let Some(value) = scalar.read(pb).unwrap_or_else(|e| panic!("{path}: {e}")) else {
+            continue;
+        };
+        let value = match value {
+            FieldValue::Str(s) => Value::from(s),
+            FieldValue::Bool(b) => Value::from(b),
+            FieldValue::Int(i) => Value::from(i),
+        };
+        let mut at = &mut view;
+        for part in path.split('.') {
+            at = match part.strip_suffix("[0]") {
+                Some(list) => {
+                    at[list] = serde_json::json!([{}]);
+                    &mut at[list][0]
+                }
+                None => &mut at[part],
+            };
+        }
+        *at = value;
+    }
+    view
+}
+
+/// Each selectable path resolves through the schema as the cache resolves it (a
+/// [`super::fields::ScalarPath`] of the kind's message), and the selectable fields of the
+/// values read from each fixture's protobuf are those of its JSON.
+#[test]
+fn selectable_fields_resolve_through_the_schema() {
+    use crate::selector::selectable::selectable_fields;
+    for &(api_version, kind, paths) in SELECTABLE_PATHS {
+        let m = msg(api_version, kind);
+        let pb = pb_of(api_version, kind);
+        let json: Value = serde_json::from_str(fixture(api_version, kind)).unwrap();
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let namespaced = json["metadata"].get("namespace").is_some();
+        let view = selectable_view(m, &pb, paths);
+        // Each value read is the JSON's, or Go's zero value where the JSON omits it.
+        for path in paths {
+            let pointer = format!("/{}", path.replace("[0]", "/0").replace('.', "/"));
+            let (want, got) = (json.pointer(&pointer), view.pointer(&pointer));
+            match want {
+                Some(w) => assert_eq!(Some(w), got, "{api_version} {kind} {path}"),
+                None => assert!(
+                    got.is_none_or(|g| g == "" || g == false || g == 0),
+                    "{api_version} {kind} {path}: {got:?} in protobuf, absent in JSON"
+                ),
+            }
+        }
+        let from_json = selectable_fields(group, kind, namespaced, &[], &json);
+        let from_pb = selectable_fields(group, kind, namespaced, &[], &view);
+        assert_eq!(from_pb, from_json, "{api_version} {kind}");
+        // The fixture sets the kind's own fields: the comparison is not of empty values only.
+        let set = from_json
+            .iter()
+            .filter(|(label, value)| !label.starts_with("metadata.") && !value.is_empty())
+            .count();
+        assert!(set > 0, "{api_version} {kind}: {from_json:?}");
+    }
+}
+
 mod props {
     //! Random objects of every root kind, generated from the schema as protobuf.
     use proptest::prelude::*;
