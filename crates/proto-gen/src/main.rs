@@ -7,11 +7,11 @@
 //!
 //! ```text
 //! V=v0.36.2
-//! for r in api apimachinery apiextensions-apiserver; do
+//! for r in api apimachinery apiextensions-apiserver kube-aggregator; do
 //!   mkdir -p /tmp/k8s-$r && git -C /work/.mirror/kubernetes+$r/repo archive $V | tar -x -C /tmp/k8s-$r
 //! done
 //! cargo run -p proto-gen -- $V /tmp/k8s-api /tmp/k8s-apimachinery /tmp/k8s-apiextensions-apiserver \
-//!   crates/kube-wire/src/proto/schema.rs
+//!   /tmp/k8s-kube-aggregator crates/kube-wire/src/proto/schema.rs
 //! cargo fmt --all
 //! ```
 //!
@@ -36,48 +36,86 @@ use goparse::{GoType, Package, tag_value};
 const META: &str = "k8s.io/apimachinery/pkg/apis/meta/v1";
 const RUNTIME: &str = "k8s.io/apimachinery/pkg/runtime";
 const EXT: &str = "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1";
+const AGGREGATOR: &str = "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1";
+const CORE: &str = "k8s.io/api/core/v1";
+const ADMISSION: &str = "k8s.io/api/admissionregistration/v1";
+const APPS: &str = "k8s.io/api/apps/v1";
+const AUTOSCALING_V1: &str = "k8s.io/api/autoscaling/v1";
+const AUTOSCALING_V2: &str = "k8s.io/api/autoscaling/v2";
+const BATCH: &str = "k8s.io/api/batch/v1";
+const CERTIFICATES: &str = "k8s.io/api/certificates/v1";
+const COORDINATION: &str = "k8s.io/api/coordination/v1";
+const DISCOVERY: &str = "k8s.io/api/discovery/v1";
+const EVENTS: &str = "k8s.io/api/events/v1";
+const FLOWCONTROL: &str = "k8s.io/api/flowcontrol/v1";
+const NETWORKING: &str = "k8s.io/api/networking/v1";
+const NODE: &str = "k8s.io/api/node/v1";
+const POLICY: &str = "k8s.io/api/policy/v1";
+const RBAC: &str = "k8s.io/api/rbac/v1";
+const RESOURCE: &str = "k8s.io/api/resource/v1";
+const SCHEDULING: &str = "k8s.io/api/scheduling/v1";
+const STORAGE: &str = "k8s.io/api/storage/v1";
+
+const ADMISSION_V1: &str = "admissionregistration.k8s.io/v1";
+const FLOWCONTROL_V1: &str = "flowcontrol.apiserver.k8s.io/v1";
+const NETWORKING_V1: &str = "networking.k8s.io/v1";
+const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
+const RESOURCE_V1: &str = "resource.k8s.io/v1";
+const STORAGE_V1: &str = "storage.k8s.io/v1";
 
 /// Root types: (apiVersion, Go import path, type, whether its `<Type>List` is a root too).
 /// Entries with an empty apiVersion are in the schema but reached by name, not by kind.
+///
+/// The kinds are every resource kube-apiserver 1.36 serves with list and watch by default: the
+/// GA group versions (alpha and beta ones are off by default, and no beta resource is on by
+/// default any more), `apiextensions.k8s.io/v1` and `apiregistration.k8s.io/v1` of the servers
+/// it chains; `autoscaling` in both its served versions.
 const ROOTS: &[(&[&str], &str, &str, bool)] = &[
-    (&["v1"], "k8s.io/api/core/v1", "Pod", true),
-    (&["v1"], "k8s.io/api/core/v1", "Node", true),
-    (&["v1"], "k8s.io/api/core/v1", "Namespace", true),
-    (&["v1"], "k8s.io/api/core/v1", "Service", true),
-    (&["v1"], "k8s.io/api/core/v1", "ConfigMap", true),
-    (&["v1"], "k8s.io/api/core/v1", "Secret", true),
-    (&["v1"], "k8s.io/api/core/v1", "Event", true),
-    (&["v1"], "k8s.io/api/core/v1", "Endpoints", true),
-    (&["v1"], "k8s.io/api/core/v1", "PodTemplate", true),
+    (&["v1"], CORE, "Pod", true),
+    (&["v1"], CORE, "Node", true),
+    (&["v1"], CORE, "Namespace", true),
+    (&["v1"], CORE, "Service", true),
+    (&["v1"], CORE, "ConfigMap", true),
+    (&["v1"], CORE, "Secret", true),
+    (&["v1"], CORE, "Event", true),
+    (&["v1"], CORE, "Endpoints", true),
+    (&["v1"], CORE, "PodTemplate", true),
+    (&["v1"], CORE, "LimitRange", true),
+    (&["v1"], CORE, "PersistentVolume", true),
+    (&["v1"], CORE, "PersistentVolumeClaim", true),
+    (&["v1"], CORE, "ReplicationController", true),
+    (&["v1"], CORE, "ResourceQuota", true),
+    (&["v1"], CORE, "ServiceAccount", true),
     (
-        &["discovery.k8s.io/v1"],
-        "k8s.io/api/discovery/v1",
-        "EndpointSlice",
-        true,
-    ),
-    (&["apps/v1"], "k8s.io/api/apps/v1", "Deployment", true),
-    (&["apps/v1"], "k8s.io/api/apps/v1", "ReplicaSet", true),
-    (&["apps/v1"], "k8s.io/api/apps/v1", "StatefulSet", true),
-    (&["apps/v1"], "k8s.io/api/apps/v1", "DaemonSet", true),
-    (
-        &["apps/v1"],
-        "k8s.io/api/apps/v1",
-        "ControllerRevision",
-        true,
-    ),
-    (&["batch/v1"], "k8s.io/api/batch/v1", "Job", true),
-    (&["batch/v1"], "k8s.io/api/batch/v1", "CronJob", true),
-    (
-        &["coordination.k8s.io/v1"],
-        "k8s.io/api/coordination/v1",
-        "Lease",
+        &[ADMISSION_V1],
+        ADMISSION,
+        "MutatingWebhookConfiguration",
         true,
     ),
     (
-        &["autoscaling/v1"],
-        "k8s.io/api/autoscaling/v1",
-        "Scale",
-        false,
+        &[ADMISSION_V1],
+        ADMISSION,
+        "ValidatingWebhookConfiguration",
+        true,
+    ),
+    (
+        &[ADMISSION_V1],
+        ADMISSION,
+        "ValidatingAdmissionPolicy",
+        true,
+    ),
+    (
+        &[ADMISSION_V1],
+        ADMISSION,
+        "ValidatingAdmissionPolicyBinding",
+        true,
+    ),
+    (&[ADMISSION_V1], ADMISSION, "MutatingAdmissionPolicy", true),
+    (
+        &[ADMISSION_V1],
+        ADMISSION,
+        "MutatingAdmissionPolicyBinding",
+        true,
     ),
     (
         &["apiextensions.k8s.io/v1"],
@@ -85,6 +123,70 @@ const ROOTS: &[(&[&str], &str, &str, bool)] = &[
         "CustomResourceDefinition",
         true,
     ),
+    (
+        &["apiregistration.k8s.io/v1"],
+        AGGREGATOR,
+        "APIService",
+        true,
+    ),
+    (&["apps/v1"], APPS, "Deployment", true),
+    (&["apps/v1"], APPS, "ReplicaSet", true),
+    (&["apps/v1"], APPS, "StatefulSet", true),
+    (&["apps/v1"], APPS, "DaemonSet", true),
+    (&["apps/v1"], APPS, "ControllerRevision", true),
+    (&["autoscaling/v1"], AUTOSCALING_V1, "Scale", false),
+    (
+        &["autoscaling/v1"],
+        AUTOSCALING_V1,
+        "HorizontalPodAutoscaler",
+        true,
+    ),
+    (
+        &["autoscaling/v2"],
+        AUTOSCALING_V2,
+        "HorizontalPodAutoscaler",
+        true,
+    ),
+    (&["batch/v1"], BATCH, "Job", true),
+    (&["batch/v1"], BATCH, "CronJob", true),
+    (
+        &["certificates.k8s.io/v1"],
+        CERTIFICATES,
+        "CertificateSigningRequest",
+        true,
+    ),
+    (&["coordination.k8s.io/v1"], COORDINATION, "Lease", true),
+    (&["discovery.k8s.io/v1"], DISCOVERY, "EndpointSlice", true),
+    (&["events.k8s.io/v1"], EVENTS, "Event", true),
+    (&[FLOWCONTROL_V1], FLOWCONTROL, "FlowSchema", true),
+    (
+        &[FLOWCONTROL_V1],
+        FLOWCONTROL,
+        "PriorityLevelConfiguration",
+        true,
+    ),
+    (&[NETWORKING_V1], NETWORKING, "Ingress", true),
+    (&[NETWORKING_V1], NETWORKING, "IngressClass", true),
+    (&[NETWORKING_V1], NETWORKING, "NetworkPolicy", true),
+    (&[NETWORKING_V1], NETWORKING, "IPAddress", true),
+    (&[NETWORKING_V1], NETWORKING, "ServiceCIDR", true),
+    (&["node.k8s.io/v1"], NODE, "RuntimeClass", true),
+    (&["policy/v1"], POLICY, "PodDisruptionBudget", true),
+    (&[RBAC_V1], RBAC, "ClusterRole", true),
+    (&[RBAC_V1], RBAC, "ClusterRoleBinding", true),
+    (&[RBAC_V1], RBAC, "Role", true),
+    (&[RBAC_V1], RBAC, "RoleBinding", true),
+    (&[RESOURCE_V1], RESOURCE, "DeviceClass", true),
+    (&[RESOURCE_V1], RESOURCE, "ResourceClaim", true),
+    (&[RESOURCE_V1], RESOURCE, "ResourceClaimTemplate", true),
+    (&[RESOURCE_V1], RESOURCE, "ResourceSlice", true),
+    (&["scheduling.k8s.io/v1"], SCHEDULING, "PriorityClass", true),
+    (&[STORAGE_V1], STORAGE, "CSIDriver", true),
+    (&[STORAGE_V1], STORAGE, "CSINode", true),
+    (&[STORAGE_V1], STORAGE, "CSIStorageCapacity", true),
+    (&[STORAGE_V1], STORAGE, "StorageClass", true),
+    (&[STORAGE_V1], STORAGE, "VolumeAttachment", true),
+    (&[STORAGE_V1], STORAGE, "VolumeAttributesClass", true),
     (&["meta.k8s.io/v1", "v1"], META, "Status", false),
     (&["meta.k8s.io/v1", "v1"], META, "DeleteOptions", false),
     (
@@ -139,17 +241,19 @@ const ENVELOPE_ONLY: &[(&str, &str)] = &[(RUNTIME, "Unknown")];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 6 {
+    if args.len() != 7 {
         eprintln!(
             "usage: proto-gen <version> <k8s.io/api dir> <k8s.io/apimachinery dir> \
-             <k8s.io/apiextensions-apiserver dir> <out.rs>"
+             <k8s.io/apiextensions-apiserver dir> <k8s.io/kube-aggregator dir> <out.rs>"
         );
         std::process::exit(2);
     }
+    let out = &args[6];
     let roots = [
         ("k8s.io/api/", PathBuf::from(&args[2])),
         ("k8s.io/apimachinery/", PathBuf::from(&args[3])),
         ("k8s.io/apiextensions-apiserver/", PathBuf::from(&args[4])),
+        ("k8s.io/kube-aggregator/", PathBuf::from(&args[5])),
     ];
     let mut generator = Gen {
         dirs: roots.to_vec(),
@@ -161,8 +265,8 @@ fn main() {
     };
     match generator.run(&args[1]) {
         Ok(code) => {
-            if let Err(e) = std::fs::write(&args[5], code) {
-                eprintln!("proto-gen: writing {}: {e}", args[5]);
+            if let Err(e) = std::fs::write(out, code) {
+                eprintln!("proto-gen: writing {out}: {e}");
                 std::process::exit(1);
             }
             for w in &generator.warnings {
@@ -170,9 +274,8 @@ fn main() {
             }
             let fields: usize = generator.messages.iter().map(|m| m.fields.len()).sum();
             eprintln!(
-                "proto-gen: {} messages, {fields} fields -> {}",
+                "proto-gen: {} messages, {fields} fields -> {out}",
                 generator.messages.len(),
-                args[5]
             );
         }
         Err(e) => {
@@ -252,7 +355,7 @@ impl Gen {
         for i in 0..self.messages.len() {
             keys.push(self.keys(i, 0)?);
         }
-        Ok(self.emit(version, &root_ids, &keys))
+        self.emit(version, &root_ids, &keys)
     }
 
     fn package(&mut self, path: &str) -> Result<&Package, String> {
@@ -281,13 +384,16 @@ impl Gen {
             .types
             .get(ty)
             .ok_or_else(|| format!("type {pkg}.{ty} not found"))?;
-        if !matches!(decl.ty, GoType::Struct(_)) {
+        let form = if nullable_slice(decl) {
+            "Items"
+        } else if matches!(decl.ty, GoType::Struct(_)) {
+            FORMS
+                .iter()
+                .find(|(p, t, _)| *p == pkg && *t == ty)
+                .map_or("Struct", |f| f.2)
+        } else {
             return Err(format!("{pkg}.{ty} is not a struct"));
-        }
-        let form = FORMS
-            .iter()
-            .find(|(p, t, _)| *p == pkg && *t == ty)
-            .map_or("Struct", |f| f.2);
+        };
         let id = self.messages.len();
         self.messages.push(Msg {
             name: format!("{}.{ty}", pkg.replace('/', ".").replace('-', "_")),
@@ -314,10 +420,15 @@ impl Gen {
                 "{pkg}.{ty} has hand-written JSON marshalling the transcoder does not know"
             ));
         }
+        let id = self.ids[&(pkg.to_string(), ty.to_string())];
+        if nullable_slice(&decl) {
+            let items = self.items_field(pkg, &decl)?;
+            self.messages[id].fields = vec![items];
+            return Ok(());
+        }
         let GoType::Struct(go_fields) = &decl.ty else {
             return Err(format!("{pkg}.{ty} is not a struct"));
         };
-        let id = self.ids[&(pkg.to_string(), ty.to_string())];
         let mut fields = Vec::new();
         for f in go_fields {
             let at = || format!("{pkg}.{ty}.{}", f.name);
@@ -364,6 +475,17 @@ impl Gen {
                 .resolve(pkg, &decl.imports, &f.ty)
                 .map_err(|e| format!("{}: {e}", at()))?;
             let (shape, elem) = shape_of(resolved).map_err(|e| format!("{}: {e}", at()))?;
+            // kube has nullable slices only as map values (`map[string]ExtraValue`), the one
+            // place whose encoding is known: gogo writes each value's message, empty or not.
+            if let Elem::Message(child) = elem
+                && self.messages[child].form == "Items"
+                && shape != "Map"
+            {
+                return Err(format!(
+                    "{}: a nullable slice that is not a map value",
+                    at()
+                ));
+            }
             // The wire type and `opt`/`rep` parts of the tag are not authoritative (kube has
             // `opt` slices and `bytes` bools): go-to-protobuf derives both from the Go type, and
             // so does this generator.
@@ -396,6 +518,24 @@ impl Gen {
         }
         self.messages[id].fields = fields;
         Ok(())
+    }
+
+    /// The one field of a nullable slice's message: go-to-protobuf wraps `type X []T` marked
+    /// `+protobuf.nullable=true` in `message X { repeated T items = 1; }`.
+    fn items_field(&mut self, pkg: &str, decl: &goparse::Decl) -> Result<Field, String> {
+        let resolved = self.resolve(pkg, &decl.imports, &decl.ty)?;
+        let (shape, elem) = shape_of(resolved)?;
+        if shape != "Slice" {
+            return Err(format!("{pkg}: a nullable slice of {elem:?}"));
+        }
+        Ok(Field {
+            go: "Items".into(),
+            json: "items".into(),
+            tag: 1,
+            shape,
+            elem,
+            flags: Vec::new(),
+        })
     }
 
     /// Resolves a Go type to what the wire sees, following named types across packages.
@@ -443,6 +583,9 @@ impl Gen {
                     .cloned()
                     .ok_or_else(|| format!("type {target}.{name} not found"))?;
                 let hand_json = package.json_methods.contains(name);
+                if nullable_slice(&decl) && !hand_json {
+                    return Ok(Resolved::Elem(Elem::Message(self.message(&target, name)?)));
+                }
                 if let Some(m) = decl
                     .markers
                     .iter()
@@ -509,12 +652,13 @@ impl Gen {
         version: &str,
         roots: &[(&[&str], String, usize)],
         keys: &[Vec<(String, Vec<usize>)>],
-    ) -> String {
+    ) -> Result<String, String> {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "// generated by proto-gen from k8s.io/api {version}, k8s.io/apimachinery {version} and \
-             k8s.io/apiextensions-apiserver {version}; do not edit.\n\
+            "// generated by proto-gen from k8s.io/api {version}, k8s.io/apimachinery {version}, \
+             k8s.io/apiextensions-apiserver {version} and k8s.io/kube-aggregator {version}; do not \
+             edit.\n\
              // Regenerate: see crates/proto-gen/src/main.rs.\n"
         );
         s.push_str(
@@ -596,13 +740,18 @@ impl Gen {
             );
         }
         s.push_str("];\n\n");
-        for (versions, kind, id) in roots {
-            let _ = versions;
-            let name = upper_snake(kind);
-            let _ = writeln!(s, "/// `{kind}`.\npub const {name}: MsgId = {id};");
+        for (name, doc, id) in constants(roots)? {
+            let _ = writeln!(s, "/// {doc}.\npub const {name}: MsgId = {id};");
         }
-        s
+        Ok(s)
     }
+}
+
+/// Whether a declaration is a named slice type marked `+protobuf.nullable=true` (certificates'
+/// `ExtraValue []string`): a message in protobuf, the bare slice in JSON.
+fn nullable_slice(decl: &goparse::Decl) -> bool {
+    matches!(decl.ty, GoType::Slice(_))
+        && decl.markers.iter().any(|m| m == "+protobuf.nullable=true")
 }
 
 /// Splits a resolved type into the schema's shape and element.
@@ -646,13 +795,187 @@ fn builtin(name: &str) -> Option<&'static str> {
     })
 }
 
+/// The schema constant of each root message: its name, doc and id. A kind is named after itself
+/// (`POD`, `EVENT`); one whose name an earlier root already took is prefixed with its group's
+/// first label and its version (`EVENTS_V1_EVENT`, `AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER`).
+fn constants(roots: &[(&[&str], String, usize)]) -> Result<Vec<(String, String, usize)>, String> {
+    let mut out: Vec<(String, String, usize)> = Vec::new();
+    for (versions, kind, id) in roots {
+        let mut name = upper_snake(kind);
+        let doc = match versions.first() {
+            Some(v) => format!("`{v}` `{kind}`"),
+            None => format!("`{kind}`"),
+        };
+        if out.iter().any(|c| c.0 == name) {
+            let v = versions
+                .first()
+                .ok_or_else(|| format!("{kind}: two roots of that name without an apiVersion"))?;
+            let (group, version) = v.split_once('/').unwrap_or(("", v));
+            let label = match group.split('.').next() {
+                Some("") | None => "core",
+                Some(label) => label,
+            };
+            name = format!("{}_{}_{name}", upper_snake(label), upper_snake(version));
+        }
+        if out.iter().any(|c| c.0 == name) {
+            return Err(format!("{kind}: schema constant {name} is taken twice"));
+        }
+        out.push((name, doc, *id));
+    }
+    Ok(out)
+}
+
+/// `PodTemplate` → `POD_TEMPLATE`, with an acronym kept whole: `APIService` → `API_SERVICE`,
+/// `ServiceCIDR` → `SERVICE_CIDR`.
 fn upper_snake(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
     let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
+    for (i, &c) in chars.iter().enumerate() {
+        let prev = i.checked_sub(1).and_then(|p| chars.get(p));
+        let next = chars.get(i + 1);
+        let starts_word = c.is_uppercase()
+            && prev.is_some_and(|p| !p.is_uppercase() || next.is_some_and(|n| n.is_lowercase()));
+        if starts_word {
             out.push('_');
         }
         out.push(c.to_ascii_uppercase());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Elem, Gen, constants, upper_snake};
+    use std::collections::{HashMap, VecDeque};
+
+    /// A generator over one Go package, `example.com/x`, made of `src`.
+    fn generator(name: &str, src: &str) -> Gen {
+        let dir = std::env::temp_dir().join(format!("proto-gen-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("x")).unwrap();
+        std::fs::write(dir.join("x/types.go"), src).unwrap();
+        let mut g = Gen {
+            dirs: vec![("example.com/", dir.clone())],
+            packages: HashMap::new(),
+            messages: Vec::new(),
+            ids: HashMap::new(),
+            queue: VecDeque::new(),
+            warnings: Vec::new(),
+        };
+        // Parsed once, kept in memory: the files are not needed any more.
+        g.package("example.com/x").unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        g
+    }
+
+    /// Expands `ty` of `example.com/x` and everything it reaches.
+    fn expand_all(g: &mut Gen, ty: &str) -> Result<usize, String> {
+        let id = g.message("example.com/x", ty)?;
+        while let Some((pkg, ty)) = g.queue.pop_front() {
+            g.expand(&pkg, &ty)?;
+        }
+        Ok(id)
+    }
+
+    const EXTRA: &str = "package x
+
+// ExtraValue masks the value so protobuf can generate
+// +protobuf.nullable=true
+// +protobuf.options.(gogoproto.goproto_stringer)=false
+type ExtraValue []string
+";
+
+    #[test]
+    fn a_nullable_slice_map_value_is_a_message_of_items() {
+        let src = format!(
+            "{EXTRA}
+type Spec struct {{
+	Extra map[string]ExtraValue `json:\"extra,omitempty\" protobuf:\"bytes,6,rep,name=extra\"`
+}}
+"
+        );
+        let mut g = generator("items", &src);
+        let spec = expand_all(&mut g, "Spec").unwrap();
+        let extra = &g.messages[spec].fields[0];
+        assert_eq!((extra.json.as_str(), extra.shape), ("extra", "Map"));
+        let Elem::Message(value) = extra.elem else {
+            panic!("{:?}", extra.elem);
+        };
+        let value = &g.messages[value];
+        assert_eq!(
+            (value.name.as_str(), value.form),
+            ("example.com.x.ExtraValue", "Items")
+        );
+        let items = &value.fields[0];
+        assert_eq!(
+            (items.tag, items.shape, items.elem.clone()),
+            (1, "Slice", Elem::Scalar("String"))
+        );
+    }
+
+    #[test]
+    fn a_nullable_slice_elsewhere_is_refused() {
+        let src = format!(
+            "{EXTRA}
+type Spec struct {{
+	Extra ExtraValue `json:\"extra,omitempty\" protobuf:\"bytes,6,rep,name=extra\"`
+}}
+"
+        );
+        let mut g = generator("refused", &src);
+        let err = expand_all(&mut g, "Spec").unwrap_err();
+        assert!(err.contains("Spec.Extra: a nullable slice"), "{err}");
+    }
+
+    #[test]
+    fn constant_names_keep_acronyms_whole() {
+        for (kind, want) in [
+            ("Pod", "POD"),
+            ("PodTemplate", "POD_TEMPLATE"),
+            ("APIService", "API_SERVICE"),
+            ("CSIStorageCapacity", "CSI_STORAGE_CAPACITY"),
+            ("ServiceCIDR", "SERVICE_CIDR"),
+            ("IPAddress", "IP_ADDRESS"),
+            ("PartialObjectMetadataList", "PARTIAL_OBJECT_METADATA_LIST"),
+        ] {
+            assert_eq!(upper_snake(kind), want);
+        }
+    }
+
+    #[test]
+    fn a_kind_served_twice_is_prefixed_by_its_group_version() {
+        let core: &[&str] = &["v1"];
+        let events: &[&str] = &["events.k8s.io/v1"];
+        let hpa2: &[&str] = &["autoscaling/v2"];
+        let roots = [
+            (core, "Event".to_string(), 3),
+            (events, "Event".to_string(), 7),
+            (
+                &["autoscaling/v1"][..],
+                "HorizontalPodAutoscaler".to_string(),
+                8,
+            ),
+            (hpa2, "HorizontalPodAutoscaler".to_string(), 9),
+        ];
+        let names: Vec<String> = constants(&roots)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.0)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "EVENT",
+                "EVENTS_V1_EVENT",
+                "HORIZONTAL_POD_AUTOSCALER",
+                "AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER"
+            ]
+        );
+        // Roots that would still share a name are an error, not a silent overwrite.
+        let thrice = [
+            (hpa2, "Scale".to_string(), 1),
+            (hpa2, "Scale".to_string(), 2),
+            (hpa2, "Scale".to_string(), 3),
+        ];
+        assert!(constants(&thrice).is_err());
+    }
 }

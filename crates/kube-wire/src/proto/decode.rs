@@ -936,7 +936,8 @@ fn map<'a>(
     Ok(())
 }
 
-/// Writes a struct (or one of apiextensions' either-or types) from its merged occurrences.
+/// Writes a struct (or one of apiextensions' either-or types, or a nullable slice) from its
+/// merged occurrences.
 fn object<'a>(
     id: MsgId,
     chunks: &[&'a [u8]],
@@ -990,6 +991,13 @@ fn object<'a>(
                 (Some(e), _) if !schema.is_empty() => {
                     elem(msg, e, &schema, out, depth, false, pool)?
                 }
+                _ => out.extend_from_slice(b"null"),
+            }
+        }
+        JsonForm::Items => {
+            let (items, items_elem) = of(1);
+            match items_elem {
+                Some(e) if !items.is_empty() => list(msg, e, &items, out, depth + 1, pool)?,
                 _ => out.extend_from_slice(b"null"),
             }
         }

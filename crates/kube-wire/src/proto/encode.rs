@@ -395,6 +395,7 @@ impl<'de> DeserializeSeed<'de> for ElemSeed<'_, 'de> {
                 };
                 match msg.form {
                     JsonForm::Struct => d.deserialize_any(MsgSeed { ctx, msg, obj }),
+                    JsonForm::Items => d.deserialize_any(ItemsVisitor { ctx, msg }),
                     form => d.deserialize_any(FormVisitor { ctx, msg, form }),
                 }
             }
@@ -746,6 +747,61 @@ impl<'de> Visitor<'de> for FormVisitor<'_, 'de> {
                 Ok(Val::Msg(vec![(index, list)]))
             }
         }
+    }
+}
+
+/// A nullable slice ([`JsonForm::Items`]): a JSON array (or `null`) into the message whose field
+/// 1 holds the elements.
+struct ItemsVisitor<'c, 'a> {
+    ctx: &'c mut Ctx<'a>,
+    msg: &'static Message,
+}
+
+impl ItemsVisitor<'_, '_> {
+    fn other<E: de::Error>(self, found: &str) -> Result<Val<'static>, E> {
+        let name = elem_name_msg(self.msg);
+        Err(self.ctx.fail(mismatch(found, name)))
+    }
+}
+
+impl<'de> Visitor<'de> for ItemsVisitor<'_, 'de> {
+    type Value = Val<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Val::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        let Some((index, field)) = self.msg.field_by_tag(1) else {
+            return Err(self.ctx.fail("schema inconsistency".into()));
+        };
+        let index =
+            u8::try_from(index).map_err(|_| self.ctx.fail("schema inconsistency".into()))?;
+        let list = ListVisitor {
+            ctx: &mut *self.ctx,
+            elem: field.elem,
+        }
+        .visit_seq(seq)?;
+        Ok(Val::Msg(vec![(index, list)]))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        self.other("bool")
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        self.other("number")
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        self.other("number")
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        self.other("number")
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        self.other("string")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<Self::Value, A::Error> {
+        self.other("object")
     }
 }
 

@@ -111,7 +111,8 @@ impl Field {
 }
 
 /// How a message looks in JSON: most are plain structs; apiextensions has three "either-or"
-/// types with hand-written JSON marshalling.
+/// types with hand-written JSON marshalling; a few named slice types are wrapped in a message
+/// for protobuf only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonForm {
     /// A Go struct marshalled by `encoding/json`.
@@ -122,6 +123,10 @@ pub enum JsonForm {
     OrArray,
     /// `JSONSchemaPropsOrStringArray{Schema: 1, Property: 2}`: a schema object or a string array.
     OrStringArray,
+    /// A named slice type marked `+protobuf.nullable=true` (certificates' `ExtraValue
+    /// []string`): in protobuf a message whose field 1 (`items`) holds the elements, in JSON the
+    /// bare array; `null` when it has none (gogo decodes no items to a nil slice).
+    Items,
 }
 
 /// One JSON key a message accepts: the path of field indices that leads to it, through inline
