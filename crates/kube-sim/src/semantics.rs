@@ -65,6 +65,7 @@ pub fn returns_deleted_object(rt: &ResourceType) -> bool {
     !rt.builtin
         || (rt.group.is_empty()
             && matches!(rt.resource.as_str(), "pods" | "namespaces" | "services"))
+        || (rt.group == "storage.k8s.io" && rt.resource == "volumeattributesclasses")
 }
 
 fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {

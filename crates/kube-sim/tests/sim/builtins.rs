@@ -445,6 +445,23 @@ async fn storage_kinds_are_defaulted_and_volumes_start_pending() {
     .await;
     assert_eq!(ic["spec"], json!({"controller": "k8s.io/ingress-nginx"}));
     assert_eq!(ic["metadata"]["generation"], 1);
+    // kube's VolumeAttributesClass store returns the deleted object; a StorageClass's a Status.
+    create(
+        &sim,
+        "/apis/storage.k8s.io/v1/volumeattributesclasses",
+        json!({"metadata": {"name": "gold"}, "driverName": "csi.example.com"}),
+    )
+    .await;
+    for (path, kind) in [
+        ("volumeattributesclasses/gold", "VolumeAttributesClass"),
+        ("storageclasses/fast", "Status"),
+    ] {
+        let url = format!("{}/apis/storage.k8s.io/v1/{path}", sim.url());
+        let (s, _, b) = request(Method::DELETE, &url, &[], "").await;
+        assert_eq!(s, StatusCode::OK);
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["kind"], kind, "{path}");
+    }
     // A status write that changes the phase stamps its transition time.
     let mut bound = pv.clone();
     bound["status"] = json!({"phase": "Bound"});
