@@ -109,8 +109,17 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             r["categories"] = json!(t.categories);
         }
         resources.push(r);
-        // Subresources follow their resource in name order (`scale` before `status`), as kube
-        // sorts them. A scale is an `autoscaling/v1` `Scale`, which the entry names.
+        // Subresources follow their resource in name order (`approval`, `scale`, `status`), as
+        // kube sorts them. A scale is an `autoscaling/v1` `Scale`, which the entry names.
+        if t.approval_subresource {
+            resources.push(json!({
+                "name": format!("{}/approval", t.resource),
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "kind": t.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if t.scale_subresource {
             resources.push(json!({
                 "name": format!("{}/scale", t.resource),
@@ -242,18 +251,30 @@ mod tests {
             .map(|g| g["name"].as_str().unwrap())
             .collect();
         // CustomResourceDefinitions are always served, as kube-apiserver does, and the groups
-        // come in kube-apiserver's order, custom groups last.
+        // come in kube-apiserver's order (`apiregistration.k8s.io` first, then by APIService
+        // priority, ties by name; the review groups, which list nothing, are not served),
+        // custom groups last.
         assert_eq!(
             gnames,
             vec![
+                "apiregistration.k8s.io",
                 "apps",
+                "events.k8s.io",
                 "autoscaling",
                 "batch",
+                "certificates.k8s.io",
+                "networking.k8s.io",
                 "policy",
                 "rbac.authorization.k8s.io",
+                "storage.k8s.io",
+                "admissionregistration.k8s.io",
                 "apiextensions.k8s.io",
+                "scheduling.k8s.io",
                 "coordination.k8s.io",
+                "node.k8s.io",
                 "discovery.k8s.io",
+                "resource.k8s.io",
+                "flowcontrol.apiserver.k8s.io",
                 "example.com"
             ]
         );
@@ -262,12 +283,17 @@ mod tests {
         assert_eq!(crds["resources"][0]["namespaced"], false);
         assert_eq!(crds["resources"][0]["shortNames"], json!(["crd", "crds"]));
         assert_eq!(
+            crds["resources"][0]["categories"],
+            json!(["api-extensions"])
+        );
+        assert_eq!(
             group(&reg, "example.com").unwrap()["preferredVersion"]["groupVersion"],
             "example.com/v1"
         );
         assert!(resource_list(&reg, "apps", "v2").is_none());
         assert!(resource_list(&reg, "policy", "v1beta1").is_none());
-        assert!(resource_list(&reg, "storage.k8s.io", "v1").is_none());
+        assert!(resource_list(&reg, "storage.k8s.io", "v1beta1").is_none());
+        assert!(resource_list(&reg, "certificates.k8s.io", "v1beta1").is_none());
     }
 
     #[test]
@@ -385,6 +411,81 @@ mod tests {
         assert_eq!(
             group(&reg, "autoscaling").unwrap()["preferredVersion"]["groupVersion"],
             "autoscaling/v2"
+        );
+    }
+
+    #[test]
+    fn the_other_built_in_groups_list_kubes_resources_and_subresources() {
+        let reg = Registry::new(&[]).unwrap();
+        let names = |g: &str| -> Vec<String> {
+            resource_list(&reg, g, "v1").unwrap()["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            names("certificates.k8s.io"),
+            [
+                "certificatesigningrequests",
+                "certificatesigningrequests/approval",
+                "certificatesigningrequests/status"
+            ]
+        );
+        assert_eq!(
+            names("networking.k8s.io"),
+            [
+                "ingressclasses",
+                "ingresses",
+                "ingresses/status",
+                "ipaddresses",
+                "networkpolicies",
+                "servicecidrs",
+                "servicecidrs/status"
+            ]
+        );
+        assert_eq!(
+            names("resource.k8s.io"),
+            [
+                "deviceclasses",
+                "resourceclaims",
+                "resourceclaims/status",
+                "resourceclaimtemplates",
+                "resourceslices"
+            ]
+        );
+        let core = names("");
+        for r in [
+            "limitranges",
+            "persistentvolumes/status",
+            "podtemplates",
+            "replicationcontrollers/scale",
+            "replicationcontrollers/status",
+            "resourcequotas/status",
+        ] {
+            assert!(core.contains(&r.to_string()), "{r} in {core:?}");
+        }
+        let admission = resource_list(&reg, "admissionregistration.k8s.io", "v1").unwrap();
+        for r in admission["resources"].as_array().unwrap() {
+            if !r["name"].as_str().unwrap().contains('/') {
+                assert_eq!(r["categories"], json!(["api-extensions"]), "{r}");
+                assert_eq!(r["namespaced"], false);
+            }
+        }
+        let csr = &resource_list(&reg, "certificates.k8s.io", "v1").unwrap()["resources"];
+        assert_eq!(csr[0]["shortNames"], json!(["csr"]));
+        assert_eq!(
+            csr[1],
+            json!({"name": "certificatesigningrequests/approval", "singularName": "", "namespaced": false, "kind": "CertificateSigningRequest", "verbs": ["get", "patch", "update"]})
+        );
+        let sc = &resource_list(&reg, "storage.k8s.io", "v1").unwrap()["resources"];
+        let vac = sc.as_array().unwrap().last().unwrap();
+        assert_eq!(vac["name"], "volumeattributesclasses");
+        assert_eq!(vac["shortNames"], json!(["vac"]));
+        assert_eq!(
+            group(&reg, "flowcontrol.apiserver.k8s.io").unwrap()["preferredVersion"]["groupVersion"],
+            "flowcontrol.apiserver.k8s.io/v1"
         );
     }
 }

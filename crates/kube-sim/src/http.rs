@@ -350,6 +350,7 @@ async fn resource(
     let scope = match rp.subresource.as_deref() {
         None => UpdateScope::Main,
         Some("status") if rt.status_subresource => UpdateScope::Status,
+        Some("approval") if rt.approval_subresource => UpdateScope::Approval,
         Some("scale") if rt.scale_subresource => return scale::serve(state, &rt, &rp, req).await,
         Some(_) => return Err(Status::path_not_found()),
     };

@@ -23,6 +23,9 @@ use parking_lot::RwLock;
 
 use serde_json::{Value, json};
 
+mod builtins;
+use builtins::BUILTINS;
+
 /// One group/version/resource the simulator serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceType {
@@ -48,6 +51,9 @@ pub struct ResourceType {
     pub status_subresource: bool,
     /// Has a `/scale` subresource (`autoscaling/v1` `Scale` of `spec.replicas`).
     pub scale_subresource: bool,
+    /// Has an `/approval` subresource (CertificateSigningRequests: writes only
+    /// `status.conditions`).
+    pub approval_subresource: bool,
     /// Extra selectable fields (CRD `selectableFields`, KEP-4358), as dotted JSON paths.
     pub selectable_fields: Vec<String>,
     /// Served by an aggregated API server (an `APIService`, as `metrics.k8s.io` is): a custom
@@ -228,6 +234,7 @@ impl CustomType {
             builtin: false,
             status_subresource: true,
             scale_subresource: false,
+            approval_subresource: false,
             selectable_fields: self.selectable_fields.clone(),
             aggregated: self.served_without_crd,
             index: 0,
@@ -406,182 +413,6 @@ pub struct CustomChange {
     pub removed: Vec<Arc<ResourceType>>,
 }
 
-/// A built-in type: the facts discovery reports about it (kube-apiserver 1.36's `APIResource`s).
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    resource: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short_names: &'static [&'static str],
-    categories: &'static [&'static str],
-    status: bool,
-    scale: bool,
-}
-
-/// A namespaced built-in type with no short name, category or subresource.
-const fn builtin(
-    group: &'static str,
-    resource: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-) -> Builtin {
-    Builtin {
-        group,
-        version: "v1",
-        resource,
-        singular,
-        kind,
-        namespaced: true,
-        short_names: &[],
-        categories: &[],
-        status: false,
-        scale: false,
-    }
-}
-
-impl Builtin {
-    const fn cluster(mut self) -> Self {
-        self.namespaced = false;
-        self
-    }
-    const fn short(mut self, names: &'static [&'static str]) -> Self {
-        self.short_names = names;
-        self
-    }
-    /// In the `all` category (`kubectl get all`).
-    const fn all(mut self) -> Self {
-        self.categories = &["all"];
-        self
-    }
-    const fn status(mut self) -> Self {
-        self.status = true;
-        self
-    }
-    const fn scale(mut self) -> Self {
-        self.scale = true;
-        self
-    }
-    const fn version(mut self, version: &'static str) -> Self {
-        self.version = version;
-        self
-    }
-}
-
-/// In kube-apiserver's group order (`/apis` lists `apps`, `autoscaling`, `batch`, `policy`,
-/// `rbac.authorization.k8s.io`, `apiextensions.k8s.io`, `coordination.k8s.io`,
-/// `discovery.k8s.io` in this order), each group's resources sorted by name as its discovery
-/// document lists them (the core group too).
-const BUILTINS: &[Builtin] = &[
-    builtin("", "configmaps", "configmap", "ConfigMap").short(&["cm"]),
-    builtin("", "endpoints", "endpoints", "Endpoints").short(&["ep"]),
-    builtin("", "events", "event", "Event").short(&["ev"]),
-    builtin("", "namespaces", "namespace", "Namespace")
-        .cluster()
-        .short(&["ns"])
-        .status(),
-    builtin("", "nodes", "node", "Node")
-        .cluster()
-        .short(&["no"])
-        .status(),
-    builtin(
-        "",
-        "persistentvolumeclaims",
-        "persistentvolumeclaim",
-        "PersistentVolumeClaim",
-    )
-    .short(&["pvc"])
-    .status(),
-    builtin("", "pods", "pod", "Pod")
-        .short(&["po"])
-        .all()
-        .status(),
-    builtin("", "secrets", "secret", "Secret"),
-    builtin("", "serviceaccounts", "serviceaccount", "ServiceAccount").short(&["sa"]),
-    builtin("", "services", "service", "Service")
-        .short(&["svc"])
-        .all()
-        .status(),
-    builtin(
-        "apps",
-        "controllerrevisions",
-        "controllerrevision",
-        "ControllerRevision",
-    ),
-    builtin("apps", "daemonsets", "daemonset", "DaemonSet")
-        .short(&["ds"])
-        .all()
-        .status(),
-    builtin("apps", "deployments", "deployment", "Deployment")
-        .short(&["deploy"])
-        .all()
-        .status()
-        .scale(),
-    builtin("apps", "replicasets", "replicaset", "ReplicaSet")
-        .short(&["rs"])
-        .all()
-        .status()
-        .scale(),
-    builtin("apps", "statefulsets", "statefulset", "StatefulSet")
-        .short(&["sts"])
-        .all()
-        .status()
-        .scale(),
-    // kube serves autoscaling/v1 too (the same objects); the simulator serves v2 only.
-    builtin(
-        "autoscaling",
-        "horizontalpodautoscalers",
-        "horizontalpodautoscaler",
-        "HorizontalPodAutoscaler",
-    )
-    .version("v2")
-    .short(&["hpa"])
-    .all()
-    .status(),
-    builtin("batch", "cronjobs", "cronjob", "CronJob")
-        .short(&["cj"])
-        .all()
-        .status(),
-    builtin("batch", "jobs", "job", "Job").all().status(),
-    builtin(
-        "policy",
-        "poddisruptionbudgets",
-        "poddisruptionbudget",
-        "PodDisruptionBudget",
-    )
-    .short(&["pdb"])
-    .status(),
-    builtin(
-        RBAC_GROUP,
-        "clusterrolebindings",
-        "clusterrolebinding",
-        "ClusterRoleBinding",
-    )
-    .cluster(),
-    builtin(RBAC_GROUP, "clusterroles", "clusterrole", "ClusterRole").cluster(),
-    builtin(RBAC_GROUP, "rolebindings", "rolebinding", "RoleBinding"),
-    builtin(RBAC_GROUP, "roles", "role", "Role"),
-    builtin(
-        CRD_GROUP,
-        CRD_RESOURCE,
-        "customresourcedefinition",
-        "CustomResourceDefinition",
-    )
-    .cluster()
-    .short(&["crd", "crds"])
-    .status(),
-    builtin("coordination.k8s.io", "leases", "lease", "Lease"),
-    builtin(
-        "discovery.k8s.io",
-        "endpointslices",
-        "endpointslice",
-        "EndpointSlice",
-    ),
-];
-
-/// The RBAC group (Roles, ClusterRoles and their bindings).
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// The group of `CustomResourceDefinition`s.
 pub const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// Their resource.
@@ -604,6 +435,7 @@ impl Registry {
                 builtin: true,
                 status_subresource: b.status,
                 scale_subresource: b.scale,
+                approval_subresource: b.approval,
                 selectable_fields: Vec::new(),
                 aggregated: false,
                 index: 0,

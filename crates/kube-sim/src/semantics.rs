@@ -8,7 +8,9 @@
 //! a graceful or namespace deletion live there too.
 //!
 //! The workload kinds (`apps/v1`, `batch/v1`, `coordination.k8s.io/v1` Lease) have their
-//! strategies, defaulters and validation in the `workloads` submodule.
+//! strategies, defaulters and validation in the `workloads` submodule; the other built-in kinds'
+//! generation, defaults, initial status and update rules are in `rules` (with `defaults` and
+//! `status`).
 
 use serde_json::{Map, Value, json};
 
@@ -19,6 +21,9 @@ use base64::Engine;
 use kube_wire::status::{Status, StatusCause, StatusDetails};
 
 pub mod crds;
+mod defaults;
+mod rules;
+mod status;
 mod workloads;
 
 /// Options of a DELETE (query parameters or a DeleteOptions body).
@@ -51,6 +56,7 @@ fn has_generation(rt: &ResourceType) -> bool {
         || (rt.group.is_empty() && rt.resource == "pods")
         || (rt.group == "policy" && rt.resource == "poddisruptionbudgets")
         || workloads::workload(rt).is_some_and(workloads::Workload::has_status_and_generation)
+        || rules::has_generation(rt)
 }
 
 /// DELETE answers with the deleted object for these kinds (kube's `ReturnDeletedObject`), with a
@@ -59,6 +65,7 @@ pub fn returns_deleted_object(rt: &ResourceType) -> bool {
     !rt.builtin
         || (rt.group.is_empty()
             && matches!(rt.resource.as_str(), "pods" | "namespaces" | "services"))
+        || (rt.group == "storage.k8s.io" && rt.resource == "volumeattributesclasses")
 }
 
 fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
@@ -218,13 +225,20 @@ pub fn prepare_create(
             m.shift_remove("generation");
         }
     }
-    if rt.status_subresource && !keep_status && !(rt.group.is_empty() && rt.resource == "nodes") {
+    if rt.status_subresource
+        && !keep_status
+        && !(rt.group.is_empty() && rt.resource == "nodes")
+        && status::resets(rt)
+    {
         obj.as_object_mut().expect("object").shift_remove("status");
     }
     match workloads::workload(rt) {
         Some(w) => workloads::prepare_create(w, rt, &name, &mut obj, keep_status)?,
         None if crds::is_crd(rt) => crds::prepare_create(rt, &name, &mut obj)?,
-        None => default_and_validate(rt, &name, &mut obj)?,
+        None => {
+            default_and_validate(rt, &name, &mut obj)?;
+            rules::prepare_create(rt, &mut obj, keep_status)?;
+        }
     }
     Ok(obj)
 }
@@ -428,6 +442,8 @@ pub enum UpdateScope {
     Main,
     /// The `/status` subresource: only status.
     Status,
+    /// The `/approval` subresource (CertificateSigningRequests): only `status.conditions`.
+    Approval,
 }
 
 /// Decides an update (PUT, or the result of a PATCH) of `current` to `new`.
@@ -474,7 +490,9 @@ pub fn decide_update(
             ),
         ));
     }
-    if scope == UpdateScope::Status {
+    if scope == UpdateScope::Approval {
+        new = status::on_approval_write(&cur, &new);
+    } else if scope == UpdateScope::Status {
         let status = new.get("status").cloned();
         new = cur.clone();
         match status {
@@ -487,7 +505,8 @@ pub fn decide_update(
                 new.as_object_mut().expect("object").shift_remove("status");
             }
         }
-    } else if rt.status_subresource {
+        status::on_status_write(rt, &cur, &mut new);
+    } else if rt.status_subresource && status::resets(rt) {
         let o = new.as_object_mut().expect("object");
         match cur.get("status") {
             Some(s) => {
@@ -555,8 +574,13 @@ pub fn decide_update(
     if scope == UpdateScope::Main && crds::is_crd(rt) {
         crds::prepare_update(rt, &cur, &mut new)?;
     }
+    if scope == UpdateScope::Main && workloads::workload(rt).is_none() && !crds::is_crd(rt) {
+        rules::prepare_update(rt, &cur, &mut new)?;
+    }
     if has_generation(rt)
-        && (spec_changed(&cur, &new) || workloads::metadata_bumps_generation(rt, &cur, &new))
+        && (spec_changed(&cur, &new)
+            || workloads::metadata_bumps_generation(rt, &cur, &new)
+            || rules::metadata_bumps_generation(rt, &cur, &new))
     {
         let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         meta_mut(&mut new).insert("generation".into(), json!(g));

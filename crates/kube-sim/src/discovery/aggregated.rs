@@ -233,9 +233,13 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names.first(), Some(&"apps"));
+        // kube-aggregator lists its own group first, then by APIService priority.
+        assert_eq!(
+            names[..3],
+            ["apiregistration.k8s.io", "apps", "events.k8s.io"]
+        );
         assert_eq!(names.last(), Some(&"example.com"));
-        let apps = &apis["items"][0]["versions"][0]["resources"];
+        let apps = &apis["items"][1]["versions"][0]["resources"];
         let deploy = apps
             .as_array()
             .unwrap()

@@ -1,7 +1,9 @@
-//! The `scale` subresource of deployments, replica sets and stateful sets, as kube's `ScaleREST`
-//! (`pkg/registry/apps/{deployment,replicaset,statefulset}/storage/storage.go`) serves it: an
-//! `autoscaling/v1` `Scale` whose `spec.replicas` is the parent's, `status.replicas` the parent's
-//! `status.replicas` and `status.selector` the parent's selector as a label selector string.
+//! The `scale` subresource of deployments, replica sets, stateful sets and replication
+//! controllers, as kube's `ScaleREST` (`pkg/registry/apps/{deployment,replicaset,statefulset}/
+//! storage/storage.go`, `pkg/registry/core/replicationcontroller/storage/storage.go`) serves it:
+//! an `autoscaling/v1` `Scale` whose `spec.replicas` is the parent's, `status.replicas` the
+//! parent's `status.replicas` and `status.selector` the parent's selector as a label selector
+//! string (a replication controller's selector is a plain label map).
 //!
 //! A write to the scale is a write of the parent through the parent's own rules
 //! ([`decide_update`]): its `spec.replicas` changes, its generation and resourceVersion move and
@@ -35,7 +37,7 @@ impl Ops {
             .store
             .get(rt, &key)
             .ok_or_else(|| Status::not_found(&rt.group, &rt.resource, name))?;
-        scale_of(&parent.to_value(rt))
+        scale_of(rt, &parent.to_value(rt))
     }
 
     /// PUT of `.../{name}/scale` with `scale` (a decoded request body): the parent rescaled, as a
@@ -78,7 +80,7 @@ impl Ops {
         let out = self.commit(rt, &key, |_, current| {
             let current = current.ok_or_else(|| not_found(rt, name))?;
             let parent = current.to_value(rt);
-            let scale = new_scale(&scale_of(&parent)?)?;
+            let scale = new_scale(&scale_of(rt, &parent)?)?;
             let replicas = check_scale(rt, ns, name, &current.uid, &scale)?;
             let mut new = parent;
             if let Some(o) = new.as_object_mut() {
@@ -97,7 +99,7 @@ impl Ops {
             }
             decide_update(rt, current, new, UpdateScope::Main)
         })?;
-        scale_of(&out.object.to_value(rt))
+        scale_of(rt, &out.object.to_value(rt))
     }
 }
 
@@ -109,11 +111,15 @@ fn not_found(rt: &ResourceType, name: &str) -> Status {
 
 /// The `Scale` of a parent object (`scaleFromDeployment` and its siblings); a selector that does
 /// not convert is kube's 400 with the conversion's error.
-pub fn scale_of(parent: &Value) -> Result<Value, Status> {
-    let selector = label_selector_as_selector(parent.pointer("/spec/selector"))
-        .map_err(Status::bad_request)?
-        .map(|s| s.to_string())
-        .unwrap_or_default();
+pub fn scale_of(rt: &ResourceType, parent: &Value) -> Result<Value, Status> {
+    let selector = if rt.group.is_empty() {
+        set_selector(parent.pointer("/spec/selector"))
+    } else {
+        label_selector_as_selector(parent.pointer("/spec/selector"))
+            .map_err(Status::bad_request)?
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    };
     let mut meta = Map::new();
     for k in [
         "name",
@@ -148,6 +154,20 @@ pub fn scale_of(parent: &Value) -> Result<Value, Status> {
         "spec": spec,
         "status": status,
     }))
+}
+
+/// A replication controller's selector as `labels.SelectorFromSet(...).String()` writes it:
+/// `key=value` pairs sorted by key, comma-separated.
+fn set_selector(selector: Option<&Value>) -> String {
+    let mut pairs: Vec<(&String, &str)> = selector
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k, v.as_str().unwrap_or_default()))
+        .collect();
+    pairs.sort();
+    let pairs: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(",")
 }
 
 /// What kube checks of a new `Scale` before it touches the parent, in its order: the type, the

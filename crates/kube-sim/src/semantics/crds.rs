@@ -57,6 +57,7 @@ pub fn served_types(crd: &Value) -> Vec<ResourceType> {
             builtin: false,
             status_subresource: v["subresources"]["status"].is_object(),
             scale_subresource: false,
+            approval_subresource: false,
             // `.spec.color` selects as `spec.color` (KEP-4358).
             selectable_fields: v["selectableFields"]
                 .as_array()

@@ -180,7 +180,7 @@ fn check_decodes(rt: &ResourceType, obj: &Value) -> Result<(), Status> {
 // Defaults
 
 /// Sets `key` when it is absent or `null` (a Go nil pointer or zero value the defaulter fills).
-fn set_default(m: &mut Map<String, Value>, key: &str, value: Value) {
+pub(super) fn set_default(m: &mut Map<String, Value>, key: &str, value: Value) {
     match m.get(key) {
         None | Some(Value::Null) => {
             m.insert(key.to_string(), value);
@@ -194,14 +194,17 @@ fn set_default(m: &mut Map<String, Value>, key: &str, value: Value) {
 
 /// The object at `key` of `m`, created (replacing `null`) when absent; `None` when it holds
 /// something else, which the rules then leave alone.
-fn object_at<'a>(m: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+pub(super) fn object_at<'a>(
+    m: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
     if m.get(key).is_none_or(Value::is_null) {
         m.insert(key.to_string(), json!({}));
     }
     m.get_mut(key).and_then(Value::as_object_mut)
 }
 
-fn spec_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
+pub(super) fn spec_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
     object_at(obj.as_object_mut()?, "spec")
 }
 
@@ -355,7 +358,7 @@ fn generate_job_selector(obj: &mut Value, name: &str, uid: &str) {
 }
 
 /// `SetDefaults_PodSpec` and `SetDefaults_Container` on a pod template's spec.
-fn default_pod_template(template: Option<&mut Value>) {
+pub(super) fn default_pod_template(template: Option<&mut Value>) {
     let Some(spec) = template
         .and_then(|t| t.get_mut("spec"))
         .and_then(Value::as_object_mut)

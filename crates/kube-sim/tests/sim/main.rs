@@ -2,6 +2,7 @@
 //! kube-rs, kubectl and property tests. `cargo test -p kube-sim --test sim <module>::` runs one.
 
 mod aggregated_discovery;
+mod builtins;
 mod crds;
 mod dry_run;
 mod errors;
