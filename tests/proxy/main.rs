@@ -7,6 +7,7 @@ mod pki;
 
 mod alloc;
 mod authz;
+mod builtin_kinds;
 mod cache_props;
 mod clients;
 mod conformance;

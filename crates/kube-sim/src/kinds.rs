@@ -97,6 +97,13 @@ impl ResourceType {
     pub fn name_is_label(&self) -> bool {
         self.group.is_empty() && (self.resource == "namespaces" || self.resource == "services")
     }
+
+    /// Whether any name that is a valid path segment is allowed (kube's `ValidateRBACName`,
+    /// `path.IsValidPathSegmentName`): the RBAC kinds, whose built-in objects are named
+    /// `system:kube-scheduler`, `cluster-admin`, …
+    pub fn name_is_path_segment(&self) -> bool {
+        self.builtin && self.group == "rbac.authorization.k8s.io"
+    }
 }
 
 /// One of a custom type's `additionalPrinterColumns` (`apiextensions.k8s.io/v1`

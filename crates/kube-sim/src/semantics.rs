@@ -88,21 +88,44 @@ pub fn invalid(rt: &ResourceType, name: &str, cause: &str, field: &str, detail: 
 }
 
 fn is_dns1123_label(s: &str) -> bool {
+    s.len() <= 63 && is_label_shaped(s)
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, of any length.
+fn is_label_shaped(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 63
         && s.bytes()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
 
+/// kube's `IsDNS1123Subdomain`: at most 253 characters matching its regex; the parts between
+/// dots have no length limit of their own (a VolumeAttachment is named `csi-` + 64 hex digits).
 fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+    s.len() <= 253 && s.split('.').all(is_label_shaped)
 }
 
 /// Validates `metadata.name` with kube's messages.
 pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), Status> {
-    if rt.name_is_label() {
+    if rt.name_is_path_segment() {
+        let problem = match name {
+            "." | ".." => Some(format!("may not be '{name}'")),
+            _ => ["/", "%"]
+                .into_iter()
+                .find(|c| name.contains(c))
+                .map(|c| format!("may not contain '{c}'")),
+        };
+        if let Some(problem) = problem {
+            return Err(invalid(
+                rt,
+                name,
+                "FieldValueInvalid",
+                "metadata.name",
+                format!("Invalid value: \"{name}\": {problem}"),
+            ));
+        }
+    } else if rt.name_is_label() {
         if !is_dns1123_label(name) {
             return Err(invalid(
                 rt,
@@ -781,6 +804,45 @@ mod tests {
         assert_eq!(v["spec"]["restartPolicy"], "Always");
         assert_eq!(v["status"]["phase"], "Pending", "status is reset on create");
         assert_eq!(v["metadata"]["uid"].as_str().unwrap().len(), 36);
+    }
+
+    #[test]
+    fn rbac_names_are_path_segments() {
+        let r = reg();
+        let roles = r
+            .all()
+            .into_iter()
+            .find(|t| t.group == "rbac.authorization.k8s.io" && t.resource == "clusterroles")
+            .unwrap();
+        for ok in ["system:kube-scheduler", "Cluster_Admin", "a.b"] {
+            assert!(validate_name(&roles, ok).is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("..", "may not be '..'"),
+            ("a/b", "may not contain '/'"),
+            ("a%b", "may not contain '%'"),
+        ] {
+            let e = validate_name(&roles, bad).unwrap_err();
+            assert!(
+                e.message
+                    .ends_with(&format!("metadata.name: Invalid value: \"{bad}\": {why}")),
+                "{}",
+                e.message
+            );
+        }
+        let attachments = r
+            .all()
+            .into_iter()
+            .find(|t| t.resource == "volumeattachments")
+            .unwrap();
+        let csi = format!("csi-{}", "0a".repeat(32));
+        assert!(
+            validate_name(&attachments, &csi).is_ok(),
+            "a subdomain's parts may be long"
+        );
+        assert!(validate_name(&attachments, &"a".repeat(254)).is_err());
+        // Other kinds keep the DNS subdomain rule.
+        assert!(validate_name(&r.core("configmaps"), "system:x").is_err());
     }
 
     #[test]
