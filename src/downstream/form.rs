@@ -248,14 +248,22 @@ mod tests {
             include_object: IncludeObject::None,
         };
         let pods = ResourceInfo::new("", "v1", "pods", "Pod", true);
-        let deployments =
-            ResourceInfo::new("networking.k8s.io", "v1", "ingresses", "Ingress", true);
+        let ingresses = ResourceInfo::new("networking.k8s.io", "v1", "ingresses", "Ingress", true);
+        // A built-in kind kube-wire has no printer for (beta, off by default in kube 1.36).
+        let bundles = ResourceInfo::new(
+            "certificates.k8s.io",
+            "v1beta1",
+            "clustertrustbundles",
+            "ClusterTrustBundle",
+            false,
+        );
         let widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget", true);
         assert!(renders(&table, &pods));
-        assert!(!renders(&table, &deployments));
+        assert!(renders(&table, &ingresses));
+        assert!(!renders(&table, &bundles));
         assert!(!renders(&table, &widgets));
         assert!(renders(&Form::Metadata, &widgets));
-        assert!(renders(&Form::Json, &deployments));
+        assert!(renders(&Form::Json, &bundles));
         // A custom resource's Table once its CRD's columns are known.
         let crds = Crds::new([("example.com", "widgets")]);
         assert!(printer(&table, &widgets, &crds).is_none());
@@ -264,7 +272,7 @@ mod tests {
             "spec": {"versions": [{"name": "v1"}]}}),
         );
         assert!(printer(&table, &widgets, &crds).is_some_and(|p| p.is_crd()));
-        assert!(printer(&table, &deployments, &crds).is_none());
+        assert!(printer(&table, &bundles, &crds).is_none());
         assert!(printer(&table, &pods, &crds).is_some_and(|p| !p.is_crd()));
         assert_eq!(table.repr(), Repr::Table);
         assert_eq!(table.include_object(), IncludeObject::None);
