@@ -24,7 +24,7 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, human_duration, name_of, str_at};
+use super::{age, age_col, arr, human_duration, integer, name_col, name_of, str_at, text, wide};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 const ADMISSION: &str = "admissionregistration.k8s.io";
@@ -139,26 +139,6 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-fn text(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 0)
-}
-
-fn count(name: &str, description: &str) -> Value {
-    col(name, "integer", "", description, 0)
-}
-
-fn wide(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 1)
-}
-
 /// The columns of a RoleBinding or a ClusterRoleBinding.
 fn binding_columns(role: &str, users: &str, groups: &str, sas: &str) -> Vec<Value> {
     vec![
@@ -205,17 +185,17 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             text("Condition", D_CSR_CONDITIONS),
         ],
         Kind::MutatingWebhookConfiguration | Kind::ValidatingWebhookConfiguration => {
-            vec![name_col(), count("Webhooks", D_WEBHOOKS), age_col()]
+            vec![name_col(), integer("Webhooks", D_WEBHOOKS), age_col()]
         }
         Kind::ValidatingAdmissionPolicy => vec![
             name_col(),
-            count("Validations", D_VALIDATIONS),
+            integer("Validations", D_VALIDATIONS),
             text("ParamKind", D_PARAM_KIND),
             age_col(),
         ],
         Kind::MutatingAdmissionPolicy => vec![
             name_col(),
-            count("Mutations", D_MUTATIONS),
+            integer("Mutations", D_MUTATIONS),
             text("ParamKind", D_PARAM_KIND),
             age_col(),
         ],

@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, name_of, str_at};
+use super::{age, age_col, arr, boolean, integer, name_col, name_of, str_at, text};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api core/v1 and
 // scheduling/v1 types_swagger_doc_generated.go), and the printer's own descriptions.
@@ -61,42 +61,26 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
         // kube types the secret count as a string column, yet its cell is an integer.
-        Kind::ServiceAccount => vec![
-            name_col(),
-            col("Secrets", "string", "", D_SA_SECRETS, 0),
-            age_col(),
-        ],
+        Kind::ServiceAccount => vec![name_col(), text("Secrets", D_SA_SECRETS), age_col()],
         Kind::ResourceQuota => vec![
             name_col(),
-            col("Request", "string", "", D_RQ_REQUEST, 0),
-            col("Limit", "string", "", D_RQ_LIMIT, 0),
+            text("Request", D_RQ_REQUEST),
+            text("Limit", D_RQ_LIMIT),
             age_col(),
         ],
         // The preemption policy is a wide cell, yet kube gives its column priority 0.
         Kind::PriorityClass => vec![
             name_col(),
-            col("Value", "integer", "", D_PC_VALUE, 0),
-            col("Global-Default", "boolean", "", D_PC_GLOBAL_DEFAULT, 0),
+            integer("Value", D_PC_VALUE),
+            boolean("Global-Default", D_PC_GLOBAL_DEFAULT),
             age_col(),
-            col("PreemptionPolicy", "string", "", D_PC_PREEMPTION, 0),
+            text("PreemptionPolicy", D_PC_PREEMPTION),
         ],
-        Kind::RuntimeClass => vec![
-            name_col(),
-            col("Handler", "string", "", D_RC_HANDLER, 0),
-            age_col(),
-        ],
+        Kind::RuntimeClass => vec![name_col(), text("Handler", D_RC_HANDLER), age_col()],
     }
 }
 

@@ -13,7 +13,7 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, name_of, str_at};
+use super::{age, age_col, arr, name_col, name_of, str_at, text};
 
 // Column descriptions: the State one is literal in printers.go, the ResourceSlice ones are
 // k8s.io/api resource/v1 swagger docs.
@@ -51,18 +51,6 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
         ("resource.k8s.io", "ResourceSlice") => Kind::ResourceSlice,
         _ => return None,
     })
-}
-
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-fn text(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 0)
 }
 
 /// The column definitions of `kind`.

@@ -13,7 +13,7 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, label_selector_as_selector, name_of, str_at};
+use super::{age, age_col, arr, label_selector_as_selector, name_col, name_of, str_at, text};
 
 // Column descriptions: the Ingress and IngressClass ones are literal in printers.go; the others
 // are k8s.io/api networking/v1 swagger docs (kube 1.36 names the v1 types since it dropped the
@@ -69,18 +69,6 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
         ("networking.k8s.io", "IPAddress") => Kind::IpAddress,
         _ => return None,
     })
-}
-
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-fn text(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 0)
 }
 
 /// The column definitions of `kind`.
@@ -298,7 +286,7 @@ fn go_lower(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{column_definitions, has_printer, row_cells};
+    use super::super::{D_CREATED, column_definitions, has_printer, row_cells};
     use super::*;
 
     const NOW: i64 = 1_700_000_000;

@@ -14,7 +14,7 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, name_of, str_at};
+use super::{age, age_col, arr, boolean, col, integer, name_col, name_of, str_at, text, wide};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api core/v1, storage/v1 and
 // storage/v1beta1 types_swagger_doc_generated.go), and the printer's own descriptions.
@@ -111,24 +111,6 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-/// A priority-0 column of type `string` without a format.
-fn text(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 0)
-}
-
-/// A priority-0 column of type `boolean`.
-fn boolean(name: &str, description: &str) -> Value {
-    col(name, "boolean", "", description, 0)
-}
-
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
@@ -143,7 +125,7 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             text("VolumeAttributesClass", D_PV_VAC),
             text("Reason", D_PV_REASON),
             age_col(),
-            col("VolumeMode", "string", "", D_PV_VOLUME_MODE, 1),
+            wide("VolumeMode", D_PV_VOLUME_MODE),
         ],
         Kind::PersistentVolumeClaim => vec![
             name_col(),
@@ -154,7 +136,7 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             text("StorageClass", D_PVC_CLASS),
             text("VolumeAttributesClass", D_PVC_VAC),
             age_col(),
-            col("VolumeMode", "string", "", D_PVC_VOLUME_MODE, 1),
+            wide("VolumeMode", D_PVC_VOLUME_MODE),
         ],
         // kube types AllowVolumeExpansion as a string column, yet its cell is a boolean.
         Kind::StorageClass => vec![
@@ -178,11 +160,7 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             text("Modes", D_CSID_MODES),
             age_col(),
         ],
-        Kind::CsiNode => vec![
-            name_col(),
-            col("Drivers", "integer", "", D_CSINODE_DRIVERS, 0),
-            age_col(),
-        ],
+        Kind::CsiNode => vec![name_col(), integer("Drivers", D_CSINODE_DRIVERS), age_col()],
         // kube prints no age for a CSIStorageCapacity.
         Kind::CsiStorageCapacity => vec![
             name_col(),

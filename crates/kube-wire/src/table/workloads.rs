@@ -17,7 +17,10 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, format_labels, name_of, since, str_at};
+use super::{
+    D_NAME, age, age_col, arr, boolean, format_labels, integer, name_col, name_of, since, str_at,
+    text, wide,
+};
 use crate::selector::{LabelOp, LabelRequirement, LabelSelector};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api apps/v1, batch/v1,
@@ -128,26 +131,14 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-fn wide(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 1)
-}
-
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
         Kind::Deployment => vec![
             name_col(),
-            col("Ready", "string", "", D_READY_PODS, 0),
-            col("Up-to-date", "string", "", D_DEPLOY_UPDATED, 0),
-            col("Available", "string", "", D_DEPLOY_AVAILABLE, 0),
+            text("Ready", D_READY_PODS),
+            text("Up-to-date", D_DEPLOY_UPDATED),
+            text("Available", D_DEPLOY_AVAILABLE),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -155,9 +146,9 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         ],
         Kind::ReplicaSet => vec![
             name_col(),
-            col("Desired", "integer", "", D_RS_DESIRED, 0),
-            col("Current", "integer", "", D_RS_CURRENT, 0),
-            col("Ready", "integer", "", D_RS_READY, 0),
+            integer("Desired", D_RS_DESIRED),
+            integer("Current", D_RS_CURRENT),
+            integer("Ready", D_RS_READY),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -165,19 +156,19 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         ],
         Kind::StatefulSet => vec![
             name_col(),
-            col("Ready", "string", "", D_READY_PODS, 0),
+            text("Ready", D_READY_PODS),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
         ],
         Kind::DaemonSet => vec![
             name_col(),
-            col("Desired", "integer", "", D_DS_DESIRED, 0),
-            col("Current", "integer", "", D_DS_CURRENT, 0),
-            col("Ready", "integer", "", D_DS_READY, 0),
-            col("Up-to-date", "integer", "", D_DS_UPDATED, 0),
-            col("Available", "integer", "", D_DS_AVAILABLE, 0),
-            col("Node Selector", "string", "", D_NODE_SELECTOR, 0),
+            integer("Desired", D_DS_DESIRED),
+            integer("Current", D_DS_CURRENT),
+            integer("Ready", D_DS_READY),
+            integer("Up-to-date", D_DS_UPDATED),
+            integer("Available", D_DS_AVAILABLE),
+            text("Node Selector", D_NODE_SELECTOR),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -185,9 +176,9 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         ],
         Kind::Job => vec![
             name_col(),
-            col("Status", "string", "", D_JOB_STATUS, 0),
-            col("Completions", "string", "", D_JOB_COMPLETIONS, 0),
-            col("Duration", "string", "", D_JOB_DURATION, 0),
+            text("Status", D_JOB_STATUS),
+            text("Completions", D_JOB_COMPLETIONS),
+            text("Duration", D_JOB_DURATION),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -195,39 +186,35 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         ],
         Kind::CronJob => vec![
             name_col(),
-            col("Schedule", "string", "", D_CJ_SCHEDULE, 0),
-            col("Timezone", "string", "", D_CJ_TIMEZONE, 0),
-            col("Suspend", "boolean", "", D_CJ_SUSPEND, 0),
-            col("Active", "integer", "", D_CJ_ACTIVE, 0),
-            col("Last Schedule", "string", "", D_CJ_LAST_SCHEDULE, 0),
+            text("Schedule", D_CJ_SCHEDULE),
+            text("Timezone", D_CJ_TIMEZONE),
+            boolean("Suspend", D_CJ_SUSPEND),
+            integer("Active", D_CJ_ACTIVE),
+            text("Last Schedule", D_CJ_LAST_SCHEDULE),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
             wide("Selector", D_JOB_SELECTOR),
         ],
-        Kind::Lease => vec![
-            name_col(),
-            col("Holder", "string", "", D_LEASE_HOLDER, 0),
-            age_col(),
-        ],
+        Kind::Lease => vec![name_col(), text("Holder", D_LEASE_HOLDER), age_col()],
         Kind::ControllerRevision => vec![
             name_col(),
-            col("Controller", "string", "", D_CR_CONTROLLER, 0),
-            col("Revision", "string", "", D_CR_REVISION, 0),
+            text("Controller", D_CR_CONTROLLER),
+            text("Revision", D_CR_REVISION),
             age_col(),
         ],
         // kube's Scale columns give the name no `name` format.
         Kind::Scale => vec![
-            col("Name", "string", "", D_NAME, 0),
-            col("Desired", "integer", "", D_SCALE_DESIRED, 0),
-            col("Available", "integer", "", D_SCALE_AVAILABLE, 0),
+            text("Name", D_NAME),
+            integer("Desired", D_SCALE_DESIRED),
+            integer("Available", D_SCALE_AVAILABLE),
             age_col(),
         ],
         Kind::ReplicationController => vec![
             name_col(),
-            col("Desired", "integer", "", D_RC_DESIRED, 0),
-            col("Current", "integer", "", D_RC_CURRENT, 0),
-            col("Ready", "integer", "", D_RC_READY, 0),
+            integer("Desired", D_RC_DESIRED),
+            integer("Current", D_RC_CURRENT),
+            integer("Ready", D_RC_READY),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -236,25 +223,25 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         // No age, and every column is priority 0.
         Kind::PodTemplate => vec![
             name_col(),
-            col("Containers", "string", "", D_CONTAINERS, 0),
-            col("Images", "string", "", D_IMAGES, 0),
-            col("Pod Labels", "string", "", D_POD_LABELS, 0),
+            text("Containers", D_CONTAINERS),
+            text("Images", D_IMAGES),
+            text("Pod Labels", D_POD_LABELS),
         ],
         // MaxPods and Replicas are string columns, yet their cells are integers.
         Kind::HorizontalPodAutoscaler => vec![
             name_col(),
-            col("Reference", "string", "", D_HPA_REFERENCE, 0),
-            col("Targets", "string", "", D_HPA_TARGETS, 0),
-            col("MinPods", "string", "", D_HPA_MIN, 0),
-            col("MaxPods", "string", "", D_HPA_MAX, 0),
-            col("Replicas", "string", "", D_HPA_REPLICAS, 0),
+            text("Reference", D_HPA_REFERENCE),
+            text("Targets", D_HPA_TARGETS),
+            text("MinPods", D_HPA_MIN),
+            text("MaxPods", D_HPA_MAX),
+            text("Replicas", D_HPA_REPLICAS),
             age_col(),
         ],
         Kind::PodDisruptionBudget => vec![
             name_col(),
-            col("Min Available", "string", "", D_PDB_MIN, 0),
-            col("Max Unavailable", "string", "", D_PDB_MAX, 0),
-            col("Allowed Disruptions", "integer", "", D_PDB_ALLOWED, 0),
+            text("Min Available", D_PDB_MIN),
+            text("Max Unavailable", D_PDB_MAX),
+            integer("Allowed Disruptions", D_PDB_ALLOWED),
             age_col(),
         ],
     }
