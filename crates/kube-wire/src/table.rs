@@ -26,16 +26,20 @@ use serde_json::{Map, Value, json};
 
 use crate::negotiate::Repr;
 use crate::status::Status;
+use cells::{
+    arr, being_deleted, condition_is_true, format_labels, int_at, name_of, obj_len, str_at, str_or,
+};
 
 mod access;
+mod cells;
 mod cluster;
 mod crd;
 mod dra;
 mod networking;
 mod storage;
 mod workloads;
+pub use cells::label_selector_as_selector;
 pub use crd::{InvalidColumn, PrinterColumns};
-pub use workloads::label_selector_as_selector;
 
 /// `apiVersion` of every Table and PartialObjectMetadata(List) printed here.
 pub const META_V1: &str = "meta.k8s.io/v1";
@@ -1094,59 +1098,6 @@ pub fn format_rfc3339(ns: i128) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Small accessors
-
-fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-fn str_at<'a>(v: &'a Value, path: &str) -> &'a str {
-    v.pointer(path).and_then(Value::as_str).unwrap_or("")
-}
-
-/// The string at `v`, or `default` when it is missing or empty.
-fn str_or<'a>(v: Option<&'a Value>, default: &'a str) -> &'a str {
-    match v.and_then(Value::as_str) {
-        Some(s) if !s.is_empty() => s,
-        _ => default,
-    }
-}
-
-fn arr(v: Option<&Value>) -> &[Value] {
-    v.and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-}
-
-fn obj_len(v: Option<&Value>) -> usize {
-    v.and_then(Value::as_object).map(Map::len).unwrap_or(0)
-}
-
-fn int_at(v: &Value, key: &str) -> i64 {
-    v.get(key).and_then(Value::as_i64).unwrap_or(0)
-}
-
-/// `labels.FormatLabels`: sorted `k=v` pairs joined by `,`, or `<none>`.
-fn format_labels(v: Option<&Value>) -> String {
-    let Some(m) = v.and_then(Value::as_object) else {
-        return "<none>".to_string();
-    };
-    let mut pairs: Vec<String> = m
-        .iter()
-        .map(|(k, v)| format!("{}={}", k, v.as_str().unwrap_or("")))
-        .collect();
-    pairs.sort();
-    let s = pairs.join(",");
-    if s.is_empty() {
-        "<none>".to_string()
-    } else {
-        s
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Pod
 
 fn pod_row(pod: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
@@ -1252,10 +1203,7 @@ fn pod_row(pod: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
         break;
     }
 
-    let initialized_true = conditions
-        .iter()
-        .find(|c| str_at(c, "/type") == "Initialized")
-        .is_some_and(|c| str_at(c, "/status") == "True");
+    let initialized_true = condition_is_true(conditions, "Initialized");
 
     if !initializing || initialized_true {
         restarts = restartable_init_restarts;
@@ -1301,9 +1249,7 @@ fn pod_row(pod: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
         }
     }
 
-    let deleting = pod
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null());
+    let deleting = being_deleted(pod);
     if deleting && status_reason == "NodeLost" {
         reason = "Unknown".to_string();
     } else if deleting && phase != "Succeeded" && phase != "Failed" {

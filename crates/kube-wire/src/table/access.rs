@@ -24,7 +24,8 @@
 
 use serde_json::{Value, json};
 
-use super::{age, age_col, arr, human_duration, integer, name_col, name_of, str_at, text, wide};
+use super::cells::{arr, condition, join_strings, name_of, present, str_at, str_or};
+use super::{age, age_col, human_duration, integer, name_col, text, wide};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 const ADMISSION: &str = "admissionregistration.k8s.io";
@@ -257,11 +258,6 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
     }
 }
 
-/// The value at `v` if it is there and not `null` (a Go pointer that is set).
-fn present(v: Option<&Value>) -> Option<&Value> {
-    v.filter(|v| !v.is_null())
-}
-
 /// A RoleBinding's or ClusterRoleBinding's cells: `kind/name` of its role, and in wide mode its
 /// subjects by kind (`rbac.SubjectsStrings`: users and groups by name, service accounts as
 /// `namespace/name`, subjects of any other kind left out), each list joined by `, `.
@@ -294,10 +290,7 @@ fn binding_cells(obj: &Value, now: i64) -> Vec<Value> {
 /// A CertificateSigningRequest's cells: age second, then the signer (`<none>` if empty), the
 /// requesting user, the requested duration (`<none>` if unset) and the condition summary.
 fn csr_cells(obj: &Value, now: i64) -> Vec<Value> {
-    let signer = match str_at(obj, "/spec/signerName") {
-        "" => "<none>",
-        s => s,
-    };
+    let signer = str_or(obj.pointer("/spec/signerName"), "<none>");
     let duration = match obj
         .pointer("/spec/expirationSeconds")
         .and_then(Value::as_i64)
@@ -393,15 +386,11 @@ fn label_selector_go_string(sel: &Value) -> String {
     }
     s.push_str("},MatchExpressions:[]LabelSelectorRequirement{");
     for e in arr(sel.get("matchExpressions")) {
-        let values: Vec<&str> = arr(e.get("values"))
-            .iter()
-            .map(|v| v.as_str().unwrap_or(""))
-            .collect();
         s.push_str(&format!(
             "LabelSelectorRequirement{{Key:{},Operator:{},Values:[{}],}},",
             str_at(e, "/key"),
             str_at(e, "/operator"),
-            values.join(" ")
+            join_strings(arr(e.get("values")), " ")
         ));
     }
     s.push_str("},}");
@@ -429,9 +418,7 @@ fn flow_schema_cells(obj: &Value, now: i64) -> Vec<Value> {
         Some(d) => str_at(d, "/type"),
         None => "<none>",
     };
-    let missing = arr(obj.pointer("/status/conditions"))
-        .iter()
-        .find(|c| str_at(c, "/type") == "Dangling")
+    let missing = condition(arr(obj.pointer("/status/conditions")), "Dangling")
         .map_or("?", |c| str_at(c, "/status"));
     vec![
         json!(name_of(obj)),
@@ -489,10 +476,7 @@ fn api_service_service(obj: &Value) -> String {
 /// An APIService's `Available`: the status of its first `Available` condition, with the
 /// reason in parentheses when it is not `True` and has one; `Unknown` without the condition.
 fn api_service_available(obj: &Value) -> String {
-    let Some(c) = arr(obj.pointer("/status/conditions"))
-        .iter()
-        .find(|c| str_at(c, "/type") == "Available")
-    else {
+    let Some(c) = condition(arr(obj.pointer("/status/conditions")), "Available") else {
         return "Unknown".to_string();
     };
     let status = str_at(c, "/status");

@@ -14,7 +14,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{age, age_col, arr, boolean, integer, name_col, name_of, str_at, text};
+use super::cells::{arr, flag, int_at, name_of, quantity_or_zero, str_at};
+use super::{age, age_col, boolean, integer, name_col, text};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api core/v1 and
 // scheduling/v1 types_swagger_doc_generated.go), and the printer's own descriptions.
@@ -99,12 +100,8 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
         }
         Kind::PriorityClass => vec![
             name,
-            json!(obj.get("value").and_then(Value::as_i64).unwrap_or(0)),
-            json!(
-                obj.get("globalDefault")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-            ),
+            json!(int_at(obj, "value")),
+            json!(flag(obj.get("globalDefault"), false)),
             json!(age(obj, now)),
             // The v1 defaulter sets a missing policy.
             json!(
@@ -134,8 +131,8 @@ fn quota_columns(obj: &Value) -> (String, String) {
     for resource in names {
         let entry = format!(
             "{resource}: {}/{}",
-            quantity(used.and_then(|u| u.get(resource.as_str()))),
-            quantity(hard.get(resource.as_str()))
+            quantity_or_zero(used.and_then(|u| u.get(resource.as_str()))),
+            quantity_or_zero(hard.get(resource.as_str()))
         );
         // strings.Split(resource, ".") with more than one piece, the first being "limits".
         if resource
@@ -148,16 +145,6 @@ fn quota_columns(obj: &Value) -> (String, String) {
         }
     }
     (request.join(", "), limit.join(", "))
-}
-
-/// A quantity as Go's `Quantity.String()` prints it: the string kube-apiserver wrote (its
-/// canonical form), `0` for a missing one (Go's zero `Quantity`).
-fn quantity(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => "0".to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@
 
 use serde_json::{Value, json};
 
-use super::{age, age_col, arr, name_col, name_of, str_at, text};
+use super::cells::{arr, being_deleted, name_of, present, str_at};
+use super::{age, age_col, name_col, text};
 
 // Column descriptions: the State one is literal in printers.go, the ResourceSlice ones are
 // k8s.io/api resource/v1 swagger docs.
@@ -85,21 +86,16 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
     }
 }
 
-/// Whether `obj` has `path` set to something other than `null` (a Go pointer that is set).
-fn is_set(obj: &Value, path: &str) -> bool {
-    obj.pointer(path).is_some_and(|v| !v.is_null())
-}
-
 /// kube's `resourceClaimState`: `deleted` while the claim is being deleted, then `pending`
 /// (not yet allocated, and not being deleted) or `allocated` and, when something uses it,
 /// `reserved`; joined by `,`.
 fn claim_state(obj: &Value) -> String {
-    let deleting = is_set(obj, "/metadata/deletionTimestamp");
+    let deleting = being_deleted(obj);
     let mut states = Vec::new();
     if deleting {
         states.push("deleted");
     }
-    if !is_set(obj, "/status/allocation") {
+    if present(obj.pointer("/status/allocation")).is_none() {
         if !deleting {
             states.push("pending");
         }

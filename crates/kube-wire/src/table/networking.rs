@@ -13,7 +13,10 @@
 
 use serde_json::{Value, json};
 
-use super::{age, age_col, arr, label_selector_as_selector, name_col, name_of, str_at, text};
+use super::cells::{
+    arr, format_label_selector, join_strings, name_marked_default, name_of, present, str_at,
+};
+use super::{age, age_col, name_col, text};
 
 // Column descriptions: the Ingress and IngressClass ones are literal in printers.go; the others
 // are k8s.io/api networking/v1 swagger docs (kube 1.36 names the v1 types since it dropped the
@@ -113,7 +116,7 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
             json!(age(obj, now)),
         ],
         Kind::IngressClass => vec![
-            json!(ingress_class_display_name(obj)),
+            json!(name_marked_default(obj, &[DEFAULT_INGRESS_CLASS])),
             json!(str_at(obj, "/spec/controller")),
             json!(ingress_class_parameters(obj.pointer("/spec/parameters"))),
             json!(age(obj, now)),
@@ -133,20 +136,6 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
             json!(ip_address_parent(obj.pointer("/spec/parentRef"))),
         ],
     }
-}
-
-/// The value at `v` if it is there and not `null` (a Go pointer that is set).
-fn present(v: Option<&Value>) -> Option<&Value> {
-    v.filter(|v| !v.is_null())
-}
-
-/// The strings of a JSON array joined by `sep` (an element that is not a string counts as
-/// `""`).
-fn join_strings(list: &[Value], sep: &str) -> String {
-    list.iter()
-        .map(|v| v.as_str().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join(sep)
 }
 
 /// `spec.ingressClassName`, `<none>` when unset (an empty name prints as itself).
@@ -208,21 +197,6 @@ fn format_ports(tls: &[Value]) -> &'static str {
     if tls.is_empty() { "80" } else { "80, 443" }
 }
 
-/// The IngressClass's name, with ` (default)` when it is annotated as the default class.
-fn ingress_class_display_name(obj: &Value) -> String {
-    let name = name_of(obj);
-    let default = obj
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(DEFAULT_INGRESS_CLASS))
-        .and_then(Value::as_str)
-        == Some("true");
-    if default {
-        format!("{name} (default)")
-    } else {
-        name.to_string()
-    }
-}
-
 /// `kind[.apiGroup]/name` of an IngressClass's `spec.parameters`, `<none>` when unset. A set
 /// `apiGroup` adds its dot even when empty, as kube's pointer test does.
 fn ingress_class_parameters(params: Option<&Value>) -> String {
@@ -237,16 +211,6 @@ fn ingress_class_parameters(params: Option<&Value>) -> String {
     s.push('/');
     s.push_str(str_at(p, "/name"));
     s
-}
-
-/// `metav1.FormatLabelSelector`: the selector's string, `<none>` when it selects by nothing
-/// (a missing or empty `podSelector`), `<error>` when it does not convert.
-fn format_label_selector(sel: Option<&Value>) -> String {
-    match label_selector_as_selector(sel) {
-        Ok(Some(s)) if !s.is_empty() => s.to_string(),
-        Ok(_) => "<none>".to_string(),
-        Err(_) => "<error>".to_string(),
-    }
 }
 
 /// An IPAddress's parent as kube prints it: `resource[.group][/namespace]/name` in lower case

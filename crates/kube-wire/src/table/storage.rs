@@ -14,7 +14,11 @@
 
 use serde_json::{Value, json};
 
-use super::{age, age_col, arr, boolean, col, integer, name_col, name_of, str_at, text, wide};
+use super::cells::{
+    annotation, arr, being_deleted, flag, join_strings, name_marked_default, name_of, present,
+    quantity, quantity_or_zero, str_at, str_or,
+};
+use super::{age, age_col, boolean, col, integer, name_col, text, wide};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api core/v1, storage/v1 and
 // storage/v1beta1 types_swagger_doc_generated.go), and the printer's own descriptions.
@@ -185,17 +189,11 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
         Kind::PersistentVolume => persistent_volume(obj, now),
         Kind::PersistentVolumeClaim => persistent_volume_claim(obj, now),
         Kind::StorageClass => storage_class(obj, now),
-        Kind::VolumeAttributesClass => {
-            let mut name = name_of(obj).to_string();
-            if annotation(obj, DEFAULT_VAC) == Some("true") {
-                name.push_str(" (default)");
-            }
-            vec![
-                json!(name),
-                json!(str_at(obj, "/driverName")),
-                json!(age(obj, now)),
-            ]
-        }
+        Kind::VolumeAttributesClass => vec![
+            json!(name_marked_default(obj, &[DEFAULT_VAC])),
+            json!(str_at(obj, "/driverName")),
+            json!(age(obj, now)),
+        ],
         Kind::CsiDriver => csi_driver(obj, now),
         Kind::CsiNode => vec![
             json!(name_of(obj)),
@@ -221,12 +219,12 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
 /// kube's PV row: capacity, access modes, reclaim policy, phase, claim, class, attributes
 /// class, reason, age and volume mode.
 fn persistent_volume(obj: &Value, now: i64) -> Vec<Value> {
-    let claim = match obj.pointer("/spec/claimRef") {
-        Some(c) if !c.is_null() => format!("{}/{}", str_at(c, "/namespace"), str_at(c, "/name")),
-        _ => String::new(),
+    let claim = match present(obj.pointer("/spec/claimRef")) {
+        Some(c) => format!("{}/{}", str_at(c, "/namespace"), str_at(c, "/name")),
+        None => String::new(),
     };
     // The v1 defaulter fills an empty reclaim policy and phase.
-    let reclaim = non_empty_or(str_at(obj, "/spec/persistentVolumeReclaimPolicy"), "Retain");
+    let reclaim = str_or(obj.pointer("/spec/persistentVolumeReclaimPolicy"), "Retain");
     let class = annotation(obj, BETA_STORAGE_CLASS)
         .unwrap_or_else(|| str_at(obj, "/spec/storageClassName"));
     vec![
@@ -277,15 +275,8 @@ fn persistent_volume_claim(obj: &Value, now: i64) -> Vec<Value> {
 /// kube's StorageClass row; the name carries ` (default)` when an is-default-class
 /// annotation is `true`.
 fn storage_class(obj: &Value, now: i64) -> Vec<Value> {
-    let mut name = name_of(obj).to_string();
-    if DEFAULT_CLASS
-        .iter()
-        .any(|key| annotation(obj, key) == Some("true"))
-    {
-        name.push_str(" (default)");
-    }
     vec![
-        json!(name),
+        json!(name_marked_default(obj, &DEFAULT_CLASS)),
         json!(str_at(obj, "/provisioner")),
         json!(optional_str(obj.get("reclaimPolicy")).unwrap_or("Delete")),
         json!(optional_str(obj.get("volumeBindingMode")).unwrap_or("Immediate")),
@@ -302,13 +293,17 @@ fn csi_driver(obj: &Value, now: i64) -> Vec<Value> {
     let tokens = if tokens.is_empty() {
         "<unset>".to_string()
     } else {
-        join(tokens.iter().map(|t| str_at(t, "/audience")))
+        tokens
+            .iter()
+            .map(|t| str_at(t, "/audience"))
+            .collect::<Vec<_>>()
+            .join(",")
     };
     let modes = arr(spec.get("volumeLifecycleModes"));
     let modes = if modes.is_empty() {
         "Persistent".to_string()
     } else {
-        join(modes.iter().map(|m| m.as_str().unwrap_or("")))
+        join_strings(modes, ",")
     };
     vec![
         json!(name_of(obj)),
@@ -325,13 +320,10 @@ fn csi_driver(obj: &Value, now: i64) -> Vec<Value> {
 /// The phase of a PV or PVC (the defaulter's `Pending` when empty), `Terminating` once it is
 /// being deleted.
 fn phase(obj: &Value) -> &str {
-    if obj
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null())
-    {
+    if being_deleted(obj) {
         return "Terminating";
     }
-    non_empty_or(str_at(obj, "/status/phase"), "Pending")
+    str_or(obj.pointer("/status/phase"), "Pending")
 }
 
 /// `spec.volumeAttributesClassName`, `<unset>` when absent (an empty name prints empty).
@@ -364,44 +356,13 @@ fn access_modes(modes: Option<&Value>) -> String {
 
 /// The `storage` entry of a resource list as Go prints a `Quantity`: `0` when absent.
 fn storage_quantity(list: Option<&Value>) -> String {
-    quantity(list.and_then(|l| l.get("storage"))).unwrap_or_else(|| "0".to_string())
-}
-
-/// A quantity's string, `None` when absent. A quantity read from kube-apiserver is already in
-/// Go's canonical form, which is what `Quantity.String()` prints.
-fn quantity(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// The value of annotation `key`, if the object has it.
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)
+    quantity_or_zero(list.and_then(|l| l.get("storage")))
 }
 
 /// An optional string field (a Go `*string`): `None` when absent or null, even if empty
 /// otherwise.
 fn optional_str(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str)
-}
-
-/// A boolean field, `default` when absent (the defaulter's value, or Go's zero).
-fn flag(v: Option<&Value>, default: bool) -> bool {
-    v.and_then(Value::as_bool).unwrap_or(default)
-}
-
-/// `s`, or `default` when it is empty.
-fn non_empty_or<'a>(s: &'a str, default: &'a str) -> &'a str {
-    if s.is_empty() { default } else { s }
-}
-
-fn join<'a>(items: impl Iterator<Item = &'a str>) -> String {
-    items.collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]

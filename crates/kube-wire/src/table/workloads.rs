@@ -3,9 +3,7 @@
 //! StatefulSet, DaemonSet and ControllerRevision, `batch/v1` Job and CronJob, core
 //! ReplicationController and PodTemplate, `autoscaling` HorizontalPodAutoscaler, `policy/v1`
 //! PodDisruptionBudget, `coordination.k8s.io/v1` Lease, and the `autoscaling/v1` Scale a
-//! `scale` subresource answers with. Also [`label_selector_as_selector`], the
-//! `metav1.LabelSelector` reading the printers' selector cells (and the simulator's
-//! `Scale.status.selector`) share.
+//! `scale` subresource answers with.
 //!
 //! Column definitions and cells only; laying out the Table is [`super`]'s. Cells are read from
 //! the v1 JSON form as the apiserver would decode it: a `spec.replicas` absent from the JSON
@@ -17,11 +15,11 @@
 
 use serde_json::{Value, json};
 
-use super::{
-    D_NAME, age, age_col, arr, boolean, format_labels, integer, name_col, name_of, since, str_at,
-    text, wide,
+use super::cells::{
+    annotation, arr, being_deleted, condition_is_true, format_label_selector, format_labels,
+    label_selector_as_selector, name_of, present, quantity, quantity_or_zero, str_at,
 };
-use crate::selector::{LabelOp, LabelRequirement, LabelSelector};
+use super::{D_NAME, age, age_col, boolean, integer, name_col, since, text, wide};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api apps/v1, batch/v1,
 // coordination/v1, autoscaling/v1, autoscaling/v2 and core/v1 types_swagger_doc_generated.go:
@@ -334,9 +332,9 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
         Kind::CronJob => {
             let (names, images) =
                 containers(obj.pointer("/spec/jobTemplate/spec/template/spec/containers"));
-            let last = match obj.pointer("/status/lastScheduleTime") {
-                Some(t) if !t.is_null() => since(Some(t), now),
-                _ => "<none>".to_string(),
+            let last = match present(obj.pointer("/status/lastScheduleTime")) {
+                Some(t) => since(Some(t), now),
+                None => "<none>".to_string(),
             };
             let time_zone = obj
                 .pointer("/spec/timeZone")
@@ -423,12 +421,14 @@ fn int(obj: &Value, path: &str) -> i64 {
     obj.pointer(path).and_then(Value::as_i64).unwrap_or(0)
 }
 
+/// An integer pointer the v1 defaulter fills: `default` when unset, else its value.
+fn defaulted_int(v: Option<&Value>, default: i64) -> i64 {
+    present(v).map_or(default, |v| v.as_i64().unwrap_or(0))
+}
+
 /// `spec.replicas`, which the v1 defaulter sets to 1 when absent.
 fn replicas(obj: &Value) -> i64 {
-    match obj.pointer("/spec/replicas") {
-        Some(v) if !v.is_null() => v.as_i64().unwrap_or(0),
-        _ => 1,
-    }
+    defaulted_int(obj.pointer("/spec/replicas"), 1)
 }
 
 /// kube's `layoutContainerCells`: the names and the images, each joined by `,`.
@@ -448,29 +448,14 @@ fn bool_ptr(v: Option<&Value>) -> &'static str {
     }
 }
 
-/// `metav1.FormatLabelSelector`: the selector's string, `<none>` when it selects by nothing,
-/// `<error>` when it does not convert.
-fn format_label_selector(sel: Option<&Value>) -> String {
-    match label_selector_as_selector(sel) {
-        Ok(Some(s)) if !s.is_empty() => s.to_string(),
-        Ok(_) => "<none>".to_string(),
-        Err(_) => "<error>".to_string(),
-    }
-}
-
 /// Whether the job has a condition of type `ty` whose status is `True` (kube's
 /// `hasJobCondition` looks at the first condition of that type only).
 fn job_condition(obj: &Value, ty: &str) -> bool {
-    arr(obj.pointer("/status/conditions"))
-        .iter()
-        .find(|c| str_at(c, "/type") == ty)
-        .is_some_and(|c| str_at(c, "/status") == "True")
+    condition_is_true(arr(obj.pointer("/status/conditions")), ty)
 }
 
 fn job_status(obj: &Value) -> &'static str {
-    let deleting = obj
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null());
+    let deleting = being_deleted(obj);
     if job_condition(obj, "Complete") {
         "Complete"
     } else if job_condition(obj, "Failed") {
@@ -615,24 +600,9 @@ impl Metric {
     }
 }
 
-/// A quantity's string as Go prints a `*Quantity`: the JSON's string (kube-apiserver writes
-/// the canonical form), `None` for nil.
-fn quantity(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// A `Quantity` value field (not a pointer): Go's zero quantity `0` when absent.
-fn quantity_or_zero(v: Option<&Value>) -> Option<String> {
-    Some(quantity(v).unwrap_or_else(|| "0".to_string()))
-}
-
 /// An object member that is present and not null (a non-nil Go pointer).
 fn member<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
-    v.get(key).filter(|m| !m.is_null())
+    present(v.get(key))
 }
 
 fn opt_int(v: Option<&Value>) -> Option<i64> {
@@ -687,11 +657,11 @@ fn v1_metric_spec(m: &Value) -> Metric {
             ..MetricValues::default()
         }),
         pods: member(m, "pods").map(|s| MetricValues {
-            average_value: quantity_or_zero(s.get("targetAverageValue")),
+            average_value: Some(quantity_or_zero(s.get("targetAverageValue"))),
             ..MetricValues::default()
         }),
         object: member(m, "object").map(|s| MetricValues {
-            value: quantity_or_zero(s.get("targetValue")),
+            value: Some(quantity_or_zero(s.get("targetValue"))),
             average_value: quantity(s.get("averageValue")),
             ..MetricValues::default()
         }),
@@ -706,7 +676,7 @@ fn v1_metric_status(m: &Value) -> Metric {
         (
             str_at(s, "/name").to_string(),
             MetricValues {
-                average_value: quantity_or_zero(s.get("currentAverageValue")),
+                average_value: Some(quantity_or_zero(s.get("currentAverageValue"))),
                 average_utilization: opt_int(s.get("currentAverageUtilization")),
                 ..MetricValues::default()
             },
@@ -715,16 +685,16 @@ fn v1_metric_status(m: &Value) -> Metric {
     Metric {
         ty: str_at(m, "/type").to_string(),
         external: member(m, "external").map(|s| MetricValues {
-            value: quantity_or_zero(s.get("currentValue")),
+            value: Some(quantity_or_zero(s.get("currentValue"))),
             average_value: quantity(s.get("currentAverageValue")),
             ..MetricValues::default()
         }),
         pods: member(m, "pods").map(|s| MetricValues {
-            average_value: quantity_or_zero(s.get("currentAverageValue")),
+            average_value: Some(quantity_or_zero(s.get("currentAverageValue"))),
             ..MetricValues::default()
         }),
         object: member(m, "object").map(|s| MetricValues {
-            value: quantity_or_zero(s.get("currentValue")),
+            value: Some(quantity_or_zero(s.get("currentValue"))),
             average_value: quantity(s.get("averageValue")),
             ..MetricValues::default()
         }),
@@ -740,10 +710,7 @@ fn v1_annotation_metrics(
     key: &str,
     convert: fn(&Value) -> Metric,
 ) -> Option<Vec<Metric>> {
-    let raw = obj
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)?;
+    let raw = annotation(obj, key)?;
     match serde_json::from_str::<Value>(raw).ok()? {
         Value::Null => Some(Vec::new()),
         Value::Array(items) if items.iter().all(Value::is_object) => {
@@ -905,60 +872,7 @@ fn hpa_targets(obj: &Value) -> String {
 
 /// The HPA's `spec.minReplicas` (the defaulter's 1 when absent), printed as a string.
 fn hpa_min_pods(obj: &Value) -> String {
-    match obj.pointer("/spec/minReplicas") {
-        Some(v) if !v.is_null() => v.as_i64().unwrap_or(0).to_string(),
-        _ => "1".to_string(),
-    }
-}
-
-/// `metav1.LabelSelectorAsSelector` of a `metav1.LabelSelector` in its JSON form: `None` for a
-/// missing or `null` selector (kube's `labels.Nothing()`, which matches nothing), an empty
-/// selector for `{}` (`labels.Everything()`), otherwise `matchLabels` as `key=value` and
-/// `matchExpressions` (`In`, `NotIn`, `Exists`, `DoesNotExist`), sorted by key. Both `Nothing` and
-/// `Everything` print as `""`. `Err` carries Go's message for a requirement that is not valid.
-pub fn label_selector_as_selector(sel: Option<&Value>) -> Result<Option<LabelSelector>, String> {
-    let sel = match sel {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(m)) => m,
-        Some(other) => return Err(format!("a label selector must be an object, not {other}")),
-    };
-    let mut reqs = Vec::new();
-    if let Some(labels) = sel.get("matchLabels").filter(|v| !v.is_null()) {
-        let labels = labels
-            .as_object()
-            .ok_or_else(|| "matchLabels must be an object".to_string())?;
-        for (k, v) in labels {
-            let v = v
-                .as_str()
-                .ok_or_else(|| format!("matchLabels[{k}] must be a string"))?;
-            reqs.push(
-                LabelRequirement::new(k.as_str(), LabelOp::Equals, vec![v.to_string()])
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-    }
-    for expr in arr(sel.get("matchExpressions")) {
-        let op = match str_at(expr, "/operator") {
-            "In" => LabelOp::In,
-            "NotIn" => LabelOp::NotIn,
-            "Exists" => LabelOp::Exists,
-            "DoesNotExist" => LabelOp::DoesNotExist,
-            other => {
-                return Err(format!(
-                    "{} is not a valid label selector operator",
-                    crate::gofmt::quote(other)
-                ));
-            }
-        };
-        let values = arr(expr.get("values"))
-            .iter()
-            .map(|v| v.as_str().unwrap_or_default().to_string())
-            .collect();
-        reqs.push(
-            LabelRequirement::new(str_at(expr, "/key"), op, values).map_err(|e| e.to_string())?,
-        );
-    }
-    Ok(Some(LabelSelector::from_requirements(reqs)))
+    defaulted_int(obj.pointer("/spec/minReplicas"), 1).to_string()
 }
 
 #[cfg(test)]
@@ -1313,40 +1227,6 @@ mod tests {
             json!(["web", 3, 1, "10s"])
         );
         assert!(!TablePrinter::for_kind("autoscaling", "Scale").is_crd());
-    }
-
-    #[test]
-    fn label_selectors_convert_as_metav1_does() {
-        assert_eq!(label_selector_as_selector(None), Ok(None));
-        assert_eq!(label_selector_as_selector(Some(&Value::Null)), Ok(None));
-        let everything = label_selector_as_selector(Some(&json!({})))
-            .unwrap()
-            .unwrap();
-        assert!(everything.is_empty());
-        let s = label_selector_as_selector(Some(&json!({
-            "matchLabels": {"b": "2", "a": "1"},
-            "matchExpressions": [
-                {"key": "c", "operator": "Exists"},
-                {"key": "aa", "operator": "DoesNotExist"},
-                {"key": "d", "operator": "NotIn", "values": ["y", "x"]}
-            ]
-        })))
-        .unwrap()
-        .unwrap();
-        assert_eq!(s.to_string(), "a=1,!aa,b=2,c,d notin (x,y)");
-        assert_eq!(
-            label_selector_as_selector(Some(
-                &json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})
-            )),
-            Err("\"Gt\" is not a valid label selector operator".to_string())
-        );
-        assert!(label_selector_as_selector(Some(&json!({"matchLabels": {"a b": "1"}}))).is_err());
-        assert!(
-            label_selector_as_selector(Some(
-                &json!({"matchExpressions": [{"key": "a", "operator": "In"}]})
-            ))
-            .is_err()
-        );
     }
 
     #[test]
