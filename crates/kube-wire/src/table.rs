@@ -37,6 +37,8 @@ mod crd;
 mod dra;
 mod networking;
 mod storage;
+#[cfg(test)]
+mod testkit;
 mod workloads;
 pub use cells::label_selector_as_selector;
 pub use crd::{InvalidColumn, PrinterColumns};
@@ -1696,7 +1698,7 @@ mod tests {
     }
 
     fn ts(secs_ago: i64) -> String {
-        format_rfc3339(i128::from(NOW - secs_ago) * NS_PER_SEC)
+        testkit::ts_before(NOW, secs_ago)
     }
 
     #[test]
@@ -2473,7 +2475,7 @@ mod tests {
                 "{g}/{k} has a printer"
             );
             let cols = column_definitions(g, k);
-            let cells = row_cells(g, k, &json!({"metadata": {"name": "x"}}), NOW);
+            let cells = row_cells(g, k, &testkit::bare(), NOW);
             assert_eq!(
                 cols.as_array().unwrap().len(),
                 cells.as_array().unwrap().len(),

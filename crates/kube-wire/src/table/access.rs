@@ -490,40 +490,9 @@ fn api_service_available(obj: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, ts, typed, typed_cols};
     use super::super::{column_definitions, has_printer, printed_kinds, row_cells};
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    /// (name, type, priority) of each column.
-    fn shape(group: &str, kind: &str) -> Vec<(String, String, i64)> {
-        column_definitions(group, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn cols(list: &[(&str, &str, i64)]) -> Vec<(String, String, i64)> {
-        list.iter()
-            .map(|(n, t, p)| (n.to_string(), t.to_string(), *p))
-            .collect()
-    }
-
-    fn bare(group: &str, kind: &str) -> Value {
-        row_cells(group, kind, &json!({"metadata": {"name": "x"}}), NOW)
-    }
 
     #[test]
     fn printed_and_generic_kinds() {
@@ -534,8 +503,8 @@ mod tests {
         for (g, k) in GENERIC {
             assert!(kind_for(g, k).is_none(), "{g} {k}");
             assert_eq!(
-                shape(g, k),
-                cols(&[("Name", "string", 0), ("Created At", "date", 0)])
+                typed(g, k),
+                typed_cols(&[("Name", "string", 0), ("Created At", "date", 0)])
             );
             let role =
                 json!({"metadata": {"name": "view", "creationTimestamp": "2024-05-01T10:00:00Z"}});
@@ -551,7 +520,7 @@ mod tests {
 
     #[test]
     fn role_binding_columns_and_cells() {
-        let binding_shape = cols(&[
+        let binding_shape = typed_cols(&[
             ("Name", "string", 0),
             ("Role", "string", 0),
             ("Age", "string", 0),
@@ -559,8 +528,8 @@ mod tests {
             ("Groups", "string", 1),
             ("ServiceAccounts", "string", 1),
         ]);
-        assert_eq!(shape(RBAC, "RoleBinding"), binding_shape);
-        assert_eq!(shape(RBAC, "ClusterRoleBinding"), binding_shape);
+        assert_eq!(typed(RBAC, "RoleBinding"), binding_shape);
+        assert_eq!(typed(RBAC, "ClusterRoleBinding"), binding_shape);
         let rb = column_definitions(RBAC, "RoleBinding");
         let crb = column_definitions(RBAC, "ClusterRoleBinding");
         assert_eq!(rb[0]["format"], "name");
@@ -598,15 +567,18 @@ mod tests {
             expected
         );
         for kind in ["RoleBinding", "ClusterRoleBinding"] {
-            assert_eq!(bare(RBAC, kind), json!(["x", "/", "<unknown>", "", "", ""]));
+            assert_eq!(
+                bare_row(RBAC, kind),
+                json!(["x", "/", "<unknown>", "", "", ""])
+            );
         }
     }
 
     #[test]
     fn certificate_signing_request_cells() {
         assert_eq!(
-            shape(CERTIFICATES, "CertificateSigningRequest"),
-            cols(&[
+            typed(CERTIFICATES, "CertificateSigningRequest"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Age", "string", 0),
                 ("SignerName", "string", 0),
@@ -650,7 +622,7 @@ mod tests {
             "Pending,Failed"
         );
         assert_eq!(
-            bare(CERTIFICATES, "CertificateSigningRequest"),
+            bare_row(CERTIFICATES, "CertificateSigningRequest"),
             json!(["x", "<unknown>", "<none>", "", "<none>", "Pending"])
         );
         let short = json!({"metadata": {"name": "c"}, "spec": {"expirationSeconds": 600}});
@@ -667,8 +639,8 @@ mod tests {
             "ValidatingWebhookConfiguration",
         ] {
             assert_eq!(
-                shape(ADMISSION, kind),
-                cols(&[
+                typed(ADMISSION, kind),
+                typed_cols(&[
                     ("Name", "string", 0),
                     ("Webhooks", "integer", 0),
                     ("Age", "string", 0)
@@ -684,15 +656,15 @@ mod tests {
                 row_cells(ADMISSION, kind, &cfg, NOW),
                 json!(["policy-hooks", 2, "30s"])
             );
-            assert_eq!(bare(ADMISSION, kind), json!(["x", 0, "<unknown>"]));
+            assert_eq!(bare_row(ADMISSION, kind), json!(["x", 0, "<unknown>"]));
         }
     }
 
     #[test]
     fn admission_policy_cells() {
         assert_eq!(
-            shape(ADMISSION, "ValidatingAdmissionPolicy"),
-            cols(&[
+            typed(ADMISSION, "ValidatingAdmissionPolicy"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Validations", "integer", 0),
                 ("ParamKind", "string", 0),
@@ -700,8 +672,8 @@ mod tests {
             ])
         );
         assert_eq!(
-            shape(ADMISSION, "MutatingAdmissionPolicy"),
-            cols(&[
+            typed(ADMISSION, "MutatingAdmissionPolicy"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Mutations", "integer", 0),
                 ("ParamKind", "string", 0),
@@ -733,7 +705,7 @@ mod tests {
         );
         for kind in ["ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"] {
             assert_eq!(
-                bare(ADMISSION, kind),
+                bare_row(ADMISSION, kind),
                 json!(["x", 0, "<unset>", "<unknown>"])
             );
         }
@@ -746,8 +718,8 @@ mod tests {
             "MutatingAdmissionPolicyBinding",
         ] {
             assert_eq!(
-                shape(ADMISSION, kind),
-                cols(&[
+                typed(ADMISSION, kind),
+                typed_cols(&[
                     ("Name", "string", 0),
                     ("PolicyName", "string", 0),
                     ("ParamRef", "string", 0),
@@ -786,7 +758,7 @@ mod tests {
             assert_eq!(cells(json!({"namespace": "prod"}))[2], "<unset>");
             assert_eq!(cells(Value::Null)[2], "<unset>");
             assert_eq!(
-                bare(ADMISSION, kind),
+                bare_row(ADMISSION, kind),
                 json!(["x", "", "<unset>", "<unknown>"])
             );
         }
@@ -795,8 +767,8 @@ mod tests {
     #[test]
     fn flow_schema_cells_are_numbers_where_kube_puts_integers() {
         assert_eq!(
-            shape(FLOWCONTROL, "FlowSchema"),
-            cols(&[
+            typed(FLOWCONTROL, "FlowSchema"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("PriorityLevel", "string", 0),
                 ("MatchingPrecedence", "string", 0),
@@ -828,7 +800,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            bare(FLOWCONTROL, "FlowSchema"),
+            bare_row(FLOWCONTROL, "FlowSchema"),
             json!(["x", "", 1000, "<none>", "<unknown>", "?"])
         );
     }
@@ -837,8 +809,8 @@ mod tests {
     fn priority_level_cells_default_as_v1_does() {
         let defs = column_definitions(FLOWCONTROL, "PriorityLevelConfiguration");
         assert_eq!(
-            shape(FLOWCONTROL, "PriorityLevelConfiguration"),
-            cols(&[
+            typed(FLOWCONTROL, "PriorityLevelConfiguration"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Type", "string", 0),
                 ("NominalConcurrencyShares", "string", 0),
@@ -886,7 +858,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            bare(FLOWCONTROL, "PriorityLevelConfiguration"),
+            bare_row(FLOWCONTROL, "PriorityLevelConfiguration"),
             json!(["x", "", "<none>", "<none>", "<none>", "<none>", "<unknown>"])
         );
     }
@@ -894,8 +866,8 @@ mod tests {
     #[test]
     fn api_service_cells() {
         assert_eq!(
-            shape(APIREGISTRATION, "APIService"),
-            cols(&[
+            typed(APIREGISTRATION, "APIService"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Service", "string", 0),
                 ("Available", "string", 0),
@@ -939,7 +911,7 @@ mod tests {
             "Unknown"
         );
         assert_eq!(
-            bare(APIREGISTRATION, "APIService"),
+            bare_row(APIREGISTRATION, "APIService"),
             json!(["x", "Local", "Unknown", "<unknown>"])
         );
     }

@@ -149,40 +149,9 @@ fn quota_columns(obj: &Value) -> (String, String) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, ts, typed, typed_cols};
     use super::super::{column_definitions, has_printer, row_cells};
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    /// (name, type, priority) of every column.
-    fn shape(group: &str, kind: &str) -> Vec<(String, String, i64)> {
-        column_definitions(group, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn cols(list: &[(&str, &str, i64)]) -> Vec<(String, String, i64)> {
-        list.iter()
-            .map(|(n, t, p)| (n.to_string(), t.to_string(), *p))
-            .collect()
-    }
-
-    fn bare() -> Value {
-        json!({"metadata": {"name": "x"}})
-    }
 
     #[test]
     fn limit_ranges_print_with_the_default_convertor() {
@@ -204,8 +173,8 @@ mod tests {
     #[test]
     fn service_account_cells() {
         assert_eq!(
-            shape("", "ServiceAccount"),
-            cols(&[
+            typed("", "ServiceAccount"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Secrets", "string", 0),
                 ("Age", "string", 0)
@@ -225,17 +194,14 @@ mod tests {
             row_cells("", "ServiceAccount", &sa, NOW),
             json!(["default", 2, "100s"])
         );
-        assert_eq!(
-            row_cells("", "ServiceAccount", &bare(), NOW),
-            json!(["x", 0, "<unknown>"])
-        );
+        assert_eq!(bare_row("", "ServiceAccount"), json!(["x", 0, "<unknown>"]));
     }
 
     #[test]
     fn resource_quota_cells() {
         assert_eq!(
-            shape("", "ResourceQuota"),
-            cols(&[
+            typed("", "ResourceQuota"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Request", "string", 0),
                 ("Limit", "string", 0),
@@ -274,7 +240,7 @@ mod tests {
             json!(["q", "count/pods: 0/5, limits: 0/1", "", "<unknown>"])
         );
         assert_eq!(
-            row_cells("", "ResourceQuota", &bare(), NOW),
+            bare_row("", "ResourceQuota"),
             json!(["x", "", "", "<unknown>"])
         );
     }
@@ -282,8 +248,8 @@ mod tests {
     #[test]
     fn priority_and_runtime_classes() {
         assert_eq!(
-            shape("scheduling.k8s.io", "PriorityClass"),
-            cols(&[
+            typed("scheduling.k8s.io", "PriorityClass"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Value", "integer", 0),
                 ("Global-Default", "boolean", 0),
@@ -299,13 +265,13 @@ mod tests {
             json!(["high", 1_000_000, true, "3d", "Never"])
         );
         assert_eq!(
-            row_cells("scheduling.k8s.io", "PriorityClass", &bare(), NOW),
+            bare_row("scheduling.k8s.io", "PriorityClass"),
             json!(["x", 0, false, "<unknown>", "PreemptLowerPriority"])
         );
 
         assert_eq!(
-            shape("node.k8s.io", "RuntimeClass"),
-            cols(&[
+            typed("node.k8s.io", "RuntimeClass"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Handler", "string", 0),
                 ("Age", "string", 0)
@@ -322,7 +288,7 @@ mod tests {
             json!(["gvisor", "runsc", "20s"])
         );
         assert_eq!(
-            row_cells("node.k8s.io", "RuntimeClass", &bare(), NOW),
+            bare_row("node.k8s.io", "RuntimeClass"),
             json!(["x", "", "<unknown>"])
         );
     }

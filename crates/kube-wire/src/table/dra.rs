@@ -110,41 +110,11 @@ fn claim_state(obj: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, shape, strings, ts};
     use super::super::{column_definitions, has_printer, row_cells};
     use super::*;
 
-    const NOW: i64 = 1_700_000_000;
     const G: &str = "resource.k8s.io";
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    fn names(kind: &str) -> Vec<(String, String, String, i64)> {
-        column_definitions(G, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["format"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn strings(list: &[(&str, &str)]) -> Vec<(String, String, String, i64)> {
-        list.iter()
-            .map(|(n, f)| (n.to_string(), "string".to_string(), f.to_string(), 0))
-            .collect()
-    }
-
-    fn bare(kind: &str) -> Value {
-        row_cells(G, kind, &json!({"metadata": {"name": "x"}}), NOW)
-    }
 
     #[test]
     fn every_dra_kind_has_a_printer() {
@@ -158,11 +128,11 @@ mod tests {
     #[test]
     fn device_class_and_template_print_name_and_age() {
         for kind in ["DeviceClass", "ResourceClaimTemplate"] {
-            assert_eq!(names(kind), strings(&[("Name", "name"), ("Age", "")]));
+            assert_eq!(shape(G, kind), strings(&[("Name", "name"), ("Age", "")]));
             let obj = json!({"metadata": {"name": "gpu", "creationTimestamp": ts(61)},
                              "spec": {"selectors": [{"cel": {"expression": "true"}}]}});
             assert_eq!(row_cells(G, kind, &obj, NOW), json!(["gpu", "61s"]));
-            assert_eq!(bare(kind), json!(["x", "<unknown>"]));
+            assert_eq!(bare_row(G, kind), json!(["x", "<unknown>"]));
         }
     }
 
@@ -177,7 +147,7 @@ mod tests {
     #[test]
     fn resource_claim_states() {
         assert_eq!(
-            names("ResourceClaim"),
+            shape(G, "ResourceClaim"),
             strings(&[("Name", "name"), ("State", ""), ("Age", "")])
         );
         assert_eq!(
@@ -210,13 +180,16 @@ mod tests {
         let mut gone = claim(json!({"allocation": null}));
         gone["metadata"]["deletionTimestamp"] = json!(ts(1));
         assert_eq!(row_cells(G, "ResourceClaim", &gone, NOW)[1], "deleted");
-        assert_eq!(bare("ResourceClaim"), json!(["x", "pending", "<unknown>"]));
+        assert_eq!(
+            bare_row(G, "ResourceClaim"),
+            json!(["x", "pending", "<unknown>"])
+        );
     }
 
     #[test]
     fn resource_slice_cells() {
         assert_eq!(
-            names("ResourceSlice"),
+            shape(G, "ResourceSlice"),
             strings(&[
                 ("Name", "name"),
                 ("Node", ""),
@@ -250,6 +223,9 @@ mod tests {
             row_cells(G, "ResourceSlice", &network, NOW),
             json!(["s", "", "net.example.com", "fabric", "<unknown>"])
         );
-        assert_eq!(bare("ResourceSlice"), json!(["x", "", "", "", "<unknown>"]));
+        assert_eq!(
+            bare_row(G, "ResourceSlice"),
+            json!(["x", "", "", "", "<unknown>"])
+        );
     }
 }

@@ -250,42 +250,11 @@ fn go_lower(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, shape, strings, ts};
     use super::super::{D_CREATED, column_definitions, has_printer, row_cells};
     use super::*;
 
-    const NOW: i64 = 1_700_000_000;
     const G: &str = "networking.k8s.io";
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    /// (name, type, format, priority) of each column.
-    fn shape(kind: &str) -> Vec<(String, String, String, i64)> {
-        column_definitions(G, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["format"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn strings(list: &[(&str, &str)]) -> Vec<(String, String, String, i64)> {
-        list.iter()
-            .map(|(n, f)| (n.to_string(), "string".to_string(), f.to_string(), 0))
-            .collect()
-    }
-
-    fn bare(kind: &str) -> Value {
-        row_cells(G, kind, &json!({"metadata": {"name": "x"}}), NOW)
-    }
 
     #[test]
     fn every_networking_kind_has_a_printer() {
@@ -300,7 +269,7 @@ mod tests {
     #[test]
     fn ingress_columns_and_cells() {
         assert_eq!(
-            shape("Ingress"),
+            shape(G, "Ingress"),
             strings(&[
                 ("Name", "name"),
                 ("Class", ""),
@@ -338,7 +307,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            bare("Ingress"),
+            bare_row(G, "Ingress"),
             json!(["x", "<none>", "*", "", "80", "<unknown>"])
         );
     }
@@ -374,7 +343,7 @@ mod tests {
     #[test]
     fn ingress_class_cells() {
         assert_eq!(
-            shape("IngressClass"),
+            shape(G, "IngressClass"),
             strings(&[
                 ("Name", "name"),
                 ("Controller", ""),
@@ -406,7 +375,7 @@ mod tests {
         let empty_group = json!({"metadata": {"name": "c"}, "spec": {"parameters": {"apiGroup": "", "kind": "K", "name": "n"}}});
         assert_eq!(row_cells(G, "IngressClass", &empty_group, NOW)[2], "K./n");
         assert_eq!(
-            bare("IngressClass"),
+            bare_row(G, "IngressClass"),
             json!(["x", "", "<none>", "<unknown>"])
         );
     }
@@ -414,7 +383,7 @@ mod tests {
     #[test]
     fn network_policy_cells() {
         assert_eq!(
-            shape("NetworkPolicy"),
+            shape(G, "NetworkPolicy"),
             strings(&[("Name", "name"), ("Pod-Selector", ""), ("Age", "")])
         );
         assert_eq!(
@@ -435,13 +404,16 @@ mod tests {
         assert_eq!(row_cells(G, "NetworkPolicy", &all, NOW)[1], "<none>");
         let bad = json!({"metadata": {"name": "b"}, "spec": {"podSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}});
         assert_eq!(row_cells(G, "NetworkPolicy", &bad, NOW)[1], "<error>");
-        assert_eq!(bare("NetworkPolicy"), json!(["x", "<none>", "<unknown>"]));
+        assert_eq!(
+            bare_row(G, "NetworkPolicy"),
+            json!(["x", "<none>", "<unknown>"])
+        );
     }
 
     #[test]
     fn service_cidr_and_ip_address_cells() {
         assert_eq!(
-            shape("ServiceCIDR"),
+            shape(G, "ServiceCIDR"),
             strings(&[("Name", "name"), ("CIDRs", ""), ("Age", "")])
         );
         let cidr = json!({"metadata": {"name": "kubernetes", "creationTimestamp": ts(86_400 * 3)},
@@ -450,10 +422,10 @@ mod tests {
             row_cells(G, "ServiceCIDR", &cidr, NOW),
             json!(["kubernetes", "10.96.0.0/16,fd00:10:96::/112", "3d"])
         );
-        assert_eq!(bare("ServiceCIDR"), json!(["x", "", "<unknown>"]));
+        assert_eq!(bare_row(G, "ServiceCIDR"), json!(["x", "", "<unknown>"]));
 
         assert_eq!(
-            shape("IPAddress"),
+            shape(G, "IPAddress"),
             strings(&[("Name", "name"), ("ParentRef", "")])
         );
         assert_eq!(
@@ -472,7 +444,7 @@ mod tests {
             row_cells(G, "IPAddress", &grouped, NOW)[1],
             "gateways.gateway.networking.k8s.io/gw"
         );
-        assert_eq!(bare("IPAddress"), json!(["x", "<none>"]));
+        assert_eq!(bare_row(G, "IPAddress"), json!(["x", "<none>"]));
     }
 
     #[test]

@@ -367,41 +367,9 @@ fn optional_str(v: Option<&Value>) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, cols, shape, ts};
     use super::super::{column_definitions, has_printer, row_cells};
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    /// (name, type, format, priority) of every column.
-    fn shape(group: &str, kind: &str) -> Vec<(String, String, String, i64)> {
-        column_definitions(group, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["format"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn cols(list: &[(&str, &str, &str, i64)]) -> Vec<(String, String, String, i64)> {
-        list.iter()
-            .map(|(n, t, f, p)| (n.to_string(), t.to_string(), f.to_string(), *p))
-            .collect()
-    }
-
-    fn bare() -> Value {
-        json!({"metadata": {"name": "x"}})
-    }
 
     #[test]
     fn every_storage_kind_is_printed_here() {
@@ -470,7 +438,7 @@ mod tests {
         );
         // Defaults: Retain, Pending, Filesystem; a zero capacity; no claim, no class.
         assert_eq!(
-            row_cells("", "PersistentVolume", &bare(), NOW),
+            bare_row("", "PersistentVolume"),
             json!([
                 "x",
                 "0",
@@ -545,7 +513,7 @@ mod tests {
             json!(["data", "Pending", "", "", "", "", "", "<unknown>", "Block"])
         );
         assert_eq!(
-            row_cells("", "PersistentVolumeClaim", &bare(), NOW),
+            bare_row("", "PersistentVolumeClaim"),
             json!([
                 "x",
                 "Pending",
@@ -605,7 +573,7 @@ mod tests {
             "b"
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "StorageClass", &bare(), NOW),
+            bare_row("storage.k8s.io", "StorageClass"),
             json!(["x", "", "Delete", "Immediate", false, "<unknown>"])
         );
 
@@ -628,7 +596,7 @@ mod tests {
             json!(["gold (default)", "pd.csi.storage.gke.io", "5s"])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "VolumeAttributesClass", &bare(), NOW),
+            bare_row("storage.k8s.io", "VolumeAttributesClass"),
             json!(["x", "", "<unknown>"])
         );
     }
@@ -669,7 +637,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "CSIDriver", &bare(), NOW),
+            bare_row("storage.k8s.io", "CSIDriver"),
             json!([
                 "x",
                 true,
@@ -697,7 +665,7 @@ mod tests {
             json!(["node-1", 2, "120m"])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "CSINode", &bare(), NOW),
+            bare_row("storage.k8s.io", "CSINode"),
             json!(["x", 0, "<unknown>"])
         );
 
@@ -716,7 +684,7 @@ mod tests {
             json!(["csisc-1", "fast", "100Gi"])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "CSIStorageCapacity", &bare(), NOW),
+            bare_row("storage.k8s.io", "CSIStorageCapacity"),
             json!(["x", "", "<unset>"])
         );
     }
@@ -745,7 +713,7 @@ mod tests {
             json!(["csi-123", "csi.example.com", "pv-1", "node-1", true, "45s"])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "VolumeAttachment", &bare(), NOW),
+            bare_row("storage.k8s.io", "VolumeAttachment"),
             json!(["x", "", "", "", false, "<unknown>"])
         );
     }

@@ -877,32 +877,9 @@ fn hpa_min_pods(obj: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, named_cols, names, ts};
     use super::super::{TablePrinter, column_definitions, has_printer, row_cells};
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    fn names(group: &str, kind: &str) -> Vec<(String, i64)> {
-        column_definitions(group, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn cols(list: &[(&str, i64)]) -> Vec<(String, i64)> {
-        list.iter().map(|(n, p)| (n.to_string(), *p)).collect()
-    }
 
     #[test]
     fn every_workload_kind_has_a_printer() {
@@ -952,7 +929,7 @@ mod tests {
     fn deployment_columns_and_cells() {
         assert_eq!(
             names("apps", "Deployment"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Ready", 0),
                 ("Up-to-date", 0),
@@ -1010,7 +987,7 @@ mod tests {
         assert_eq!(row_cells("apps", "ReplicaSet", &rs, NOW)[7], "<none>");
         assert_eq!(
             names("apps", "StatefulSet"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Ready", 0),
                 ("Age", 0),
@@ -1084,7 +1061,7 @@ mod tests {
     fn job_status_completions_and_duration() {
         assert_eq!(
             names("batch", "Job"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Status", 0),
                 ("Completions", 0),
@@ -1177,7 +1154,7 @@ mod tests {
                            "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40}});
         assert_eq!(
             names("coordination.k8s.io", "Lease"),
-            cols(&[("Name", 0), ("Holder", 0), ("Age", 0)])
+            named_cols(&[("Name", 0), ("Holder", 0), ("Age", 0)])
         );
         assert_eq!(
             row_cells("coordination.k8s.io", "Lease", &lease, NOW),
@@ -1233,7 +1210,7 @@ mod tests {
     fn replication_controller_and_pod_template_cells() {
         assert_eq!(
             names("", "ReplicationController"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Desired", 0),
                 ("Current", 0),
@@ -1279,18 +1256,13 @@ mod tests {
             "app=web,tier=fe"
         );
         assert_eq!(
-            row_cells(
-                "",
-                "ReplicationController",
-                &json!({"metadata": {"name": "x"}}),
-                NOW
-            ),
+            bare_row("", "ReplicationController"),
             json!(["x", 1, 0, 0, "<unknown>", "", "", "<none>"])
         );
 
         assert_eq!(
             names("", "PodTemplate"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Containers", 0),
                 ("Images", 0),
@@ -1307,17 +1279,14 @@ mod tests {
             row_cells("", "PodTemplate", &template, NOW),
             json!(["pod-template-1", "foo", "bar", "foo=bar"])
         );
-        assert_eq!(
-            row_cells("", "PodTemplate", &json!({"metadata": {"name": "x"}}), NOW),
-            json!(["x", "", "", "<none>"])
-        );
+        assert_eq!(bare_row("", "PodTemplate"), json!(["x", "", "", "<none>"]));
     }
 
     #[test]
     fn pod_disruption_budget_cells() {
         assert_eq!(
             names("policy", "PodDisruptionBudget"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Min Available", 0),
                 ("Max Unavailable", 0),
@@ -1356,12 +1325,7 @@ mod tests {
             json!(["p", "50%", "N/A", 0, "<unknown>"])
         );
         assert_eq!(
-            row_cells(
-                "policy",
-                "PodDisruptionBudget",
-                &json!({"metadata": {"name": "x"}}),
-                NOW
-            ),
+            bare_row("policy", "PodDisruptionBudget"),
             json!(["x", "N/A", "N/A", 0, "<unknown>"])
         );
     }
@@ -1386,7 +1350,7 @@ mod tests {
     fn hpa_columns_and_v2_cells() {
         assert_eq!(
             names("autoscaling", "HorizontalPodAutoscaler"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Reference", 0),
                 ("Targets", 0),
@@ -1508,12 +1472,7 @@ mod tests {
 
         // The defaulter's minimum of 1 and 80% CPU utilization.
         assert_eq!(
-            row_cells(
-                "autoscaling",
-                "HorizontalPodAutoscaler",
-                &json!({"metadata": {"name": "x"}}),
-                NOW
-            ),
+            bare_row("autoscaling", "HorizontalPodAutoscaler"),
             json!(["x", "/", "cpu: <unknown>/80%", "1", 0, 0, "<unknown>"])
         );
         let mut defaulted = hpa_v2(json!([]), json!([]));
