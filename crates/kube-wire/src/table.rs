@@ -26,16 +26,22 @@ use serde_json::{Map, Value, json};
 
 use crate::negotiate::Repr;
 use crate::status::Status;
+use cells::{
+    arr, being_deleted, condition_is_true, format_labels, int_at, name_of, obj_len, str_at, str_or,
+};
 
 mod access;
+mod cells;
 mod cluster;
 mod crd;
 mod dra;
 mod networking;
 mod storage;
+#[cfg(test)]
+mod testkit;
 mod workloads;
+pub use cells::label_selector_as_selector;
 pub use crd::{InvalidColumn, PrinterColumns};
-pub use workloads::label_selector_as_selector;
 
 /// `apiVersion` of every Table and PartialObjectMetadata(List) printed here.
 pub const META_V1: &str = "meta.k8s.io/v1";
@@ -257,6 +263,9 @@ fn printer_for(group: &str, kind: &str) -> Printer {
     }
 }
 
+// Column definitions, for this file's printers and its submodules' (through `super::`).
+
+/// One `metav1.TableColumnDefinition`.
 fn col(name: &str, ty: &str, format: &str, description: &str, priority: i32) -> Value {
     json!({
         "name": name,
@@ -267,12 +276,34 @@ fn col(name: &str, ty: &str, format: &str, description: &str, priority: i32) -> 
     })
 }
 
+/// The `Name` column most printers lead with: `ObjectMeta`'s name doc, format `name`.
 fn name_col() -> Value {
     col("Name", "string", "name", D_NAME, 0)
 }
 
+/// The `Age` column: `ObjectMeta`'s creationTimestamp doc.
 fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
+    text("Age", D_CREATED)
+}
+
+/// A priority-0 column of type `string` without a format (most of kube's columns).
+fn text(name: &str, description: &str) -> Value {
+    col(name, "string", "", description, 0)
+}
+
+/// A priority-1 column of type `string`: kubectl shows it only with `-o wide`.
+fn wide(name: &str, description: &str) -> Value {
+    col(name, "string", "", description, 1)
+}
+
+/// A priority-0 column of type `integer`.
+fn integer(name: &str, description: &str) -> Value {
+    col(name, "integer", "", description, 0)
+}
+
+/// A priority-0 column of type `boolean`.
+fn boolean(name: &str, description: &str) -> Value {
+    col(name, "boolean", "", description, 0)
 }
 
 /// Column definitions for a kind (group `""` = core), as a JSON array of
@@ -286,74 +317,62 @@ fn columns_of(printer: Printer) -> Value {
     let cols = match printer {
         Printer::Pod => vec![
             name_col(),
-            col("Ready", "string", "", D_POD_READY, 0),
-            col("Status", "string", "", D_POD_STATUS, 0),
-            col("Restarts", "string", "", D_POD_RESTARTS, 0),
+            text("Ready", D_POD_READY),
+            text("Status", D_POD_STATUS),
+            text("Restarts", D_POD_RESTARTS),
             age_col(),
-            col("IP", "string", "", D_POD_IP, 1),
-            col("Node", "string", "", D_POD_NODE, 1),
-            col("Nominated Node", "string", "", D_POD_NOMINATED, 1),
-            col("Readiness Gates", "string", "", D_POD_GATES, 1),
+            wide("IP", D_POD_IP),
+            wide("Node", D_POD_NODE),
+            wide("Nominated Node", D_POD_NOMINATED),
+            wide("Readiness Gates", D_POD_GATES),
         ],
         Printer::Node => vec![
             name_col(),
-            col("Status", "string", "", D_NODE_STATUS, 0),
-            col("Roles", "string", "", D_NODE_ROLES, 0),
+            text("Status", D_NODE_STATUS),
+            text("Roles", D_NODE_ROLES),
             age_col(),
-            col("Version", "string", "", D_NODE_VERSION, 0),
-            col("Internal-IP", "string", "", D_NODE_ADDRESSES, 1),
-            col("External-IP", "string", "", D_NODE_ADDRESSES, 1),
-            col("OS-Image", "string", "", D_NODE_OS_IMAGE, 1),
-            col("Kernel-Version", "string", "", D_NODE_KERNEL, 1),
-            col("Container-Runtime", "string", "", D_NODE_RUNTIME, 1),
+            text("Version", D_NODE_VERSION),
+            wide("Internal-IP", D_NODE_ADDRESSES),
+            wide("External-IP", D_NODE_ADDRESSES),
+            wide("OS-Image", D_NODE_OS_IMAGE),
+            wide("Kernel-Version", D_NODE_KERNEL),
+            wide("Container-Runtime", D_NODE_RUNTIME),
         ],
-        Printer::Namespace => vec![
-            name_col(),
-            col("Status", "string", "", D_NS_STATUS, 0),
-            age_col(),
-        ],
+        Printer::Namespace => vec![name_col(), text("Status", D_NS_STATUS), age_col()],
         Printer::Service => vec![
             name_col(),
-            col("Type", "string", "", D_SVC_TYPE, 0),
-            col("Cluster-IP", "string", "", D_SVC_CLUSTER_IP, 0),
-            col("External-IP", "string", "", D_SVC_EXTERNAL_IPS, 0),
-            col("Port(s)", "string", "", D_SVC_PORTS, 0),
+            text("Type", D_SVC_TYPE),
+            text("Cluster-IP", D_SVC_CLUSTER_IP),
+            text("External-IP", D_SVC_EXTERNAL_IPS),
+            text("Port(s)", D_SVC_PORTS),
             age_col(),
-            col("Selector", "string", "", D_SVC_SELECTOR, 1),
+            wide("Selector", D_SVC_SELECTOR),
         ],
-        Printer::ConfigMap => vec![
-            name_col(),
-            col("Data", "string", "", D_CM_DATA, 0),
-            age_col(),
-        ],
+        Printer::ConfigMap => vec![name_col(), text("Data", D_CM_DATA), age_col()],
         Printer::Secret => vec![
             name_col(),
-            col("Type", "string", "", D_SECRET_TYPE, 0),
-            col("Data", "string", "", D_SECRET_DATA, 0),
+            text("Type", D_SECRET_TYPE),
+            text("Data", D_SECRET_DATA),
             age_col(),
         ],
         Printer::Event | Printer::EventsV1 => vec![
-            col("Last Seen", "string", "", D_EV_LAST, 0),
-            col("Type", "string", "", D_EV_TYPE, 0),
-            col("Reason", "string", "", D_EV_REASON, 0),
-            col("Object", "string", "", D_EV_OBJECT, 0),
-            col("Subobject", "string", "", D_EV_SUBOBJECT, 1),
-            col("Source", "string", "", D_EV_SOURCE, 1),
-            col("Message", "string", "", D_EV_MESSAGE, 0),
-            col("First Seen", "string", "", D_EV_FIRST, 1),
-            col("Count", "string", "", D_EV_COUNT, 1),
+            text("Last Seen", D_EV_LAST),
+            text("Type", D_EV_TYPE),
+            text("Reason", D_EV_REASON),
+            text("Object", D_EV_OBJECT),
+            wide("Subobject", D_EV_SUBOBJECT),
+            wide("Source", D_EV_SOURCE),
+            text("Message", D_EV_MESSAGE),
+            wide("First Seen", D_EV_FIRST),
+            wide("Count", D_EV_COUNT),
             col("Name", "string", "name", D_NAME, 1),
         ],
-        Printer::Endpoints => vec![
-            name_col(),
-            col("Endpoints", "string", "", D_EP_SUBSETS, 0),
-            age_col(),
-        ],
+        Printer::Endpoints => vec![name_col(), text("Endpoints", D_EP_SUBSETS), age_col()],
         Printer::EndpointSlice => vec![
             name_col(),
-            col("AddressType", "string", "", D_EPS_ADDRESS_TYPE, 0),
-            col("Ports", "string", "", D_EPS_PORTS, 0),
-            col("Endpoints", "string", "", D_EPS_ENDPOINTS, 0),
+            text("AddressType", D_EPS_ADDRESS_TYPE),
+            text("Ports", D_EPS_PORTS),
+            text("Endpoints", D_EPS_ENDPOINTS),
             age_col(),
         ],
         Printer::Workload(kind) => workloads::columns(kind),
@@ -1081,59 +1100,6 @@ pub fn format_rfc3339(ns: i128) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Small accessors
-
-fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-fn str_at<'a>(v: &'a Value, path: &str) -> &'a str {
-    v.pointer(path).and_then(Value::as_str).unwrap_or("")
-}
-
-/// The string at `v`, or `default` when it is missing or empty.
-fn str_or<'a>(v: Option<&'a Value>, default: &'a str) -> &'a str {
-    match v.and_then(Value::as_str) {
-        Some(s) if !s.is_empty() => s,
-        _ => default,
-    }
-}
-
-fn arr(v: Option<&Value>) -> &[Value] {
-    v.and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-}
-
-fn obj_len(v: Option<&Value>) -> usize {
-    v.and_then(Value::as_object).map(Map::len).unwrap_or(0)
-}
-
-fn int_at(v: &Value, key: &str) -> i64 {
-    v.get(key).and_then(Value::as_i64).unwrap_or(0)
-}
-
-/// `labels.FormatLabels`: sorted `k=v` pairs joined by `,`, or `<none>`.
-fn format_labels(v: Option<&Value>) -> String {
-    let Some(m) = v.and_then(Value::as_object) else {
-        return "<none>".to_string();
-    };
-    let mut pairs: Vec<String> = m
-        .iter()
-        .map(|(k, v)| format!("{}={}", k, v.as_str().unwrap_or("")))
-        .collect();
-    pairs.sort();
-    let s = pairs.join(",");
-    if s.is_empty() {
-        "<none>".to_string()
-    } else {
-        s
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Pod
 
 fn pod_row(pod: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
@@ -1239,10 +1205,7 @@ fn pod_row(pod: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
         break;
     }
 
-    let initialized_true = conditions
-        .iter()
-        .find(|c| str_at(c, "/type") == "Initialized")
-        .is_some_and(|c| str_at(c, "/status") == "True");
+    let initialized_true = condition_is_true(conditions, "Initialized");
 
     if !initializing || initialized_true {
         restarts = restartable_init_restarts;
@@ -1288,9 +1251,7 @@ fn pod_row(pod: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
         }
     }
 
-    let deleting = pod
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null());
+    let deleting = being_deleted(pod);
     if deleting && status_reason == "NodeLost" {
         reason = "Unknown".to_string();
     } else if deleting && phase != "Succeeded" && phase != "Failed" {
@@ -1737,7 +1698,7 @@ mod tests {
     }
 
     fn ts(secs_ago: i64) -> String {
-        format_rfc3339(i128::from(NOW - secs_ago) * NS_PER_SEC)
+        testkit::ts_before(NOW, secs_ago)
     }
 
     #[test]
@@ -2514,7 +2475,7 @@ mod tests {
                 "{g}/{k} has a printer"
             );
             let cols = column_definitions(g, k);
-            let cells = row_cells(g, k, &json!({"metadata": {"name": "x"}}), NOW);
+            let cells = row_cells(g, k, &testkit::bare(), NOW);
             assert_eq!(
                 cols.as_array().unwrap().len(),
                 cells.as_array().unwrap().len(),

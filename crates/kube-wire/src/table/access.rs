@@ -24,7 +24,8 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, human_duration, name_of, str_at};
+use super::cells::{arr, condition, join_strings, name_of, present, str_at, str_or};
+use super::{age, age_col, human_duration, integer, name_col, text, wide};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 const ADMISSION: &str = "admissionregistration.k8s.io";
@@ -139,26 +140,6 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-fn text(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 0)
-}
-
-fn count(name: &str, description: &str) -> Value {
-    col(name, "integer", "", description, 0)
-}
-
-fn wide(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 1)
-}
-
 /// The columns of a RoleBinding or a ClusterRoleBinding.
 fn binding_columns(role: &str, users: &str, groups: &str, sas: &str) -> Vec<Value> {
     vec![
@@ -205,17 +186,17 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             text("Condition", D_CSR_CONDITIONS),
         ],
         Kind::MutatingWebhookConfiguration | Kind::ValidatingWebhookConfiguration => {
-            vec![name_col(), count("Webhooks", D_WEBHOOKS), age_col()]
+            vec![name_col(), integer("Webhooks", D_WEBHOOKS), age_col()]
         }
         Kind::ValidatingAdmissionPolicy => vec![
             name_col(),
-            count("Validations", D_VALIDATIONS),
+            integer("Validations", D_VALIDATIONS),
             text("ParamKind", D_PARAM_KIND),
             age_col(),
         ],
         Kind::MutatingAdmissionPolicy => vec![
             name_col(),
-            count("Mutations", D_MUTATIONS),
+            integer("Mutations", D_MUTATIONS),
             text("ParamKind", D_PARAM_KIND),
             age_col(),
         ],
@@ -277,11 +258,6 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
     }
 }
 
-/// The value at `v` if it is there and not `null` (a Go pointer that is set).
-fn present(v: Option<&Value>) -> Option<&Value> {
-    v.filter(|v| !v.is_null())
-}
-
 /// A RoleBinding's or ClusterRoleBinding's cells: `kind/name` of its role, and in wide mode its
 /// subjects by kind (`rbac.SubjectsStrings`: users and groups by name, service accounts as
 /// `namespace/name`, subjects of any other kind left out), each list joined by `, `.
@@ -314,10 +290,7 @@ fn binding_cells(obj: &Value, now: i64) -> Vec<Value> {
 /// A CertificateSigningRequest's cells: age second, then the signer (`<none>` if empty), the
 /// requesting user, the requested duration (`<none>` if unset) and the condition summary.
 fn csr_cells(obj: &Value, now: i64) -> Vec<Value> {
-    let signer = match str_at(obj, "/spec/signerName") {
-        "" => "<none>",
-        s => s,
-    };
+    let signer = str_or(obj.pointer("/spec/signerName"), "<none>");
     let duration = match obj
         .pointer("/spec/expirationSeconds")
         .and_then(Value::as_i64)
@@ -413,15 +386,11 @@ fn label_selector_go_string(sel: &Value) -> String {
     }
     s.push_str("},MatchExpressions:[]LabelSelectorRequirement{");
     for e in arr(sel.get("matchExpressions")) {
-        let values: Vec<&str> = arr(e.get("values"))
-            .iter()
-            .map(|v| v.as_str().unwrap_or(""))
-            .collect();
         s.push_str(&format!(
             "LabelSelectorRequirement{{Key:{},Operator:{},Values:[{}],}},",
             str_at(e, "/key"),
             str_at(e, "/operator"),
-            values.join(" ")
+            join_strings(arr(e.get("values")), " ")
         ));
     }
     s.push_str("},}");
@@ -449,9 +418,7 @@ fn flow_schema_cells(obj: &Value, now: i64) -> Vec<Value> {
         Some(d) => str_at(d, "/type"),
         None => "<none>",
     };
-    let missing = arr(obj.pointer("/status/conditions"))
-        .iter()
-        .find(|c| str_at(c, "/type") == "Dangling")
+    let missing = condition(arr(obj.pointer("/status/conditions")), "Dangling")
         .map_or("?", |c| str_at(c, "/status"));
     vec![
         json!(name_of(obj)),
@@ -509,10 +476,7 @@ fn api_service_service(obj: &Value) -> String {
 /// An APIService's `Available`: the status of its first `Available` condition, with the
 /// reason in parentheses when it is not `True` and has one; `Unknown` without the condition.
 fn api_service_available(obj: &Value) -> String {
-    let Some(c) = arr(obj.pointer("/status/conditions"))
-        .iter()
-        .find(|c| str_at(c, "/type") == "Available")
-    else {
+    let Some(c) = condition(arr(obj.pointer("/status/conditions")), "Available") else {
         return "Unknown".to_string();
     };
     let status = str_at(c, "/status");
@@ -526,40 +490,9 @@ fn api_service_available(obj: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, ts, typed, typed_cols};
     use super::super::{column_definitions, has_printer, printed_kinds, row_cells};
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    /// (name, type, priority) of each column.
-    fn shape(group: &str, kind: &str) -> Vec<(String, String, i64)> {
-        column_definitions(group, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn cols(list: &[(&str, &str, i64)]) -> Vec<(String, String, i64)> {
-        list.iter()
-            .map(|(n, t, p)| (n.to_string(), t.to_string(), *p))
-            .collect()
-    }
-
-    fn bare(group: &str, kind: &str) -> Value {
-        row_cells(group, kind, &json!({"metadata": {"name": "x"}}), NOW)
-    }
 
     #[test]
     fn printed_and_generic_kinds() {
@@ -570,8 +503,8 @@ mod tests {
         for (g, k) in GENERIC {
             assert!(kind_for(g, k).is_none(), "{g} {k}");
             assert_eq!(
-                shape(g, k),
-                cols(&[("Name", "string", 0), ("Created At", "date", 0)])
+                typed(g, k),
+                typed_cols(&[("Name", "string", 0), ("Created At", "date", 0)])
             );
             let role =
                 json!({"metadata": {"name": "view", "creationTimestamp": "2024-05-01T10:00:00Z"}});
@@ -587,7 +520,7 @@ mod tests {
 
     #[test]
     fn role_binding_columns_and_cells() {
-        let binding_shape = cols(&[
+        let binding_shape = typed_cols(&[
             ("Name", "string", 0),
             ("Role", "string", 0),
             ("Age", "string", 0),
@@ -595,8 +528,8 @@ mod tests {
             ("Groups", "string", 1),
             ("ServiceAccounts", "string", 1),
         ]);
-        assert_eq!(shape(RBAC, "RoleBinding"), binding_shape);
-        assert_eq!(shape(RBAC, "ClusterRoleBinding"), binding_shape);
+        assert_eq!(typed(RBAC, "RoleBinding"), binding_shape);
+        assert_eq!(typed(RBAC, "ClusterRoleBinding"), binding_shape);
         let rb = column_definitions(RBAC, "RoleBinding");
         let crb = column_definitions(RBAC, "ClusterRoleBinding");
         assert_eq!(rb[0]["format"], "name");
@@ -634,15 +567,18 @@ mod tests {
             expected
         );
         for kind in ["RoleBinding", "ClusterRoleBinding"] {
-            assert_eq!(bare(RBAC, kind), json!(["x", "/", "<unknown>", "", "", ""]));
+            assert_eq!(
+                bare_row(RBAC, kind),
+                json!(["x", "/", "<unknown>", "", "", ""])
+            );
         }
     }
 
     #[test]
     fn certificate_signing_request_cells() {
         assert_eq!(
-            shape(CERTIFICATES, "CertificateSigningRequest"),
-            cols(&[
+            typed(CERTIFICATES, "CertificateSigningRequest"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Age", "string", 0),
                 ("SignerName", "string", 0),
@@ -686,7 +622,7 @@ mod tests {
             "Pending,Failed"
         );
         assert_eq!(
-            bare(CERTIFICATES, "CertificateSigningRequest"),
+            bare_row(CERTIFICATES, "CertificateSigningRequest"),
             json!(["x", "<unknown>", "<none>", "", "<none>", "Pending"])
         );
         let short = json!({"metadata": {"name": "c"}, "spec": {"expirationSeconds": 600}});
@@ -703,8 +639,8 @@ mod tests {
             "ValidatingWebhookConfiguration",
         ] {
             assert_eq!(
-                shape(ADMISSION, kind),
-                cols(&[
+                typed(ADMISSION, kind),
+                typed_cols(&[
                     ("Name", "string", 0),
                     ("Webhooks", "integer", 0),
                     ("Age", "string", 0)
@@ -720,15 +656,15 @@ mod tests {
                 row_cells(ADMISSION, kind, &cfg, NOW),
                 json!(["policy-hooks", 2, "30s"])
             );
-            assert_eq!(bare(ADMISSION, kind), json!(["x", 0, "<unknown>"]));
+            assert_eq!(bare_row(ADMISSION, kind), json!(["x", 0, "<unknown>"]));
         }
     }
 
     #[test]
     fn admission_policy_cells() {
         assert_eq!(
-            shape(ADMISSION, "ValidatingAdmissionPolicy"),
-            cols(&[
+            typed(ADMISSION, "ValidatingAdmissionPolicy"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Validations", "integer", 0),
                 ("ParamKind", "string", 0),
@@ -736,8 +672,8 @@ mod tests {
             ])
         );
         assert_eq!(
-            shape(ADMISSION, "MutatingAdmissionPolicy"),
-            cols(&[
+            typed(ADMISSION, "MutatingAdmissionPolicy"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Mutations", "integer", 0),
                 ("ParamKind", "string", 0),
@@ -769,7 +705,7 @@ mod tests {
         );
         for kind in ["ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"] {
             assert_eq!(
-                bare(ADMISSION, kind),
+                bare_row(ADMISSION, kind),
                 json!(["x", 0, "<unset>", "<unknown>"])
             );
         }
@@ -782,8 +718,8 @@ mod tests {
             "MutatingAdmissionPolicyBinding",
         ] {
             assert_eq!(
-                shape(ADMISSION, kind),
-                cols(&[
+                typed(ADMISSION, kind),
+                typed_cols(&[
                     ("Name", "string", 0),
                     ("PolicyName", "string", 0),
                     ("ParamRef", "string", 0),
@@ -822,7 +758,7 @@ mod tests {
             assert_eq!(cells(json!({"namespace": "prod"}))[2], "<unset>");
             assert_eq!(cells(Value::Null)[2], "<unset>");
             assert_eq!(
-                bare(ADMISSION, kind),
+                bare_row(ADMISSION, kind),
                 json!(["x", "", "<unset>", "<unknown>"])
             );
         }
@@ -831,8 +767,8 @@ mod tests {
     #[test]
     fn flow_schema_cells_are_numbers_where_kube_puts_integers() {
         assert_eq!(
-            shape(FLOWCONTROL, "FlowSchema"),
-            cols(&[
+            typed(FLOWCONTROL, "FlowSchema"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("PriorityLevel", "string", 0),
                 ("MatchingPrecedence", "string", 0),
@@ -864,7 +800,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            bare(FLOWCONTROL, "FlowSchema"),
+            bare_row(FLOWCONTROL, "FlowSchema"),
             json!(["x", "", 1000, "<none>", "<unknown>", "?"])
         );
     }
@@ -873,8 +809,8 @@ mod tests {
     fn priority_level_cells_default_as_v1_does() {
         let defs = column_definitions(FLOWCONTROL, "PriorityLevelConfiguration");
         assert_eq!(
-            shape(FLOWCONTROL, "PriorityLevelConfiguration"),
-            cols(&[
+            typed(FLOWCONTROL, "PriorityLevelConfiguration"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Type", "string", 0),
                 ("NominalConcurrencyShares", "string", 0),
@@ -922,7 +858,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            bare(FLOWCONTROL, "PriorityLevelConfiguration"),
+            bare_row(FLOWCONTROL, "PriorityLevelConfiguration"),
             json!(["x", "", "<none>", "<none>", "<none>", "<none>", "<unknown>"])
         );
     }
@@ -930,8 +866,8 @@ mod tests {
     #[test]
     fn api_service_cells() {
         assert_eq!(
-            shape(APIREGISTRATION, "APIService"),
-            cols(&[
+            typed(APIREGISTRATION, "APIService"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Service", "string", 0),
                 ("Available", "string", 0),
@@ -975,7 +911,7 @@ mod tests {
             "Unknown"
         );
         assert_eq!(
-            bare(APIREGISTRATION, "APIService"),
+            bare_row(APIREGISTRATION, "APIService"),
             json!(["x", "Local", "Unknown", "<unknown>"])
         );
     }

@@ -14,7 +14,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, name_of, str_at};
+use super::cells::{arr, flag, int_at, name_of, quantity_or_zero, str_at};
+use super::{age, age_col, boolean, integer, name_col, text};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api core/v1 and
 // scheduling/v1 types_swagger_doc_generated.go), and the printer's own descriptions.
@@ -61,42 +62,26 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
         // kube types the secret count as a string column, yet its cell is an integer.
-        Kind::ServiceAccount => vec![
-            name_col(),
-            col("Secrets", "string", "", D_SA_SECRETS, 0),
-            age_col(),
-        ],
+        Kind::ServiceAccount => vec![name_col(), text("Secrets", D_SA_SECRETS), age_col()],
         Kind::ResourceQuota => vec![
             name_col(),
-            col("Request", "string", "", D_RQ_REQUEST, 0),
-            col("Limit", "string", "", D_RQ_LIMIT, 0),
+            text("Request", D_RQ_REQUEST),
+            text("Limit", D_RQ_LIMIT),
             age_col(),
         ],
         // The preemption policy is a wide cell, yet kube gives its column priority 0.
         Kind::PriorityClass => vec![
             name_col(),
-            col("Value", "integer", "", D_PC_VALUE, 0),
-            col("Global-Default", "boolean", "", D_PC_GLOBAL_DEFAULT, 0),
+            integer("Value", D_PC_VALUE),
+            boolean("Global-Default", D_PC_GLOBAL_DEFAULT),
             age_col(),
-            col("PreemptionPolicy", "string", "", D_PC_PREEMPTION, 0),
+            text("PreemptionPolicy", D_PC_PREEMPTION),
         ],
-        Kind::RuntimeClass => vec![
-            name_col(),
-            col("Handler", "string", "", D_RC_HANDLER, 0),
-            age_col(),
-        ],
+        Kind::RuntimeClass => vec![name_col(), text("Handler", D_RC_HANDLER), age_col()],
     }
 }
 
@@ -115,12 +100,8 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
         }
         Kind::PriorityClass => vec![
             name,
-            json!(obj.get("value").and_then(Value::as_i64).unwrap_or(0)),
-            json!(
-                obj.get("globalDefault")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-            ),
+            json!(int_at(obj, "value")),
+            json!(flag(obj.get("globalDefault"), false)),
             json!(age(obj, now)),
             // The v1 defaulter sets a missing policy.
             json!(
@@ -150,8 +131,8 @@ fn quota_columns(obj: &Value) -> (String, String) {
     for resource in names {
         let entry = format!(
             "{resource}: {}/{}",
-            quantity(used.and_then(|u| u.get(resource.as_str()))),
-            quantity(hard.get(resource.as_str()))
+            quantity_or_zero(used.and_then(|u| u.get(resource.as_str()))),
+            quantity_or_zero(hard.get(resource.as_str()))
         );
         // strings.Split(resource, ".") with more than one piece, the first being "limits".
         if resource
@@ -166,52 +147,11 @@ fn quota_columns(obj: &Value) -> (String, String) {
     (request.join(", "), limit.join(", "))
 }
 
-/// A quantity as Go's `Quantity.String()` prints it: the string kube-apiserver wrote (its
-/// canonical form), `0` for a missing one (Go's zero `Quantity`).
-fn quantity(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => "0".to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, ts, typed, typed_cols};
     use super::super::{column_definitions, has_printer, row_cells};
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    /// (name, type, priority) of every column.
-    fn shape(group: &str, kind: &str) -> Vec<(String, String, i64)> {
-        column_definitions(group, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn cols(list: &[(&str, &str, i64)]) -> Vec<(String, String, i64)> {
-        list.iter()
-            .map(|(n, t, p)| (n.to_string(), t.to_string(), *p))
-            .collect()
-    }
-
-    fn bare() -> Value {
-        json!({"metadata": {"name": "x"}})
-    }
 
     #[test]
     fn limit_ranges_print_with_the_default_convertor() {
@@ -233,8 +173,8 @@ mod tests {
     #[test]
     fn service_account_cells() {
         assert_eq!(
-            shape("", "ServiceAccount"),
-            cols(&[
+            typed("", "ServiceAccount"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Secrets", "string", 0),
                 ("Age", "string", 0)
@@ -254,17 +194,14 @@ mod tests {
             row_cells("", "ServiceAccount", &sa, NOW),
             json!(["default", 2, "100s"])
         );
-        assert_eq!(
-            row_cells("", "ServiceAccount", &bare(), NOW),
-            json!(["x", 0, "<unknown>"])
-        );
+        assert_eq!(bare_row("", "ServiceAccount"), json!(["x", 0, "<unknown>"]));
     }
 
     #[test]
     fn resource_quota_cells() {
         assert_eq!(
-            shape("", "ResourceQuota"),
-            cols(&[
+            typed("", "ResourceQuota"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Request", "string", 0),
                 ("Limit", "string", 0),
@@ -303,7 +240,7 @@ mod tests {
             json!(["q", "count/pods: 0/5, limits: 0/1", "", "<unknown>"])
         );
         assert_eq!(
-            row_cells("", "ResourceQuota", &bare(), NOW),
+            bare_row("", "ResourceQuota"),
             json!(["x", "", "", "<unknown>"])
         );
     }
@@ -311,8 +248,8 @@ mod tests {
     #[test]
     fn priority_and_runtime_classes() {
         assert_eq!(
-            shape("scheduling.k8s.io", "PriorityClass"),
-            cols(&[
+            typed("scheduling.k8s.io", "PriorityClass"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Value", "integer", 0),
                 ("Global-Default", "boolean", 0),
@@ -328,13 +265,13 @@ mod tests {
             json!(["high", 1_000_000, true, "3d", "Never"])
         );
         assert_eq!(
-            row_cells("scheduling.k8s.io", "PriorityClass", &bare(), NOW),
+            bare_row("scheduling.k8s.io", "PriorityClass"),
             json!(["x", 0, false, "<unknown>", "PreemptLowerPriority"])
         );
 
         assert_eq!(
-            shape("node.k8s.io", "RuntimeClass"),
-            cols(&[
+            typed("node.k8s.io", "RuntimeClass"),
+            typed_cols(&[
                 ("Name", "string", 0),
                 ("Handler", "string", 0),
                 ("Age", "string", 0)
@@ -351,7 +288,7 @@ mod tests {
             json!(["gvisor", "runsc", "20s"])
         );
         assert_eq!(
-            row_cells("node.k8s.io", "RuntimeClass", &bare(), NOW),
+            bare_row("node.k8s.io", "RuntimeClass"),
             json!(["x", "", "<unknown>"])
         );
     }

@@ -13,7 +13,8 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, name_of, str_at};
+use super::cells::{arr, being_deleted, name_of, present, str_at};
+use super::{age, age_col, name_col, text};
 
 // Column descriptions: the State one is literal in printers.go, the ResourceSlice ones are
 // k8s.io/api resource/v1 swagger docs.
@@ -53,18 +54,6 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-fn text(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 0)
-}
-
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
@@ -97,21 +86,16 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
     }
 }
 
-/// Whether `obj` has `path` set to something other than `null` (a Go pointer that is set).
-fn is_set(obj: &Value, path: &str) -> bool {
-    obj.pointer(path).is_some_and(|v| !v.is_null())
-}
-
 /// kube's `resourceClaimState`: `deleted` while the claim is being deleted, then `pending`
 /// (not yet allocated, and not being deleted) or `allocated` and, when something uses it,
 /// `reserved`; joined by `,`.
 fn claim_state(obj: &Value) -> String {
-    let deleting = is_set(obj, "/metadata/deletionTimestamp");
+    let deleting = being_deleted(obj);
     let mut states = Vec::new();
     if deleting {
         states.push("deleted");
     }
-    if !is_set(obj, "/status/allocation") {
+    if present(obj.pointer("/status/allocation")).is_none() {
         if !deleting {
             states.push("pending");
         }
@@ -126,41 +110,11 @@ fn claim_state(obj: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, shape, strings, ts};
     use super::super::{column_definitions, has_printer, row_cells};
     use super::*;
 
-    const NOW: i64 = 1_700_000_000;
     const G: &str = "resource.k8s.io";
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    fn names(kind: &str) -> Vec<(String, String, String, i64)> {
-        column_definitions(G, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["format"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn strings(list: &[(&str, &str)]) -> Vec<(String, String, String, i64)> {
-        list.iter()
-            .map(|(n, f)| (n.to_string(), "string".to_string(), f.to_string(), 0))
-            .collect()
-    }
-
-    fn bare(kind: &str) -> Value {
-        row_cells(G, kind, &json!({"metadata": {"name": "x"}}), NOW)
-    }
 
     #[test]
     fn every_dra_kind_has_a_printer() {
@@ -174,11 +128,11 @@ mod tests {
     #[test]
     fn device_class_and_template_print_name_and_age() {
         for kind in ["DeviceClass", "ResourceClaimTemplate"] {
-            assert_eq!(names(kind), strings(&[("Name", "name"), ("Age", "")]));
+            assert_eq!(shape(G, kind), strings(&[("Name", "name"), ("Age", "")]));
             let obj = json!({"metadata": {"name": "gpu", "creationTimestamp": ts(61)},
                              "spec": {"selectors": [{"cel": {"expression": "true"}}]}});
             assert_eq!(row_cells(G, kind, &obj, NOW), json!(["gpu", "61s"]));
-            assert_eq!(bare(kind), json!(["x", "<unknown>"]));
+            assert_eq!(bare_row(G, kind), json!(["x", "<unknown>"]));
         }
     }
 
@@ -193,7 +147,7 @@ mod tests {
     #[test]
     fn resource_claim_states() {
         assert_eq!(
-            names("ResourceClaim"),
+            shape(G, "ResourceClaim"),
             strings(&[("Name", "name"), ("State", ""), ("Age", "")])
         );
         assert_eq!(
@@ -226,13 +180,16 @@ mod tests {
         let mut gone = claim(json!({"allocation": null}));
         gone["metadata"]["deletionTimestamp"] = json!(ts(1));
         assert_eq!(row_cells(G, "ResourceClaim", &gone, NOW)[1], "deleted");
-        assert_eq!(bare("ResourceClaim"), json!(["x", "pending", "<unknown>"]));
+        assert_eq!(
+            bare_row(G, "ResourceClaim"),
+            json!(["x", "pending", "<unknown>"])
+        );
     }
 
     #[test]
     fn resource_slice_cells() {
         assert_eq!(
-            names("ResourceSlice"),
+            shape(G, "ResourceSlice"),
             strings(&[
                 ("Name", "name"),
                 ("Node", ""),
@@ -266,6 +223,9 @@ mod tests {
             row_cells(G, "ResourceSlice", &network, NOW),
             json!(["s", "", "net.example.com", "fabric", "<unknown>"])
         );
-        assert_eq!(bare("ResourceSlice"), json!(["x", "", "", "", "<unknown>"]));
+        assert_eq!(
+            bare_row(G, "ResourceSlice"),
+            json!(["x", "", "", "", "<unknown>"])
+        );
     }
 }

@@ -13,7 +13,10 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, label_selector_as_selector, name_of, str_at};
+use super::cells::{
+    arr, format_label_selector, join_strings, name_marked_default, name_of, present, str_at,
+};
+use super::{age, age_col, name_col, text};
 
 // Column descriptions: the Ingress and IngressClass ones are literal in printers.go; the others
 // are k8s.io/api networking/v1 swagger docs (kube 1.36 names the v1 types since it dropped the
@@ -71,18 +74,6 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-fn text(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 0)
-}
-
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
@@ -125,7 +116,7 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
             json!(age(obj, now)),
         ],
         Kind::IngressClass => vec![
-            json!(ingress_class_display_name(obj)),
+            json!(name_marked_default(obj, &[DEFAULT_INGRESS_CLASS])),
             json!(str_at(obj, "/spec/controller")),
             json!(ingress_class_parameters(obj.pointer("/spec/parameters"))),
             json!(age(obj, now)),
@@ -145,20 +136,6 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
             json!(ip_address_parent(obj.pointer("/spec/parentRef"))),
         ],
     }
-}
-
-/// The value at `v` if it is there and not `null` (a Go pointer that is set).
-fn present(v: Option<&Value>) -> Option<&Value> {
-    v.filter(|v| !v.is_null())
-}
-
-/// The strings of a JSON array joined by `sep` (an element that is not a string counts as
-/// `""`).
-fn join_strings(list: &[Value], sep: &str) -> String {
-    list.iter()
-        .map(|v| v.as_str().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join(sep)
 }
 
 /// `spec.ingressClassName`, `<none>` when unset (an empty name prints as itself).
@@ -220,21 +197,6 @@ fn format_ports(tls: &[Value]) -> &'static str {
     if tls.is_empty() { "80" } else { "80, 443" }
 }
 
-/// The IngressClass's name, with ` (default)` when it is annotated as the default class.
-fn ingress_class_display_name(obj: &Value) -> String {
-    let name = name_of(obj);
-    let default = obj
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(DEFAULT_INGRESS_CLASS))
-        .and_then(Value::as_str)
-        == Some("true");
-    if default {
-        format!("{name} (default)")
-    } else {
-        name.to_string()
-    }
-}
-
 /// `kind[.apiGroup]/name` of an IngressClass's `spec.parameters`, `<none>` when unset. A set
 /// `apiGroup` adds its dot even when empty, as kube's pointer test does.
 fn ingress_class_parameters(params: Option<&Value>) -> String {
@@ -249,16 +211,6 @@ fn ingress_class_parameters(params: Option<&Value>) -> String {
     s.push('/');
     s.push_str(str_at(p, "/name"));
     s
-}
-
-/// `metav1.FormatLabelSelector`: the selector's string, `<none>` when it selects by nothing
-/// (a missing or empty `podSelector`), `<error>` when it does not convert.
-fn format_label_selector(sel: Option<&Value>) -> String {
-    match label_selector_as_selector(sel) {
-        Ok(Some(s)) if !s.is_empty() => s.to_string(),
-        Ok(_) => "<none>".to_string(),
-        Err(_) => "<error>".to_string(),
-    }
 }
 
 /// An IPAddress's parent as kube prints it: `resource[.group][/namespace]/name` in lower case
@@ -298,42 +250,11 @@ fn go_lower(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{column_definitions, has_printer, row_cells};
+    use super::super::testkit::{NOW, bare_row, shape, strings, ts};
+    use super::super::{D_CREATED, column_definitions, has_printer, row_cells};
     use super::*;
 
-    const NOW: i64 = 1_700_000_000;
     const G: &str = "networking.k8s.io";
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    /// (name, type, format, priority) of each column.
-    fn shape(kind: &str) -> Vec<(String, String, String, i64)> {
-        column_definitions(G, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["format"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn strings(list: &[(&str, &str)]) -> Vec<(String, String, String, i64)> {
-        list.iter()
-            .map(|(n, f)| (n.to_string(), "string".to_string(), f.to_string(), 0))
-            .collect()
-    }
-
-    fn bare(kind: &str) -> Value {
-        row_cells(G, kind, &json!({"metadata": {"name": "x"}}), NOW)
-    }
 
     #[test]
     fn every_networking_kind_has_a_printer() {
@@ -348,7 +269,7 @@ mod tests {
     #[test]
     fn ingress_columns_and_cells() {
         assert_eq!(
-            shape("Ingress"),
+            shape(G, "Ingress"),
             strings(&[
                 ("Name", "name"),
                 ("Class", ""),
@@ -386,7 +307,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            bare("Ingress"),
+            bare_row(G, "Ingress"),
             json!(["x", "<none>", "*", "", "80", "<unknown>"])
         );
     }
@@ -422,7 +343,7 @@ mod tests {
     #[test]
     fn ingress_class_cells() {
         assert_eq!(
-            shape("IngressClass"),
+            shape(G, "IngressClass"),
             strings(&[
                 ("Name", "name"),
                 ("Controller", ""),
@@ -454,7 +375,7 @@ mod tests {
         let empty_group = json!({"metadata": {"name": "c"}, "spec": {"parameters": {"apiGroup": "", "kind": "K", "name": "n"}}});
         assert_eq!(row_cells(G, "IngressClass", &empty_group, NOW)[2], "K./n");
         assert_eq!(
-            bare("IngressClass"),
+            bare_row(G, "IngressClass"),
             json!(["x", "", "<none>", "<unknown>"])
         );
     }
@@ -462,7 +383,7 @@ mod tests {
     #[test]
     fn network_policy_cells() {
         assert_eq!(
-            shape("NetworkPolicy"),
+            shape(G, "NetworkPolicy"),
             strings(&[("Name", "name"), ("Pod-Selector", ""), ("Age", "")])
         );
         assert_eq!(
@@ -483,13 +404,16 @@ mod tests {
         assert_eq!(row_cells(G, "NetworkPolicy", &all, NOW)[1], "<none>");
         let bad = json!({"metadata": {"name": "b"}, "spec": {"podSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}});
         assert_eq!(row_cells(G, "NetworkPolicy", &bad, NOW)[1], "<error>");
-        assert_eq!(bare("NetworkPolicy"), json!(["x", "<none>", "<unknown>"]));
+        assert_eq!(
+            bare_row(G, "NetworkPolicy"),
+            json!(["x", "<none>", "<unknown>"])
+        );
     }
 
     #[test]
     fn service_cidr_and_ip_address_cells() {
         assert_eq!(
-            shape("ServiceCIDR"),
+            shape(G, "ServiceCIDR"),
             strings(&[("Name", "name"), ("CIDRs", ""), ("Age", "")])
         );
         let cidr = json!({"metadata": {"name": "kubernetes", "creationTimestamp": ts(86_400 * 3)},
@@ -498,10 +422,10 @@ mod tests {
             row_cells(G, "ServiceCIDR", &cidr, NOW),
             json!(["kubernetes", "10.96.0.0/16,fd00:10:96::/112", "3d"])
         );
-        assert_eq!(bare("ServiceCIDR"), json!(["x", "", "<unknown>"]));
+        assert_eq!(bare_row(G, "ServiceCIDR"), json!(["x", "", "<unknown>"]));
 
         assert_eq!(
-            shape("IPAddress"),
+            shape(G, "IPAddress"),
             strings(&[("Name", "name"), ("ParentRef", "")])
         );
         assert_eq!(
@@ -520,7 +444,7 @@ mod tests {
             row_cells(G, "IPAddress", &grouped, NOW)[1],
             "gateways.gateway.networking.k8s.io/gw"
         );
-        assert_eq!(bare("IPAddress"), json!(["x", "<none>"]));
+        assert_eq!(bare_row(G, "IPAddress"), json!(["x", "<none>"]));
     }
 
     #[test]

@@ -14,7 +14,11 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, name_of, str_at};
+use super::cells::{
+    annotation, arr, being_deleted, flag, join_strings, name_marked_default, name_of, present,
+    quantity, quantity_or_zero, str_at, str_or,
+};
+use super::{age, age_col, boolean, col, integer, name_col, text, wide};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api core/v1, storage/v1 and
 // storage/v1beta1 types_swagger_doc_generated.go), and the printer's own descriptions.
@@ -111,24 +115,6 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-/// A priority-0 column of type `string` without a format.
-fn text(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 0)
-}
-
-/// A priority-0 column of type `boolean`.
-fn boolean(name: &str, description: &str) -> Value {
-    col(name, "boolean", "", description, 0)
-}
-
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
@@ -143,7 +129,7 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             text("VolumeAttributesClass", D_PV_VAC),
             text("Reason", D_PV_REASON),
             age_col(),
-            col("VolumeMode", "string", "", D_PV_VOLUME_MODE, 1),
+            wide("VolumeMode", D_PV_VOLUME_MODE),
         ],
         Kind::PersistentVolumeClaim => vec![
             name_col(),
@@ -154,7 +140,7 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             text("StorageClass", D_PVC_CLASS),
             text("VolumeAttributesClass", D_PVC_VAC),
             age_col(),
-            col("VolumeMode", "string", "", D_PVC_VOLUME_MODE, 1),
+            wide("VolumeMode", D_PVC_VOLUME_MODE),
         ],
         // kube types AllowVolumeExpansion as a string column, yet its cell is a boolean.
         Kind::StorageClass => vec![
@@ -178,11 +164,7 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
             text("Modes", D_CSID_MODES),
             age_col(),
         ],
-        Kind::CsiNode => vec![
-            name_col(),
-            col("Drivers", "integer", "", D_CSINODE_DRIVERS, 0),
-            age_col(),
-        ],
+        Kind::CsiNode => vec![name_col(), integer("Drivers", D_CSINODE_DRIVERS), age_col()],
         // kube prints no age for a CSIStorageCapacity.
         Kind::CsiStorageCapacity => vec![
             name_col(),
@@ -207,17 +189,11 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
         Kind::PersistentVolume => persistent_volume(obj, now),
         Kind::PersistentVolumeClaim => persistent_volume_claim(obj, now),
         Kind::StorageClass => storage_class(obj, now),
-        Kind::VolumeAttributesClass => {
-            let mut name = name_of(obj).to_string();
-            if annotation(obj, DEFAULT_VAC) == Some("true") {
-                name.push_str(" (default)");
-            }
-            vec![
-                json!(name),
-                json!(str_at(obj, "/driverName")),
-                json!(age(obj, now)),
-            ]
-        }
+        Kind::VolumeAttributesClass => vec![
+            json!(name_marked_default(obj, &[DEFAULT_VAC])),
+            json!(str_at(obj, "/driverName")),
+            json!(age(obj, now)),
+        ],
         Kind::CsiDriver => csi_driver(obj, now),
         Kind::CsiNode => vec![
             json!(name_of(obj)),
@@ -243,12 +219,12 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
 /// kube's PV row: capacity, access modes, reclaim policy, phase, claim, class, attributes
 /// class, reason, age and volume mode.
 fn persistent_volume(obj: &Value, now: i64) -> Vec<Value> {
-    let claim = match obj.pointer("/spec/claimRef") {
-        Some(c) if !c.is_null() => format!("{}/{}", str_at(c, "/namespace"), str_at(c, "/name")),
-        _ => String::new(),
+    let claim = match present(obj.pointer("/spec/claimRef")) {
+        Some(c) => format!("{}/{}", str_at(c, "/namespace"), str_at(c, "/name")),
+        None => String::new(),
     };
     // The v1 defaulter fills an empty reclaim policy and phase.
-    let reclaim = non_empty_or(str_at(obj, "/spec/persistentVolumeReclaimPolicy"), "Retain");
+    let reclaim = str_or(obj.pointer("/spec/persistentVolumeReclaimPolicy"), "Retain");
     let class = annotation(obj, BETA_STORAGE_CLASS)
         .unwrap_or_else(|| str_at(obj, "/spec/storageClassName"));
     vec![
@@ -299,15 +275,8 @@ fn persistent_volume_claim(obj: &Value, now: i64) -> Vec<Value> {
 /// kube's StorageClass row; the name carries ` (default)` when an is-default-class
 /// annotation is `true`.
 fn storage_class(obj: &Value, now: i64) -> Vec<Value> {
-    let mut name = name_of(obj).to_string();
-    if DEFAULT_CLASS
-        .iter()
-        .any(|key| annotation(obj, key) == Some("true"))
-    {
-        name.push_str(" (default)");
-    }
     vec![
-        json!(name),
+        json!(name_marked_default(obj, &DEFAULT_CLASS)),
         json!(str_at(obj, "/provisioner")),
         json!(optional_str(obj.get("reclaimPolicy")).unwrap_or("Delete")),
         json!(optional_str(obj.get("volumeBindingMode")).unwrap_or("Immediate")),
@@ -324,13 +293,17 @@ fn csi_driver(obj: &Value, now: i64) -> Vec<Value> {
     let tokens = if tokens.is_empty() {
         "<unset>".to_string()
     } else {
-        join(tokens.iter().map(|t| str_at(t, "/audience")))
+        tokens
+            .iter()
+            .map(|t| str_at(t, "/audience"))
+            .collect::<Vec<_>>()
+            .join(",")
     };
     let modes = arr(spec.get("volumeLifecycleModes"));
     let modes = if modes.is_empty() {
         "Persistent".to_string()
     } else {
-        join(modes.iter().map(|m| m.as_str().unwrap_or("")))
+        join_strings(modes, ",")
     };
     vec![
         json!(name_of(obj)),
@@ -347,13 +320,10 @@ fn csi_driver(obj: &Value, now: i64) -> Vec<Value> {
 /// The phase of a PV or PVC (the defaulter's `Pending` when empty), `Terminating` once it is
 /// being deleted.
 fn phase(obj: &Value) -> &str {
-    if obj
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null())
-    {
+    if being_deleted(obj) {
         return "Terminating";
     }
-    non_empty_or(str_at(obj, "/status/phase"), "Pending")
+    str_or(obj.pointer("/status/phase"), "Pending")
 }
 
 /// `spec.volumeAttributesClassName`, `<unset>` when absent (an empty name prints empty).
@@ -386,24 +356,7 @@ fn access_modes(modes: Option<&Value>) -> String {
 
 /// The `storage` entry of a resource list as Go prints a `Quantity`: `0` when absent.
 fn storage_quantity(list: Option<&Value>) -> String {
-    quantity(list.and_then(|l| l.get("storage"))).unwrap_or_else(|| "0".to_string())
-}
-
-/// A quantity's string, `None` when absent. A quantity read from kube-apiserver is already in
-/// Go's canonical form, which is what `Quantity.String()` prints.
-fn quantity(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// The value of annotation `key`, if the object has it.
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)
+    quantity_or_zero(list.and_then(|l| l.get("storage")))
 }
 
 /// An optional string field (a Go `*string`): `None` when absent or null, even if empty
@@ -412,57 +365,11 @@ fn optional_str(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str)
 }
 
-/// A boolean field, `default` when absent (the defaulter's value, or Go's zero).
-fn flag(v: Option<&Value>, default: bool) -> bool {
-    v.and_then(Value::as_bool).unwrap_or(default)
-}
-
-/// `s`, or `default` when it is empty.
-fn non_empty_or<'a>(s: &'a str, default: &'a str) -> &'a str {
-    if s.is_empty() { default } else { s }
-}
-
-fn join<'a>(items: impl Iterator<Item = &'a str>) -> String {
-    items.collect::<Vec<_>>().join(",")
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, cols, shape, ts};
     use super::super::{column_definitions, has_printer, row_cells};
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    /// (name, type, format, priority) of every column.
-    fn shape(group: &str, kind: &str) -> Vec<(String, String, String, i64)> {
-        column_definitions(group, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["type"].as_str().unwrap().to_string(),
-                    c["format"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn cols(list: &[(&str, &str, &str, i64)]) -> Vec<(String, String, String, i64)> {
-        list.iter()
-            .map(|(n, t, f, p)| (n.to_string(), t.to_string(), f.to_string(), *p))
-            .collect()
-    }
-
-    fn bare() -> Value {
-        json!({"metadata": {"name": "x"}})
-    }
 
     #[test]
     fn every_storage_kind_is_printed_here() {
@@ -531,7 +438,7 @@ mod tests {
         );
         // Defaults: Retain, Pending, Filesystem; a zero capacity; no claim, no class.
         assert_eq!(
-            row_cells("", "PersistentVolume", &bare(), NOW),
+            bare_row("", "PersistentVolume"),
             json!([
                 "x",
                 "0",
@@ -606,7 +513,7 @@ mod tests {
             json!(["data", "Pending", "", "", "", "", "", "<unknown>", "Block"])
         );
         assert_eq!(
-            row_cells("", "PersistentVolumeClaim", &bare(), NOW),
+            bare_row("", "PersistentVolumeClaim"),
             json!([
                 "x",
                 "Pending",
@@ -666,7 +573,7 @@ mod tests {
             "b"
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "StorageClass", &bare(), NOW),
+            bare_row("storage.k8s.io", "StorageClass"),
             json!(["x", "", "Delete", "Immediate", false, "<unknown>"])
         );
 
@@ -689,7 +596,7 @@ mod tests {
             json!(["gold (default)", "pd.csi.storage.gke.io", "5s"])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "VolumeAttributesClass", &bare(), NOW),
+            bare_row("storage.k8s.io", "VolumeAttributesClass"),
             json!(["x", "", "<unknown>"])
         );
     }
@@ -730,7 +637,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "CSIDriver", &bare(), NOW),
+            bare_row("storage.k8s.io", "CSIDriver"),
             json!([
                 "x",
                 true,
@@ -758,7 +665,7 @@ mod tests {
             json!(["node-1", 2, "120m"])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "CSINode", &bare(), NOW),
+            bare_row("storage.k8s.io", "CSINode"),
             json!(["x", 0, "<unknown>"])
         );
 
@@ -777,7 +684,7 @@ mod tests {
             json!(["csisc-1", "fast", "100Gi"])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "CSIStorageCapacity", &bare(), NOW),
+            bare_row("storage.k8s.io", "CSIStorageCapacity"),
             json!(["x", "", "<unset>"])
         );
     }
@@ -806,7 +713,7 @@ mod tests {
             json!(["csi-123", "csi.example.com", "pv-1", "node-1", true, "45s"])
         );
         assert_eq!(
-            row_cells("storage.k8s.io", "VolumeAttachment", &bare(), NOW),
+            bare_row("storage.k8s.io", "VolumeAttachment"),
             json!(["x", "", "", "", false, "<unknown>"])
         );
     }

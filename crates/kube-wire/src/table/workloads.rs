@@ -3,9 +3,7 @@
 //! StatefulSet, DaemonSet and ControllerRevision, `batch/v1` Job and CronJob, core
 //! ReplicationController and PodTemplate, `autoscaling` HorizontalPodAutoscaler, `policy/v1`
 //! PodDisruptionBudget, `coordination.k8s.io/v1` Lease, and the `autoscaling/v1` Scale a
-//! `scale` subresource answers with. Also [`label_selector_as_selector`], the
-//! `metav1.LabelSelector` reading the printers' selector cells (and the simulator's
-//! `Scale.status.selector`) share.
+//! `scale` subresource answers with.
 //!
 //! Column definitions and cells only; laying out the Table is [`super`]'s. Cells are read from
 //! the v1 JSON form as the apiserver would decode it: a `spec.replicas` absent from the JSON
@@ -17,8 +15,11 @@
 
 use serde_json::{Value, json};
 
-use super::{D_CREATED, D_NAME, age, arr, col, format_labels, name_of, since, str_at};
-use crate::selector::{LabelOp, LabelRequirement, LabelSelector};
+use super::cells::{
+    annotation, arr, being_deleted, condition_is_true, format_label_selector, format_labels,
+    label_selector_as_selector, name_of, present, quantity, quantity_or_zero, str_at,
+};
+use super::{D_NAME, age, age_col, boolean, integer, name_col, since, text, wide};
 
 // The swagger doc strings kube's column definitions carry (k8s.io/api apps/v1, batch/v1,
 // coordination/v1, autoscaling/v1, autoscaling/v2 and core/v1 types_swagger_doc_generated.go:
@@ -128,26 +129,14 @@ pub(super) fn kind_for(group: &str, kind: &str) -> Option<Kind> {
     })
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", D_NAME, 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", D_CREATED, 0)
-}
-
-fn wide(name: &str, description: &str) -> Value {
-    col(name, "string", "", description, 1)
-}
-
 /// The column definitions of `kind`.
 pub(super) fn columns(kind: Kind) -> Vec<Value> {
     match kind {
         Kind::Deployment => vec![
             name_col(),
-            col("Ready", "string", "", D_READY_PODS, 0),
-            col("Up-to-date", "string", "", D_DEPLOY_UPDATED, 0),
-            col("Available", "string", "", D_DEPLOY_AVAILABLE, 0),
+            text("Ready", D_READY_PODS),
+            text("Up-to-date", D_DEPLOY_UPDATED),
+            text("Available", D_DEPLOY_AVAILABLE),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -155,9 +144,9 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         ],
         Kind::ReplicaSet => vec![
             name_col(),
-            col("Desired", "integer", "", D_RS_DESIRED, 0),
-            col("Current", "integer", "", D_RS_CURRENT, 0),
-            col("Ready", "integer", "", D_RS_READY, 0),
+            integer("Desired", D_RS_DESIRED),
+            integer("Current", D_RS_CURRENT),
+            integer("Ready", D_RS_READY),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -165,19 +154,19 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         ],
         Kind::StatefulSet => vec![
             name_col(),
-            col("Ready", "string", "", D_READY_PODS, 0),
+            text("Ready", D_READY_PODS),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
         ],
         Kind::DaemonSet => vec![
             name_col(),
-            col("Desired", "integer", "", D_DS_DESIRED, 0),
-            col("Current", "integer", "", D_DS_CURRENT, 0),
-            col("Ready", "integer", "", D_DS_READY, 0),
-            col("Up-to-date", "integer", "", D_DS_UPDATED, 0),
-            col("Available", "integer", "", D_DS_AVAILABLE, 0),
-            col("Node Selector", "string", "", D_NODE_SELECTOR, 0),
+            integer("Desired", D_DS_DESIRED),
+            integer("Current", D_DS_CURRENT),
+            integer("Ready", D_DS_READY),
+            integer("Up-to-date", D_DS_UPDATED),
+            integer("Available", D_DS_AVAILABLE),
+            text("Node Selector", D_NODE_SELECTOR),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -185,9 +174,9 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         ],
         Kind::Job => vec![
             name_col(),
-            col("Status", "string", "", D_JOB_STATUS, 0),
-            col("Completions", "string", "", D_JOB_COMPLETIONS, 0),
-            col("Duration", "string", "", D_JOB_DURATION, 0),
+            text("Status", D_JOB_STATUS),
+            text("Completions", D_JOB_COMPLETIONS),
+            text("Duration", D_JOB_DURATION),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -195,39 +184,35 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         ],
         Kind::CronJob => vec![
             name_col(),
-            col("Schedule", "string", "", D_CJ_SCHEDULE, 0),
-            col("Timezone", "string", "", D_CJ_TIMEZONE, 0),
-            col("Suspend", "boolean", "", D_CJ_SUSPEND, 0),
-            col("Active", "integer", "", D_CJ_ACTIVE, 0),
-            col("Last Schedule", "string", "", D_CJ_LAST_SCHEDULE, 0),
+            text("Schedule", D_CJ_SCHEDULE),
+            text("Timezone", D_CJ_TIMEZONE),
+            boolean("Suspend", D_CJ_SUSPEND),
+            integer("Active", D_CJ_ACTIVE),
+            text("Last Schedule", D_CJ_LAST_SCHEDULE),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
             wide("Selector", D_JOB_SELECTOR),
         ],
-        Kind::Lease => vec![
-            name_col(),
-            col("Holder", "string", "", D_LEASE_HOLDER, 0),
-            age_col(),
-        ],
+        Kind::Lease => vec![name_col(), text("Holder", D_LEASE_HOLDER), age_col()],
         Kind::ControllerRevision => vec![
             name_col(),
-            col("Controller", "string", "", D_CR_CONTROLLER, 0),
-            col("Revision", "string", "", D_CR_REVISION, 0),
+            text("Controller", D_CR_CONTROLLER),
+            text("Revision", D_CR_REVISION),
             age_col(),
         ],
         // kube's Scale columns give the name no `name` format.
         Kind::Scale => vec![
-            col("Name", "string", "", D_NAME, 0),
-            col("Desired", "integer", "", D_SCALE_DESIRED, 0),
-            col("Available", "integer", "", D_SCALE_AVAILABLE, 0),
+            text("Name", D_NAME),
+            integer("Desired", D_SCALE_DESIRED),
+            integer("Available", D_SCALE_AVAILABLE),
             age_col(),
         ],
         Kind::ReplicationController => vec![
             name_col(),
-            col("Desired", "integer", "", D_RC_DESIRED, 0),
-            col("Current", "integer", "", D_RC_CURRENT, 0),
-            col("Ready", "integer", "", D_RC_READY, 0),
+            integer("Desired", D_RC_DESIRED),
+            integer("Current", D_RC_CURRENT),
+            integer("Ready", D_RC_READY),
             age_col(),
             wide("Containers", D_CONTAINERS),
             wide("Images", D_IMAGES),
@@ -236,25 +221,25 @@ pub(super) fn columns(kind: Kind) -> Vec<Value> {
         // No age, and every column is priority 0.
         Kind::PodTemplate => vec![
             name_col(),
-            col("Containers", "string", "", D_CONTAINERS, 0),
-            col("Images", "string", "", D_IMAGES, 0),
-            col("Pod Labels", "string", "", D_POD_LABELS, 0),
+            text("Containers", D_CONTAINERS),
+            text("Images", D_IMAGES),
+            text("Pod Labels", D_POD_LABELS),
         ],
         // MaxPods and Replicas are string columns, yet their cells are integers.
         Kind::HorizontalPodAutoscaler => vec![
             name_col(),
-            col("Reference", "string", "", D_HPA_REFERENCE, 0),
-            col("Targets", "string", "", D_HPA_TARGETS, 0),
-            col("MinPods", "string", "", D_HPA_MIN, 0),
-            col("MaxPods", "string", "", D_HPA_MAX, 0),
-            col("Replicas", "string", "", D_HPA_REPLICAS, 0),
+            text("Reference", D_HPA_REFERENCE),
+            text("Targets", D_HPA_TARGETS),
+            text("MinPods", D_HPA_MIN),
+            text("MaxPods", D_HPA_MAX),
+            text("Replicas", D_HPA_REPLICAS),
             age_col(),
         ],
         Kind::PodDisruptionBudget => vec![
             name_col(),
-            col("Min Available", "string", "", D_PDB_MIN, 0),
-            col("Max Unavailable", "string", "", D_PDB_MAX, 0),
-            col("Allowed Disruptions", "integer", "", D_PDB_ALLOWED, 0),
+            text("Min Available", D_PDB_MIN),
+            text("Max Unavailable", D_PDB_MAX),
+            integer("Allowed Disruptions", D_PDB_ALLOWED),
             age_col(),
         ],
     }
@@ -347,9 +332,9 @@ pub(super) fn cells(kind: Kind, obj: &Value, now: i64) -> Vec<Value> {
         Kind::CronJob => {
             let (names, images) =
                 containers(obj.pointer("/spec/jobTemplate/spec/template/spec/containers"));
-            let last = match obj.pointer("/status/lastScheduleTime") {
-                Some(t) if !t.is_null() => since(Some(t), now),
-                _ => "<none>".to_string(),
+            let last = match present(obj.pointer("/status/lastScheduleTime")) {
+                Some(t) => since(Some(t), now),
+                None => "<none>".to_string(),
             };
             let time_zone = obj
                 .pointer("/spec/timeZone")
@@ -436,12 +421,14 @@ fn int(obj: &Value, path: &str) -> i64 {
     obj.pointer(path).and_then(Value::as_i64).unwrap_or(0)
 }
 
+/// An integer pointer the v1 defaulter fills: `default` when unset, else its value.
+fn defaulted_int(v: Option<&Value>, default: i64) -> i64 {
+    present(v).map_or(default, |v| v.as_i64().unwrap_or(0))
+}
+
 /// `spec.replicas`, which the v1 defaulter sets to 1 when absent.
 fn replicas(obj: &Value) -> i64 {
-    match obj.pointer("/spec/replicas") {
-        Some(v) if !v.is_null() => v.as_i64().unwrap_or(0),
-        _ => 1,
-    }
+    defaulted_int(obj.pointer("/spec/replicas"), 1)
 }
 
 /// kube's `layoutContainerCells`: the names and the images, each joined by `,`.
@@ -461,29 +448,14 @@ fn bool_ptr(v: Option<&Value>) -> &'static str {
     }
 }
 
-/// `metav1.FormatLabelSelector`: the selector's string, `<none>` when it selects by nothing,
-/// `<error>` when it does not convert.
-fn format_label_selector(sel: Option<&Value>) -> String {
-    match label_selector_as_selector(sel) {
-        Ok(Some(s)) if !s.is_empty() => s.to_string(),
-        Ok(_) => "<none>".to_string(),
-        Err(_) => "<error>".to_string(),
-    }
-}
-
 /// Whether the job has a condition of type `ty` whose status is `True` (kube's
 /// `hasJobCondition` looks at the first condition of that type only).
 fn job_condition(obj: &Value, ty: &str) -> bool {
-    arr(obj.pointer("/status/conditions"))
-        .iter()
-        .find(|c| str_at(c, "/type") == ty)
-        .is_some_and(|c| str_at(c, "/status") == "True")
+    condition_is_true(arr(obj.pointer("/status/conditions")), ty)
 }
 
 fn job_status(obj: &Value) -> &'static str {
-    let deleting = obj
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null());
+    let deleting = being_deleted(obj);
     if job_condition(obj, "Complete") {
         "Complete"
     } else if job_condition(obj, "Failed") {
@@ -628,24 +600,9 @@ impl Metric {
     }
 }
 
-/// A quantity's string as Go prints a `*Quantity`: the JSON's string (kube-apiserver writes
-/// the canonical form), `None` for nil.
-fn quantity(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// A `Quantity` value field (not a pointer): Go's zero quantity `0` when absent.
-fn quantity_or_zero(v: Option<&Value>) -> Option<String> {
-    Some(quantity(v).unwrap_or_else(|| "0".to_string()))
-}
-
 /// An object member that is present and not null (a non-nil Go pointer).
 fn member<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
-    v.get(key).filter(|m| !m.is_null())
+    present(v.get(key))
 }
 
 fn opt_int(v: Option<&Value>) -> Option<i64> {
@@ -700,11 +657,11 @@ fn v1_metric_spec(m: &Value) -> Metric {
             ..MetricValues::default()
         }),
         pods: member(m, "pods").map(|s| MetricValues {
-            average_value: quantity_or_zero(s.get("targetAverageValue")),
+            average_value: Some(quantity_or_zero(s.get("targetAverageValue"))),
             ..MetricValues::default()
         }),
         object: member(m, "object").map(|s| MetricValues {
-            value: quantity_or_zero(s.get("targetValue")),
+            value: Some(quantity_or_zero(s.get("targetValue"))),
             average_value: quantity(s.get("averageValue")),
             ..MetricValues::default()
         }),
@@ -719,7 +676,7 @@ fn v1_metric_status(m: &Value) -> Metric {
         (
             str_at(s, "/name").to_string(),
             MetricValues {
-                average_value: quantity_or_zero(s.get("currentAverageValue")),
+                average_value: Some(quantity_or_zero(s.get("currentAverageValue"))),
                 average_utilization: opt_int(s.get("currentAverageUtilization")),
                 ..MetricValues::default()
             },
@@ -728,16 +685,16 @@ fn v1_metric_status(m: &Value) -> Metric {
     Metric {
         ty: str_at(m, "/type").to_string(),
         external: member(m, "external").map(|s| MetricValues {
-            value: quantity_or_zero(s.get("currentValue")),
+            value: Some(quantity_or_zero(s.get("currentValue"))),
             average_value: quantity(s.get("currentAverageValue")),
             ..MetricValues::default()
         }),
         pods: member(m, "pods").map(|s| MetricValues {
-            average_value: quantity_or_zero(s.get("currentAverageValue")),
+            average_value: Some(quantity_or_zero(s.get("currentAverageValue"))),
             ..MetricValues::default()
         }),
         object: member(m, "object").map(|s| MetricValues {
-            value: quantity_or_zero(s.get("currentValue")),
+            value: Some(quantity_or_zero(s.get("currentValue"))),
             average_value: quantity(s.get("averageValue")),
             ..MetricValues::default()
         }),
@@ -753,10 +710,7 @@ fn v1_annotation_metrics(
     key: &str,
     convert: fn(&Value) -> Metric,
 ) -> Option<Vec<Metric>> {
-    let raw = obj
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)?;
+    let raw = annotation(obj, key)?;
     match serde_json::from_str::<Value>(raw).ok()? {
         Value::Null => Some(Vec::new()),
         Value::Array(items) if items.iter().all(Value::is_object) => {
@@ -918,90 +872,14 @@ fn hpa_targets(obj: &Value) -> String {
 
 /// The HPA's `spec.minReplicas` (the defaulter's 1 when absent), printed as a string.
 fn hpa_min_pods(obj: &Value) -> String {
-    match obj.pointer("/spec/minReplicas") {
-        Some(v) if !v.is_null() => v.as_i64().unwrap_or(0).to_string(),
-        _ => "1".to_string(),
-    }
-}
-
-/// `metav1.LabelSelectorAsSelector` of a `metav1.LabelSelector` in its JSON form: `None` for a
-/// missing or `null` selector (kube's `labels.Nothing()`, which matches nothing), an empty
-/// selector for `{}` (`labels.Everything()`), otherwise `matchLabels` as `key=value` and
-/// `matchExpressions` (`In`, `NotIn`, `Exists`, `DoesNotExist`), sorted by key. Both `Nothing` and
-/// `Everything` print as `""`. `Err` carries Go's message for a requirement that is not valid.
-pub fn label_selector_as_selector(sel: Option<&Value>) -> Result<Option<LabelSelector>, String> {
-    let sel = match sel {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(m)) => m,
-        Some(other) => return Err(format!("a label selector must be an object, not {other}")),
-    };
-    let mut reqs = Vec::new();
-    if let Some(labels) = sel.get("matchLabels").filter(|v| !v.is_null()) {
-        let labels = labels
-            .as_object()
-            .ok_or_else(|| "matchLabels must be an object".to_string())?;
-        for (k, v) in labels {
-            let v = v
-                .as_str()
-                .ok_or_else(|| format!("matchLabels[{k}] must be a string"))?;
-            reqs.push(
-                LabelRequirement::new(k.as_str(), LabelOp::Equals, vec![v.to_string()])
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-    }
-    for expr in arr(sel.get("matchExpressions")) {
-        let op = match str_at(expr, "/operator") {
-            "In" => LabelOp::In,
-            "NotIn" => LabelOp::NotIn,
-            "Exists" => LabelOp::Exists,
-            "DoesNotExist" => LabelOp::DoesNotExist,
-            other => {
-                return Err(format!(
-                    "{} is not a valid label selector operator",
-                    crate::gofmt::quote(other)
-                ));
-            }
-        };
-        let values = arr(expr.get("values"))
-            .iter()
-            .map(|v| v.as_str().unwrap_or_default().to_string())
-            .collect();
-        reqs.push(
-            LabelRequirement::new(str_at(expr, "/key"), op, values).map_err(|e| e.to_string())?,
-        );
-    }
-    Ok(Some(LabelSelector::from_requirements(reqs)))
+    defaulted_int(obj.pointer("/spec/minReplicas"), 1).to_string()
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::testkit::{NOW, bare_row, named_cols, names, ts};
     use super::super::{TablePrinter, column_definitions, has_printer, row_cells};
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-
-    fn ts(secs_ago: i64) -> String {
-        super::super::format_rfc3339(i128::from(NOW - secs_ago) * 1_000_000_000)
-    }
-
-    fn names(group: &str, kind: &str) -> Vec<(String, i64)> {
-        column_definitions(group, kind)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap().to_string(),
-                    c["priority"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn cols(list: &[(&str, i64)]) -> Vec<(String, i64)> {
-        list.iter().map(|(n, p)| (n.to_string(), *p)).collect()
-    }
 
     #[test]
     fn every_workload_kind_has_a_printer() {
@@ -1051,7 +929,7 @@ mod tests {
     fn deployment_columns_and_cells() {
         assert_eq!(
             names("apps", "Deployment"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Ready", 0),
                 ("Up-to-date", 0),
@@ -1109,7 +987,7 @@ mod tests {
         assert_eq!(row_cells("apps", "ReplicaSet", &rs, NOW)[7], "<none>");
         assert_eq!(
             names("apps", "StatefulSet"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Ready", 0),
                 ("Age", 0),
@@ -1183,7 +1061,7 @@ mod tests {
     fn job_status_completions_and_duration() {
         assert_eq!(
             names("batch", "Job"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Status", 0),
                 ("Completions", 0),
@@ -1276,7 +1154,7 @@ mod tests {
                            "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40}});
         assert_eq!(
             names("coordination.k8s.io", "Lease"),
-            cols(&[("Name", 0), ("Holder", 0), ("Age", 0)])
+            named_cols(&[("Name", 0), ("Holder", 0), ("Age", 0)])
         );
         assert_eq!(
             row_cells("coordination.k8s.io", "Lease", &lease, NOW),
@@ -1329,44 +1207,10 @@ mod tests {
     }
 
     #[test]
-    fn label_selectors_convert_as_metav1_does() {
-        assert_eq!(label_selector_as_selector(None), Ok(None));
-        assert_eq!(label_selector_as_selector(Some(&Value::Null)), Ok(None));
-        let everything = label_selector_as_selector(Some(&json!({})))
-            .unwrap()
-            .unwrap();
-        assert!(everything.is_empty());
-        let s = label_selector_as_selector(Some(&json!({
-            "matchLabels": {"b": "2", "a": "1"},
-            "matchExpressions": [
-                {"key": "c", "operator": "Exists"},
-                {"key": "aa", "operator": "DoesNotExist"},
-                {"key": "d", "operator": "NotIn", "values": ["y", "x"]}
-            ]
-        })))
-        .unwrap()
-        .unwrap();
-        assert_eq!(s.to_string(), "a=1,!aa,b=2,c,d notin (x,y)");
-        assert_eq!(
-            label_selector_as_selector(Some(
-                &json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})
-            )),
-            Err("\"Gt\" is not a valid label selector operator".to_string())
-        );
-        assert!(label_selector_as_selector(Some(&json!({"matchLabels": {"a b": "1"}}))).is_err());
-        assert!(
-            label_selector_as_selector(Some(
-                &json!({"matchExpressions": [{"key": "a", "operator": "In"}]})
-            ))
-            .is_err()
-        );
-    }
-
-    #[test]
     fn replication_controller_and_pod_template_cells() {
         assert_eq!(
             names("", "ReplicationController"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Desired", 0),
                 ("Current", 0),
@@ -1412,18 +1256,13 @@ mod tests {
             "app=web,tier=fe"
         );
         assert_eq!(
-            row_cells(
-                "",
-                "ReplicationController",
-                &json!({"metadata": {"name": "x"}}),
-                NOW
-            ),
+            bare_row("", "ReplicationController"),
             json!(["x", 1, 0, 0, "<unknown>", "", "", "<none>"])
         );
 
         assert_eq!(
             names("", "PodTemplate"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Containers", 0),
                 ("Images", 0),
@@ -1440,17 +1279,14 @@ mod tests {
             row_cells("", "PodTemplate", &template, NOW),
             json!(["pod-template-1", "foo", "bar", "foo=bar"])
         );
-        assert_eq!(
-            row_cells("", "PodTemplate", &json!({"metadata": {"name": "x"}}), NOW),
-            json!(["x", "", "", "<none>"])
-        );
+        assert_eq!(bare_row("", "PodTemplate"), json!(["x", "", "", "<none>"]));
     }
 
     #[test]
     fn pod_disruption_budget_cells() {
         assert_eq!(
             names("policy", "PodDisruptionBudget"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Min Available", 0),
                 ("Max Unavailable", 0),
@@ -1489,12 +1325,7 @@ mod tests {
             json!(["p", "50%", "N/A", 0, "<unknown>"])
         );
         assert_eq!(
-            row_cells(
-                "policy",
-                "PodDisruptionBudget",
-                &json!({"metadata": {"name": "x"}}),
-                NOW
-            ),
+            bare_row("policy", "PodDisruptionBudget"),
             json!(["x", "N/A", "N/A", 0, "<unknown>"])
         );
     }
@@ -1519,7 +1350,7 @@ mod tests {
     fn hpa_columns_and_v2_cells() {
         assert_eq!(
             names("autoscaling", "HorizontalPodAutoscaler"),
-            cols(&[
+            named_cols(&[
                 ("Name", 0),
                 ("Reference", 0),
                 ("Targets", 0),
@@ -1641,12 +1472,7 @@ mod tests {
 
         // The defaulter's minimum of 1 and 80% CPU utilization.
         assert_eq!(
-            row_cells(
-                "autoscaling",
-                "HorizontalPodAutoscaler",
-                &json!({"metadata": {"name": "x"}}),
-                NOW
-            ),
+            bare_row("autoscaling", "HorizontalPodAutoscaler"),
             json!(["x", "/", "cpu: <unknown>/80%", "1", 0, 0, "<unknown>"])
         );
         let mut defaulted = hpa_v2(json!([]), json!([]));
