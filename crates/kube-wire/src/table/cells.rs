@@ -203,11 +203,27 @@ pub fn label_selector_as_selector(sel: Option<&Value>) -> Result<Option<LabelSel
     Ok(Some(LabelSelector::from_requirements(reqs)))
 }
 
+/// Go's `strings.ToLower`: each rune's simple lower-case mapping. Rust's `to_lowercase` uses
+/// the full mapping, which differs for `İ` (one rune in Go, two in Rust) and for a final `Σ`.
+pub(super) fn go_lower(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\u{130}' => 'i',
+            c => c.to_lowercase().next().unwrap_or(c),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn go_lower_maps_each_rune_simply() {
+        assert_eq!(go_lower("ServİCES.ΟΔΟΣ"), "services.οδοσ");
+    }
 
     #[test]
     fn label_selectors_convert_as_metav1_does() {

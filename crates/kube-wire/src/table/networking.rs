@@ -14,7 +14,8 @@
 use serde_json::{Value, json};
 
 use super::cells::{
-    arr, format_label_selector, join_strings, name_marked_default, name_of, present, str_at,
+    arr, format_label_selector, go_lower, join_strings, name_marked_default, name_of, present,
+    str_at,
 };
 use super::{age, age_col, name_col, text};
 
@@ -237,17 +238,6 @@ fn ip_address_parent(parent: Option<&Value>) -> String {
     s
 }
 
-/// Go's `strings.ToLower`: each rune's simple lower-case mapping. Rust's `to_lowercase` uses
-/// the full mapping, which differs for `İ` (one rune in Go, two in Rust) and for a final `Σ`.
-fn go_lower(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '\u{130}' => 'i',
-            c => c.to_lowercase().next().unwrap_or(c),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::testkit::{NOW, bare_row, shape, strings, ts};
@@ -445,10 +435,5 @@ mod tests {
             "gateways.gateway.networking.k8s.io/gw"
         );
         assert_eq!(bare_row(G, "IPAddress"), json!(["x", "<none>"]));
-    }
-
-    #[test]
-    fn go_lower_maps_each_rune_simply() {
-        assert_eq!(go_lower("ServİCES.ΟΔΟΣ"), "services.οδοσ");
     }
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::cells::{
     annotation, arr, being_deleted, condition_is_true, format_label_selector, format_labels,
-    label_selector_as_selector, name_of, present, quantity, quantity_or_zero, str_at,
+    go_lower, label_selector_as_selector, name_of, present, quantity, quantity_or_zero, str_at,
 };
 use super::{D_NAME, age, age_col, boolean, integer, name_col, since, text, wide};
 
@@ -522,7 +522,7 @@ fn controller_of(obj: &Value) -> String {
         (k, "") => k.to_string(),
         (k, g) => format!("{k}.{g}"),
     };
-    format!("{}/{name}", group_kind.to_lowercase())
+    format!("{}/{name}", go_lower(&group_kind))
 }
 
 /// A ReplicationController's selector as kube prints it: the v1 defaulter fills an empty
