@@ -57,22 +57,20 @@ pub enum CredentialsError {
     #[error(transparent)]
     Token(#[from] TokenError),
     /// The token file cannot be read.
-    #[error("cannot read the token file {}: {source}", path.display())]
+    #[error("cannot read the token file {}: {error}", path.display())]
     ReadTokenFile {
         /// The file.
         path: PathBuf,
-        /// Why it cannot be read.
-        #[source]
-        source: std::io::Error,
+        /// Why it cannot be read (its text is in this error's, so it is not a `source()`).
+        error: std::io::Error,
     },
     /// The token file holds a token that cannot be sent.
-    #[error("token file {}: {source}", path.display())]
+    #[error("token file {}: {error}", path.display())]
     TokenFile {
         /// The file.
         path: PathBuf,
         /// What is wrong with its token.
-        #[source]
-        source: TokenError,
+        error: TokenError,
     },
     /// The user name and password do not fit in a header.
     #[error("invalid basic-auth credentials")]
@@ -128,13 +126,13 @@ fn bearer_header(token: &str) -> Result<HeaderValue, TokenError> {
 }
 
 fn read_token(path: &Path) -> Result<HeaderValue, CredentialsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CredentialsError::ReadTokenFile {
+    let text = std::fs::read_to_string(path).map_err(|error| CredentialsError::ReadTokenFile {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
-    bearer_header(&text).map_err(|source| CredentialsError::TokenFile {
+    bearer_header(&text).map_err(|error| CredentialsError::TokenFile {
         path: path.to_path_buf(),
-        source,
+        error,
     })
 }
 

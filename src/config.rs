@@ -528,17 +528,16 @@ impl fmt::Display for ResourceSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read: {error}")]
     Read {
         /// The file.
         path: String,
-        /// Cause.
-        #[source]
-        source: std::io::Error,
+        /// Cause (its text is in this error's; not a `source()`, so that it is said once).
+        error: std::io::Error,
     },
     /// The text is not valid TOML, or does not have the configuration's shape (unknown key,
     /// wrong type, missing required key).
-    #[error("{}", located(origin, *line, key.as_deref(), source.message()))]
+    #[error("{}", located(origin, *line, key.as_deref(), error.message()))]
     Parse {
         /// The file name (or whatever the caller named the text).
         origin: String,
@@ -546,9 +545,9 @@ pub enum ConfigError {
         line: Option<usize>,
         /// Dotted key path (`cache.resources[2].version`), when known.
         key: Option<String>,
-        /// What is wrong (its message is shown; its span is the `line` and `key` above).
-        #[source]
-        source: Box<toml::de::Error>,
+        /// What is wrong (its message is shown; its span is the `line` and `key` above). Not a
+        /// `source()`: its own text repeats the message.
+        error: Box<toml::de::Error>,
     },
     /// A value has the right type but is not acceptable.
     #[error("{}", located(origin, *line, Some(key), message))]
@@ -621,9 +620,9 @@ impl Config {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: origin.clone(),
-            source,
+            error,
         })?;
         Config::from_toml_str(&text, &origin)
     }
@@ -636,7 +635,7 @@ impl Config {
             origin: origin.to_string(),
             line: e.span().map(|s| line_of(text, s.start)),
             key: None,
-            source: Box::new(e),
+            error: Box::new(e),
         })?;
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let span = e.span();
@@ -644,7 +643,7 @@ impl Config {
                 origin: origin.to_string(),
                 line: span.as_ref().map(|s| line_of(text, s.start)),
                 key: span.and_then(|s| key_path_at(doc.get_ref(), s.start)),
-                source: Box::new(e),
+                error: Box::new(e),
             }
         })?;
         let locate = |p: Problem| ConfigError::Invalid {

@@ -12,36 +12,41 @@ use crate::config::{Config, LogConfig, LogFormat};
 use crate::downstream;
 use crate::upstream::{Upstream, UpstreamError};
 
-/// Why watchmux could not start or keep running.
+/// Why watchmux could not start or keep running. Each text says its causes once: a cause whose
+/// text is written into the error's is not also its `source()` (the binary prints both).
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The log filter does not parse.
-    #[error("invalid log filter {filter:?}: {source}")]
+    #[error("invalid log filter {filter:?}: {error}")]
     LogFilter {
         /// The filter as given.
         filter: String,
         /// Why it does not parse.
-        #[source]
-        source: tracing_subscriber::filter::ParseError,
+        error: tracing_subscriber::filter::ParseError,
     },
     /// The upstream client could not be built from `[upstream]`.
     #[error("upstream client: {0}")]
-    Upstream(#[from] UpstreamError),
+    Upstream(UpstreamError),
     /// The downstream TLS files could not be loaded.
     #[error(transparent)]
     DownstreamTls(#[from] crate::tls::TlsFileError),
     /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Listen {
         /// `server.listen`.
         addr: SocketAddr,
         /// The bind error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A signal handler could not be installed.
     #[error("installing a signal handler: {0}")]
-    Signal(#[source] std::io::Error),
+    Signal(std::io::Error),
+}
+
+impl From<UpstreamError> for ServeError {
+    fn from(e: UpstreamError) -> ServeError {
+        ServeError::Upstream(e)
+    }
 }
 
 /// Installs the global log subscriber: `filter` and `format` (command line or environment) over
@@ -53,9 +58,9 @@ pub fn init_logging(
 ) -> Result<(), ServeError> {
     let filter = filter.unwrap_or(&config.level);
     let env_filter =
-        tracing_subscriber::EnvFilter::try_new(filter).map_err(|source| ServeError::LogFilter {
+        tracing_subscriber::EnvFilter::try_new(filter).map_err(|error| ServeError::LogFilter {
             filter: filter.to_string(),
-            source,
+            error,
         })?;
     let json = match format {
         Some(f) => f == "json",
@@ -96,9 +101,9 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let app = App::start(&config, upstream);
     let addr = downstream::bind_and_serve_with(app.clone(), config.server.listen, acceptor)
         .await
-        .map_err(|source| ServeError::Listen {
+        .map_err(|error| ServeError::Listen {
             addr: config.server.listen,
-            source,
+            error,
         })?;
     tracing::info!(listen = %addr, upstream = %app.upstream.url(), mode = ?config.cache.mode, listed = config.cache.resources.len(), authz = %config.server.authz_mode(), "watchmux serving");
     let signal = terminated().await?;

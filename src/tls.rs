@@ -11,7 +11,8 @@
 //!   certificate, as kube-apiserver's x509 authenticator reads them.
 //!
 //! Failures are typed ([`PemError`], [`ClientConfigError`], [`TlsFileError`]) and keep rustls's
-//! cause. This module must not decide what an identity may do upstream (that is [`crate::auth`])
+//! cause, whose text each writes into its own once (so it is not also their `source()`: a printed
+//! chain would say it twice). This module must not decide what an identity may do upstream (that is [`crate::auth`])
 //! nor read HTTP (the accept loop hands hyper the stream after the handshake).
 
 use std::fmt;
@@ -48,7 +49,7 @@ pub fn provider() -> Arc<CryptoProvider> {
 pub enum PemError {
     /// The text is not valid PEM.
     #[error("invalid PEM: {0}")]
-    Invalid(#[source] rustls::pki_types::pem::Error),
+    Invalid(rustls::pki_types::pem::Error),
     /// Valid PEM, but without a `CERTIFICATE` block.
     #[error("no PEM CERTIFICATE block found")]
     NoCertificate,
@@ -118,29 +119,27 @@ impl Clone for Identity {
 pub enum ClientConfigError {
     /// The provider offers no protocol version rustls accepts.
     #[error("{0}")]
-    Protocols(#[source] rustls::Error),
+    Protocols(rustls::Error),
     /// A configured CA certificate is unusable.
-    #[error("CA certificate #{number}: {source}")]
+    #[error("CA certificate #{number}: {error}")]
     CaCertificate {
         /// 1-based position among the configured CA certificates.
         number: usize,
         /// Why rustls refused it.
-        #[source]
-        source: rustls::Error,
+        error: rustls::Error,
     },
     /// No CA is configured and the system has no usable root certificate.
     #[error(
         "no CA is configured and no system root certificates could be loaded{}",
-        .source.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+        .error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
     )]
     NoSystemRoots {
         /// The first error met while loading them, if any.
-        #[source]
-        source: Option<rustls_native_certs::Error>,
+        error: Option<rustls_native_certs::Error>,
     },
     /// The client certificate and key do not form a usable identity.
     #[error("client certificate: {0}")]
-    ClientCertificate(#[source] rustls::Error),
+    ClientCertificate(rustls::Error),
 }
 
 /// A rustls client config for the upstream, offering `alpn` (e.g. `h2`, `http/1.1`).
@@ -159,9 +158,9 @@ pub fn client_config(
             for (i, c) in certs.iter().enumerate() {
                 roots
                     .add(c.clone())
-                    .map_err(|source| ClientConfigError::CaCertificate {
+                    .map_err(|error| ClientConfigError::CaCertificate {
                         number: i + 1,
-                        source,
+                        error,
                     })?;
             }
             builder.with_root_certificates(roots)
@@ -172,7 +171,7 @@ pub fn client_config(
             let (added, _) = roots.add_parsable_certificates(found.certs);
             if added == 0 {
                 return Err(ClientConfigError::NoSystemRoots {
-                    source: found.errors.into_iter().next(),
+                    error: found.errors.into_iter().next(),
                 });
             }
             builder.with_root_certificates(roots)
@@ -243,15 +242,14 @@ impl ServerCertVerifier for NoVerification {
 
 /// A downstream TLS file that could not be used; names the config key.
 #[derive(Debug, thiserror::Error)]
-#[error("{key} ({}): {source}", path.display())]
+#[error("{key} ({}): {problem}", path.display())]
 pub struct TlsFileError {
     /// The config key that names the file, e.g. `server.tls_cert_file`.
     pub key: &'static str,
     /// The file.
     pub path: PathBuf,
     /// What is wrong with it.
-    #[source]
-    pub source: TlsFileProblem,
+    pub problem: TlsFileProblem,
 }
 
 /// What is wrong with a downstream TLS file.
@@ -259,19 +257,19 @@ pub struct TlsFileError {
 pub enum TlsFileProblem {
     /// It cannot be read.
     #[error("cannot read: {0}")]
-    Read(#[source] io::Error),
+    Read(io::Error),
     /// It holds no usable certificate or key.
     #[error("{0}")]
-    Pem(#[source] PemError),
+    Pem(PemError),
     /// rustls refused it (a CA certificate, the client verifier, the protocol versions).
     #[error("{0}")]
-    Rejected(#[source] rustls::Error),
+    Rejected(rustls::Error),
     /// The client verifier cannot be built from the client CA file.
     #[error("{0}")]
-    ClientVerifier(#[source] rustls::server::VerifierBuilderError),
+    ClientVerifier(rustls::server::VerifierBuilderError),
     /// The private key is not the certificate's.
     #[error("does not match the certificate: {0}")]
-    KeyMismatch(#[source] rustls::Error),
+    KeyMismatch(rustls::Error),
 }
 
 /// Size and modification time: a file counts as changed when either differs.
@@ -401,7 +399,7 @@ impl ServerTls {
 /// The error for the file `path` named by the config key `key`.
 fn file_error(key: &'static str, path: &Path) -> impl FnOnce(TlsFileProblem) -> TlsFileError {
     let path = path.to_path_buf();
-    move |source| TlsFileError { key, path, source }
+    move |problem| TlsFileError { key, path, problem }
 }
 
 fn read_file(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {

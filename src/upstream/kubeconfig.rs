@@ -59,25 +59,25 @@ pub enum ResolveError {
     )]
     NotConfigured,
     /// The kubeconfig, service account or one of the files it names is unusable.
-    #[error("{origin}: {source}")]
+    #[error("{origin}: {error}")]
     Invalid {
         /// `upstream.kubeconfig (/path)`, `KUBECONFIG (...)`, `upstream.in_cluster`.
         origin: String,
         /// What is wrong.
-        #[source]
-        source: SetupError,
+        error: SetupError,
     },
 }
 
-/// What is wrong with the upstream connection settings (the text follows their origin).
+/// What is wrong with the upstream connection settings (the text follows their origin). Each
+/// text says its causes once: a cause written into the text is not also the `source()`.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// The in-cluster service account cannot be loaded.
-    #[error("{0}")]
-    InCluster(#[source] kube::config::InClusterError),
+    #[error("{}", full_text(.0))]
+    InCluster(kube::config::InClusterError),
     /// The kubeconfig cannot be read, parsed or resolved.
-    #[error("{0}")]
-    Kubeconfig(#[source] kube::config::KubeconfigError),
+    #[error("{}", full_text(.0))]
+    Kubeconfig(kube::config::KubeconfigError),
     /// `upstream.context` names a context the kubeconfig does not have.
     #[error("upstream.context {context:?} is not a context of this kubeconfig ({known})")]
     UnknownContext {
@@ -120,24 +120,22 @@ pub enum SetupError {
         name: String,
     },
     /// A `*-data` value is not base64.
-    #[error("{what}-data is not valid base64: {source}")]
+    #[error("{what}-data is not valid base64: {error}")]
     Base64 {
         /// `client-certificate` or `client-key`.
         what: &'static str,
         /// The decoding error.
-        #[source]
-        source: base64::DecodeError,
+        error: base64::DecodeError,
     },
     /// A file the user names cannot be read.
-    #[error("{what} {file}: cannot read: {source}")]
+    #[error("{what} {file}: cannot read: {error}")]
     ReadFile {
         /// `client-certificate` or `client-key`.
         what: &'static str,
         /// The file as named.
         file: String,
         /// The read error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// `client-certificate` without `client-key`.
     #[error("client-certificate is set but client-key is not")]
@@ -147,24 +145,23 @@ pub enum SetupError {
     KeyWithoutCertificate,
     /// The client certificate's PEM is unusable.
     #[error("client-certificate: {0}")]
-    ClientCertificate(#[source] PemError),
+    ClientCertificate(PemError),
     /// The client key's PEM is unusable.
     #[error("client-key: {0}")]
-    ClientKey(#[source] PemError),
+    ClientKey(PemError),
     /// The user's `token` cannot be sent.
     #[error("token: {0}")]
-    Token(#[source] TokenError),
+    Token(TokenError),
     /// The user's `tokenFile` or `username`/`password` cannot be used.
     #[error(transparent)]
     Credentials(#[from] CredentialsError),
     /// `tls-server-name` is not a DNS name or IP address.
-    #[error("tls-server-name {name:?}: {source}")]
+    #[error("tls-server-name {name:?}: {error}")]
     ServerName {
         /// The configured name.
         name: String,
         /// Why it is not a server name.
-        #[source]
-        source: rustls::pki_types::InvalidDnsNameError,
+        error: rustls::pki_types::InvalidDnsNameError,
     },
     /// The TLS client config cannot be built from these settings.
     #[error(transparent)]
@@ -257,11 +254,27 @@ fn kubeconfig_from_env(v: &std::ffi::OsStr) -> Result<Option<Kubeconfig>, Kubeco
         .map(Some)
 }
 
-fn invalid(origin: &str, source: SetupError) -> ResolveError {
+fn invalid(origin: &str, error: SetupError) -> ResolveError {
     ResolveError::Invalid {
         origin: origin.to_string(),
-        source,
+        error,
     }
+}
+
+/// A foreign error's text with each of its causes said once: kube's errors write their cause into
+/// their text and also return it as `source()`; a cause whose text is already there is left out.
+fn full_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// A parsed kubeconfig, with `context` or its current context.
@@ -383,15 +396,15 @@ fn data_or_file(
         return base64::engine::general_purpose::STANDARD
             .decode(d)
             .map(Some)
-            .map_err(|source| SetupError::Base64 { what, source });
+            .map_err(|error| SetupError::Base64 { what, error });
     }
     match file {
         Some(f) => std::fs::read(Path::new(f))
             .map(Some)
-            .map_err(|source| SetupError::ReadFile {
+            .map_err(|error| SetupError::ReadFile {
                 what,
                 file: f.to_string(),
-                source,
+                error,
             }),
         None => Ok(None),
     }

@@ -101,13 +101,12 @@ pub enum UpstreamError {
     )]
     NotConfigured,
     /// The kubeconfig, the service account, or a certificate, key or token they name is unusable.
-    #[error("{origin}: {source}")]
+    #[error("{origin}: {error}")]
     Setup {
         /// `upstream.kubeconfig (/path), context "x"`, `upstream.in_cluster (...)`, `upstream.url`.
         origin: String,
-        /// What is wrong.
-        #[source]
-        source: SetupError,
+        /// What is wrong (its text is in this error's, so it is not a `source()`).
+        error: SetupError,
     },
     /// TLS with the upstream failed: its certificate was rejected, or it rejected watchmux's.
     #[error("TLS with the upstream {authority} failed: {detail}")]
@@ -218,7 +217,7 @@ impl Upstream {
     pub fn new(config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
         let resolved = kubeconfig::resolve(config).map_err(|e| match e {
             ResolveError::NotConfigured => UpstreamError::NotConfigured,
-            ResolveError::Invalid { origin, source } => UpstreamError::Setup { origin, source },
+            ResolveError::Invalid { origin, error } => UpstreamError::Setup { origin, error },
         })?;
         let url = &resolved.url;
         let bad = |reason| UpstreamError::BadUrl {
@@ -233,9 +232,9 @@ impl Upstream {
         let authority = url.authority().cloned().ok_or_else(|| bad("no host"))?;
         let host = HeaderValue::from_str(authority.as_str()).map_err(|_| bad("invalid host"))?;
         let prefix = url.path().trim_end_matches('/').to_string();
-        let setup = |source: SetupError| UpstreamError::Setup {
+        let setup = |error: SetupError| UpstreamError::Setup {
             origin: resolved.origin.clone(),
-            source,
+            error,
         };
         // A plain-HTTP upstream never uses the TLS config; it is built without loading roots.
         let trust = if scheme == Scheme::HTTPS {
@@ -247,10 +246,10 @@ impl Upstream {
         let tls = crate::tls::client_config(&trust, resolved.identity.as_ref(), &[])
             .map_err(|e| setup(SetupError::Tls(e)))?;
         let server_name = match &resolved.server_name {
-            Some(n) => Some(ServerName::try_from(n.clone()).map_err(|source| {
+            Some(n) => Some(ServerName::try_from(n.clone()).map_err(|error| {
                 setup(SetupError::ServerName {
                     name: n.clone(),
-                    source,
+                    error,
                 })
             })?),
             None => None,

@@ -27,6 +27,7 @@ mod persist;
 mod protobuf;
 mod resilience;
 mod selectors;
+mod startup_errors;
 mod tables;
 mod tiers;
 mod tls_downstream;
