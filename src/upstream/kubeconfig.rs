@@ -4,26 +4,33 @@
 //! 1. `upstream.in_cluster = true`: the pod's service account through kube's
 //!    `Config::incluster()` (`KUBERNETES_SERVICE_HOST`/`_PORT`, `ca.crt`, and the token file,
 //!    re-read when the kubelet rotates it).
-//! 2. `upstream.kubeconfig`: that file, through kube's loader (`Kubeconfig::read_from`, then
-//!    `Config::from_custom_kubeconfig` with `upstream.context` or the `current-context`).
+//! 2. `upstream.kubeconfig`: that file, with `upstream.context` or its `current-context`.
 //! 3. `upstream.url`: that URL, no credentials (an `https://` URL is verified against the
 //!    system's root certificates).
-//! 4. Otherwise the `KUBECONFIG` environment variable (a list of files, merged as kubectl does).
+//! 4. Otherwise the `KUBECONFIG` environment variable: a list of files, merged as client-go
+//!    merges them ([`loader`]: the first file to define a name wins it, relative paths resolve
+//!    against the folder of the file that names them).
 //!
 //! From the kubeconfig watchmux takes the cluster's `server`, `certificate-authority(-data)`,
 //! `insecure-skip-tls-verify` and `tls-server-name`, and the user's `client-certificate(-data)` /
 //! `client-key(-data)`, `token`, `tokenFile` (re-read when it changes; it wins over `token`, as in
 //! client-go) or `username`/`password`. Exec and auth-provider plugins are refused with a message
-//! saying so, rather than connecting without credentials.
+//! saying so, rather than connecting without credentials. Errors name where the setting came
+//! from: the file(s), the context, and the cluster and user entries (with their files when
+//! several are merged).
 //!
 //! Reads files, never the network: it must not connect (the client in [`super`] does).
+
+mod loader;
 
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use futures_util::FutureExt;
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::config::{AuthInfo, Cluster, ExecAuthCluster};
 use secrecy::ExposeSecret;
+
+pub use loader::LoadError;
+use loader::Loaded;
 
 use crate::auth::{Credentials, CredentialsError, TokenError};
 use crate::config::UpstreamConfig;
@@ -75,9 +82,29 @@ pub enum SetupError {
     /// The in-cluster service account cannot be loaded.
     #[error("{}", full_text(.0))]
     InCluster(kube::config::InClusterError),
-    /// The kubeconfig cannot be read, parsed or resolved.
+    /// A kubeconfig file cannot be read or parsed.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// kube cannot describe the cluster to an exec plugin (`provideClusterInfo`).
     #[error("{}", full_text(.0))]
     Kubeconfig(kube::config::KubeconfigError),
+    /// The context names a cluster the kubeconfig does not define.
+    #[error("cluster {name:?} is not defined ({known})")]
+    UnknownCluster {
+        /// The cluster's name.
+        name: String,
+        /// `it has a, b` or `it has none`.
+        known: String,
+    },
+    /// The cluster has no `server`.
+    #[error("cluster {name:?} has no server")]
+    NoServer {
+        /// The cluster's name.
+        name: String,
+    },
+    /// The cluster's CA certificates are unusable.
+    #[error("certificate-authority: {0}")]
+    CertificateAuthority(PemError),
     /// `upstream.context` names a context the kubeconfig does not have.
     #[error("upstream.context {context:?} is not a context of this kubeconfig ({known})")]
     UnknownContext {
@@ -92,9 +119,6 @@ pub enum SetupError {
         /// `it has a, b` or `it has none`.
         known: String,
     },
-    /// kube's loader wanted to wait (it never does: it reads files synchronously).
-    #[error("the kubeconfig loader did not complete")]
-    LoaderPending,
     /// The cluster's `server` is not `http://` or `https://`.
     #[error("server {url:?} is not an http(s) URL")]
     NotHttp {
@@ -122,7 +146,7 @@ pub enum SetupError {
     /// A `*-data` value is not base64.
     #[error("{what}-data is not valid base64: {error}")]
     Base64 {
-        /// `client-certificate` or `client-key`.
+        /// `certificate-authority`, `client-certificate` or `client-key`.
         what: &'static str,
         /// The decoding error.
         error: base64::DecodeError,
@@ -130,7 +154,7 @@ pub enum SetupError {
     /// A file the user names cannot be read.
     #[error("{what} {file}: cannot read: {error}")]
     ReadFile {
-        /// `client-certificate` or `client-key`.
+        /// `certificate-authority`, `client-certificate` or `client-key`.
         what: &'static str,
         /// The file as named.
         file: String,
@@ -178,7 +202,8 @@ pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
     }
     if let Some(path) = &config.kubeconfig {
         let origin = format!("upstream.kubeconfig ({})", path.display());
-        let kc = read_kubeconfig(path).map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?;
+        let kc = loader::load(std::slice::from_ref(path), true)
+            .map_err(|e| invalid(&origin, e.into()))?;
         return load(kc, config.context.as_deref(), origin);
     }
     if let Some(url) = &config.url {
@@ -191,67 +216,18 @@ pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
             origin: "upstream.url".to_string(),
         });
     }
-    match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-        Some(v) => {
-            let origin = format!("KUBECONFIG ({})", v.to_string_lossy());
-            let kc = kubeconfig_from_env(&v)
-                .map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?
-                .ok_or(ResolveError::NotConfigured)?;
-            load(kc, config.context.as_deref(), origin)
-        }
-        None => Err(ResolveError::NotConfigured),
-    }
-}
-
-/// kube's `Kubeconfig::read_from`, except for a file its reader panics on (kube-client 5.0's
-/// `read_path` indexes past the end of a file that starts with a UTF-16 byte order mark and has
-/// an odd number of bytes after it; found by fuzzing): that one gets the error kube gives for
-/// UTF-16 it cannot decode.
-fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigError> {
-    if let Some(order) = odd_utf16(path) {
-        let e = std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("Invalid UTF-16 {order}"),
-        );
-        return Err(KubeconfigError::ReadConfig(e, path.to_path_buf()));
-    }
-    Kubeconfig::read_from(path)
-}
-
-/// `LE` or `BE` when `path` is a regular file that starts with that UTF-16 byte order mark and
-/// has an odd number of bytes after it. Only regular files are looked at: reading a pipe here
-/// would take what kube's reader then reads.
-fn odd_utf16(path: &Path) -> Option<&'static str> {
-    use std::io::Read;
-    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
-    // The mark is two bytes: an odd rest is an odd length.
-    if meta.len() % 2 == 0 {
-        return None;
-    }
-    let mut mark = [0u8; 2];
-    std::fs::File::open(path).ok()?.read_exact(&mut mark).ok()?;
-    match mark {
-        [0xFF, 0xFE] => Some("LE"),
-        [0xFE, 0xFF] => Some("BE"),
-        _ => None,
-    }
-}
-
-/// kube's `Kubeconfig::from_env` for the value `v` of `KUBECONFIG` (a list of files, merged as
-/// kubectl merges them; none: `None`), each file read by [`read_kubeconfig`].
-fn kubeconfig_from_env(v: &std::ffi::OsStr) -> Result<Option<Kubeconfig>, KubeconfigError> {
-    let paths: Vec<PathBuf> = std::env::split_paths(v)
+    let Some(v) = std::env::var_os("KUBECONFIG") else {
+        return Err(ResolveError::NotConfigured);
+    };
+    let paths: Vec<PathBuf> = std::env::split_paths(&v)
         .filter(|p| !p.as_os_str().is_empty())
         .collect();
     if paths.is_empty() {
-        return Ok(None);
+        return Err(ResolveError::NotConfigured);
     }
-    paths
-        .iter()
-        .try_fold(Kubeconfig::default(), |merged, p| {
-            read_kubeconfig(p).and_then(|c| merged.merge(c))
-        })
-        .map(Some)
+    let origin = format!("KUBECONFIG ({})", v.to_string_lossy());
+    let kc = loader::load(&paths, false).map_err(|e| invalid(&origin, e.into()))?;
+    load(kc, config.context.as_deref(), origin)
 }
 
 fn invalid(origin: &str, error: SetupError) -> ResolveError {
@@ -277,50 +253,136 @@ fn full_text(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// A parsed kubeconfig, with `context` or its current context.
-fn load(kc: Kubeconfig, context: Option<&str>, origin: String) -> Result<Resolved, ResolveError> {
-    let known = || {
-        let v: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
-        if v.is_empty() {
+/// The merged kubeconfig's `context` (or its current context): its cluster and user, as kube's
+/// resolved `Config`, then [`from_kube`].
+fn load(kc: Loaded, context: Option<&str>, origin: String) -> Result<Resolved, ResolveError> {
+    let known = |names: Vec<&str>| {
+        if names.is_empty() {
             "it has none".to_string()
         } else {
-            format!("it has {}", v.join(", "))
+            format!("it has {}", names.join(", "))
         }
     };
+    let contexts = || known(kc.config.contexts.iter().map(|c| c.name.as_str()).collect());
     let chosen = match context {
         Some(c) => {
-            if !kc.contexts.iter().any(|n| n.name == c) {
+            if !kc.config.contexts.iter().any(|n| n.name == c) {
                 return Err(invalid(
                     &origin,
                     SetupError::UnknownContext {
                         context: c.to_string(),
-                        known: known(),
+                        known: contexts(),
                     },
                 ));
             }
             c.to_string()
         }
-        None => match kc.current_context.as_deref().filter(|c| !c.is_empty()) {
+        None => match kc.config.current_context.as_deref() {
             Some(c) => c.to_string(),
             None => {
                 return Err(invalid(
                     &origin,
-                    SetupError::NoCurrentContext { known: known() },
+                    SetupError::NoCurrentContext { known: contexts() },
                 ));
             }
         },
     };
-    let origin = format!("{origin}, context {chosen:?}");
-    let options = KubeConfigOptions {
-        context: Some(chosen),
-        ..KubeConfigOptions::default()
+    let Some(ctx) = kc.config.contexts.iter().find(|c| c.name == chosen) else {
+        // Only a current-context can name a context that is not there.
+        return Err(invalid(
+            &origin,
+            SetupError::UnknownContext {
+                context: chosen,
+                known: contexts(),
+            },
+        ));
     };
-    // kube's loader is async in signature only: it reads files synchronously and never waits.
-    let config = kube::Config::from_custom_kubeconfig(kc, &options)
-        .now_or_never()
-        .ok_or_else(|| invalid(&origin, SetupError::LoaderPending))?
-        .map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?;
+    let ctx = ctx.context.clone().unwrap_or_default();
+    let user_name = ctx.user.filter(|u| !u.is_empty());
+    // Which entries the context uses, and (when files were merged) from which file.
+    let from = |file: Option<&PathBuf>| match file {
+        Some(f) if kc.files > 1 => format!(" in {}", f.display()),
+        _ => String::new(),
+    };
+    let user_part = match &user_name {
+        Some(u) if kc.users.contains_key(u) => format!("user {u:?}{}", from(kc.users.get(u))),
+        Some(u) => format!("user {u:?} (not defined: no credentials)"),
+        None => "no user".to_string(),
+    };
+    let origin = format!(
+        "{origin}, context {chosen:?} (cluster {:?}{}, {user_part})",
+        ctx.cluster,
+        from(kc.clusters.get(&ctx.cluster)),
+    );
+    let cluster = kc
+        .config
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .map(|c| c.cluster.clone().unwrap_or_default())
+        .ok_or_else(|| {
+            invalid(
+                &origin,
+                SetupError::UnknownCluster {
+                    name: ctx.cluster.clone(),
+                    known: known(kc.config.clusters.iter().map(|c| c.name.as_str()).collect()),
+                },
+            )
+        })?;
+    // A user the kubeconfig does not define is no user, as in client-go.
+    let user = user_name
+        .and_then(|u| kc.config.auth_infos.iter().find(|n| n.name == u))
+        .and_then(|n| n.auth_info.clone())
+        .unwrap_or_default();
+    let config = kube_config(&ctx.cluster, &cluster, user).map_err(|e| invalid(&origin, e))?;
     from_kube(config, origin)
+}
+
+/// kube's resolved `Config` for a kubeconfig's cluster and user, as kube's loader makes it: the
+/// server, its CA certificates, `insecure-skip-tls-verify`, `tls-server-name`, the user, and the
+/// cluster's description for an exec plugin that asks for it (`provideClusterInfo`).
+fn kube_config(
+    name: &str,
+    cluster: &Cluster,
+    mut user: AuthInfo,
+) -> Result<kube::Config, SetupError> {
+    let server = cluster
+        .server
+        .as_deref()
+        .ok_or_else(|| SetupError::NoServer {
+            name: name.to_string(),
+        })?;
+    let url = server
+        .parse::<http::Uri>()
+        .map_err(|_| SetupError::NotHttp {
+            url: server.to_string(),
+        })?;
+    let ca = data_or_file(
+        "certificate-authority",
+        cluster.certificate_authority_data.as_deref(),
+        cluster.certificate_authority.as_deref(),
+    )?;
+    if let Some(exec) = &mut user.exec
+        && exec.provide_cluster_info
+    {
+        exec.cluster = Some(ExecAuthCluster::try_from(cluster).map_err(SetupError::Kubeconfig)?);
+    }
+    let mut config = kube::Config::new(url);
+    config.root_cert = match ca {
+        Some(pem) => Some(
+            certs_from_pem(&pem)
+                .map_err(SetupError::CertificateAuthority)?
+                .into_iter()
+                .map(|c| c.to_vec())
+                .collect(),
+        ),
+        None => None,
+    };
+    config.accept_invalid_certs = cluster.insecure_skip_tls_verify.unwrap_or(false);
+    config.tls_server_name = cluster.tls_server_name.clone();
+    config.disable_compression = cluster.disable_compression.unwrap_or(false);
+    config.auth_info = user;
+    Ok(config)
 }
 
 /// The parts of kube's resolved `Config` that watchmux uses.
@@ -483,19 +545,38 @@ mod tests {
     }
 
     /// Found by fuzzing (target `kubeconfig`): a UTF-16 byte order mark followed by an odd
-    /// number of bytes made kube's reader index past the end of the file, a panic.
+    /// number of bytes made kube-client 5.0's reader index past the end of the file, a panic.
+    /// watchmux's reader makes it an error naming the file.
     #[test]
     fn an_odd_utf16_file_is_an_error() {
-        for (mark, order) in [([0xFF, 0xFE], "LE"), ([0xFE, 0xFF], "BE")] {
+        for mark in [[0xFF, 0xFE], [0xFE, 0xFF]] {
             let mut bytes = mark.to_vec();
             bytes.extend_from_slice(b"abc");
             let e = resolve_file(&bytes).unwrap_err().to_string();
-            assert!(e.contains(&format!("Invalid UTF-16 {order}")), "{e}");
+            assert!(e.starts_with("upstream.kubeconfig ("), "{e}");
         }
-        // An even one is kube's to decode (here: valid UTF-16 that is no kubeconfig).
-        let e = resolve_file(&[0xFF, 0xFE, b'a', 0])
-            .unwrap_err()
-            .to_string();
-        assert!(!e.contains("Invalid UTF-16"), "{e}");
+    }
+
+    /// UTF-16 with a byte order mark is read, as client-go's YAML reader reads it.
+    #[test]
+    fn a_utf16_file_is_read() {
+        let text = "clusters: [{name: c, cluster: {server: 'https://h:1', insecure-skip-tls-verify: true}}]\ncontexts: [{name: c, context: {cluster: c}}]\ncurrent-context: c\n";
+        for big_endian in [false, true] {
+            let mut bytes = if big_endian {
+                vec![0xFE, 0xFF]
+            } else {
+                vec![0xFF, 0xFE]
+            };
+            for u in text.encode_utf16() {
+                let b = if big_endian {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                };
+                bytes.extend_from_slice(&b);
+            }
+            let r = resolve_file(&bytes).unwrap();
+            assert_eq!(r.url, "https://h:1/");
+        }
     }
 }

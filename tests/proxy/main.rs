@@ -15,6 +15,7 @@ mod consistency;
 mod crd_tables;
 mod deploy;
 mod kube;
+mod kubeconfig;
 mod kubectl;
 mod limits;
 mod memory;

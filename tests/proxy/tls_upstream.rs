@@ -521,7 +521,7 @@ async fn unusable_kubeconfigs_name_what_is_wrong() {
     })
     .unwrap_err();
     assert!(
-        e.to_string().contains("failed to parse kubeconfig YAML"),
+        e.to_string().contains("not a kubeconfig: unclosed bracket"),
         "{e}"
     );
 }

@@ -1,6 +1,6 @@
 //! Fuzz target `kubeconfig`: a kubeconfig file as watchmux reads it
-//! ([`watchmux::upstream::kubeconfig::resolve`] with `upstream.kubeconfig` naming it: kube's
-//! loader, then the cluster, TLS and credential settings watchmux takes from it).
+//! ([`watchmux::upstream::kubeconfig::resolve`] with `upstream.kubeconfig` naming it: read as
+//! client-go reads it, then the cluster, TLS and credential settings watchmux takes from it).
 //!
 //! Input: the file's bytes (YAML).
 //!
