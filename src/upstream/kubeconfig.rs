@@ -32,6 +32,7 @@ use secrecy::ExposeSecret;
 pub use loader::LoadError;
 use loader::Loaded;
 
+use super::proxy::{Proxy, ProxyError};
 use crate::auth::{Credentials, CredentialsError, TokenError};
 use crate::config::UpstreamConfig;
 use crate::tls::{
@@ -52,6 +53,12 @@ pub struct Resolved {
     pub identity: Option<Identity>,
     /// watchmux's token or basic-auth credentials.
     pub credentials: Option<Credentials>,
+    /// The proxy every connection goes through: the cluster's `proxy-url`, or the one the
+    /// environment names for this server (see [`super::proxy`]).
+    pub proxy: Option<Proxy>,
+    /// The cluster's `disable-compression`. watchmux's own requests never ask for gzip
+    /// (`Accept-Encoding`), set or not; clients' pass-through requests keep their own.
+    pub disable_compression: bool,
     /// Where all this came from, for the log and errors: `upstream.kubeconfig (/path)`.
     pub origin: String,
 }
@@ -190,10 +197,24 @@ pub enum SetupError {
     /// The TLS client config cannot be built from these settings.
     #[error(transparent)]
     Tls(#[from] ClientConfigError),
+    /// The cluster's `proxy-url`, or the proxy the environment names, is unusable.
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
 }
 
-/// Resolves `config` into an upstream address and credentials. Reads files; does not connect.
+/// Resolves `config` into an upstream address, credentials and proxy. Reads files and the
+/// environment; does not connect.
 pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
+    let mut r = settings(config)?;
+    // No `proxy-url`: the environment's proxy, as client-go's default transport takes it.
+    if r.proxy.is_none() {
+        r.proxy = Proxy::for_upstream(None, &r.url).map_err(|e| invalid(&r.origin, e.into()))?;
+    }
+    Ok(r)
+}
+
+/// [`resolve`] but for the environment's proxy.
+fn settings(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
     if config.in_cluster {
         let origin = "upstream.in_cluster (the pod's service account)".to_string();
         let kc =
@@ -213,6 +234,8 @@ pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
             server_name: None,
             identity: None,
             credentials: None,
+            proxy: None,
+            disable_compression: false,
             origin: "upstream.url".to_string(),
         });
     }
@@ -335,7 +358,12 @@ fn load(kc: Loaded, context: Option<&str>, origin: String) -> Result<Resolved, R
         .and_then(|n| n.auth_info.clone())
         .unwrap_or_default();
     let config = kube_config(&ctx.cluster, &cluster, user).map_err(|e| invalid(&origin, e))?;
-    from_kube(config, origin)
+    let mut resolved = from_kube(config, origin)?;
+    if let Some(url) = &cluster.proxy_url {
+        resolved.proxy = Proxy::for_upstream(Some(url), &resolved.url)
+            .map_err(|e| invalid(&resolved.origin, e.into()))?;
+    }
+    Ok(resolved)
 }
 
 /// kube's resolved `Config` for a kubeconfig's cluster and user, as kube's loader makes it: the
@@ -429,9 +457,6 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
     if user.impersonate.is_some() || user.impersonate_groups.is_some() {
         tracing::warn!(%origin, "the user's `as`/`as-groups` impersonation is ignored");
     }
-    if c.proxy_url.is_some() {
-        tracing::warn!(%origin, "proxy-url / HTTPS_PROXY is not supported: connecting to the upstream directly");
-    }
     let identity = identity(user).map_err(|e| invalid(&origin, e))?;
     let credentials = credentials(user).map_err(|e| invalid(&origin, e))?;
     if !https && identity.is_some() {
@@ -443,6 +468,8 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
         server_name: c.tls_server_name,
         identity,
         credentials,
+        proxy: None,
+        disable_compression: c.disable_compression,
         origin,
     })
 }
@@ -526,7 +553,11 @@ impl Resolved {
         if auth.is_empty() {
             auth.push("no credentials".to_string());
         }
-        format!("{} → {} ({})", self.origin, self.url, auth.join(" + "))
+        let via = match &self.proxy {
+            Some(p) => format!(" through the proxy {}", p.describe()),
+            None => String::new(),
+        };
+        format!("{} → {}{via} ({})", self.origin, self.url, auth.join(" + "))
     }
 }
 

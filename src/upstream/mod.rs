@@ -13,7 +13,8 @@
 //!
 //! Where the upstream is and who watchmux is there come from [`kubeconfig`] (a kubeconfig,
 //! the in-cluster service account, or a bare `upstream.url`); TLS is rustls with the ring
-//! provider (`crate::tls`). watchmux's token or basic-auth user (if any) goes on every reflector
+//! provider (`crate::tls`). Both pools connect through the same [`proxy::Connector`]: directly,
+//! or through the cluster's `proxy-url` or the environment's proxy, as client-go does. watchmux's token or basic-auth user (if any) goes on every reflector
 //! request ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their
 //! own ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries).
 //!
@@ -26,7 +27,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ACCEPT, AUTHORIZATION, HOST};
+use http::header::{ACCEPT, AUTHORIZATION, HOST, PROXY_AUTHORIZATION};
 use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Method, Request, Response, Uri, Version};
 use hyper::body::Incoming;
@@ -37,6 +38,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::ServerName;
 
 pub mod kubeconfig;
+pub mod proxy;
 
 use crate::auth::Credentials;
 use crate::config::UpstreamConfig;
@@ -44,8 +46,9 @@ use crate::tls::ServerTrust;
 use kube_wire::response::{Body, empty};
 use kubeconfig::{ResolveError, SetupError};
 
-/// A pooled client over plain TCP or rustls; request bodies are the workspace's one [`Body`].
-type Pool = Client<HttpsConnector<HttpConnector>, Body>;
+/// A pooled client over plain TCP or rustls, directly or through a proxy; request bodies are the
+/// workspace's one [`Body`].
+type Pool = Client<HttpsConnector<proxy::Connector>, Body>;
 
 /// Idle pooled connections are closed after this long (kube-apiserver's own idle timeout is 90 s
 /// too; closing first avoids racing a request against the server's close).
@@ -77,6 +80,9 @@ struct Base {
     connect_timeout: Duration,
     /// watchmux's own token or basic-auth credentials.
     credentials: Option<Credentials>,
+    /// `Proxy-Authorization` for every request, when an `http://` upstream is reached through a
+    /// proxy that takes requests in absolute form and the proxy URL has credentials.
+    proxy_authorization: Option<HeaderValue>,
     /// The reflectors' pool (HTTP/2 where the upstream offers it), shared by every
     /// [`Upstream::watch_client`].
     watch: Pool,
@@ -236,8 +242,10 @@ impl Upstream {
             origin: resolved.origin.clone(),
             error,
         };
-        // A plain-HTTP upstream never uses the TLS config; it is built without loading roots.
-        let trust = if scheme == Scheme::HTTPS {
+        // A plain-HTTP upstream uses the TLS config only for an `https://` proxy; otherwise it
+        // is built without loading roots.
+        let tls_proxy = resolved.proxy.as_ref().is_some_and(|p| p.is_https());
+        let trust = if scheme == Scheme::HTTPS || tls_proxy {
             resolved.trust.clone()
         } else {
             ServerTrust::Roots(Vec::new())
@@ -255,8 +263,11 @@ impl Upstream {
             None => None,
         };
         let timeout = config.connect_timeout;
-        let client = build_client(timeout, tls.clone(), server_name.clone(), false);
-        let watch = build_client(timeout, tls, server_name, true);
+        let https = scheme == Scheme::HTTPS;
+        let connector =
+            |tcp| proxy::Connector::new(tcp, resolved.proxy.as_ref(), https, &tls, timeout);
+        let client = build_client(timeout, tls.clone(), server_name.clone(), false, connector);
+        let watch = build_client(timeout, tls.clone(), server_name, true, connector);
         tracing::info!(upstream = %resolved.describe(), "upstream");
         let base = Base {
             scheme,
@@ -265,6 +276,10 @@ impl Upstream {
             host,
             connect_timeout: timeout,
             credentials: resolved.credentials,
+            proxy_authorization: resolved
+                .proxy
+                .as_ref()
+                .and_then(|p| p.forward_authorization(https)),
             watch,
         };
         Ok(Upstream {
@@ -368,6 +383,9 @@ impl Upstream {
 
     async fn send_raw(&self, mut req: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
         req.headers_mut().insert(HOST, self.base.host.clone());
+        if let Some(auth) = &self.base.proxy_authorization {
+            req.headers_mut().insert(PROXY_AUTHORIZATION, auth.clone());
+        }
         // The downstream may have spoken HTTP/2; the version of the upstream exchange is the
         // pool's choice (a request marked HTTP/2 would be refused on an HTTP/1.1 connection).
         *req.version_mut() = Version::HTTP_11;
@@ -410,14 +428,15 @@ impl Upstream {
 }
 
 /// A pooled client: keep-alive, TCP_NODELAY (watch events are small writes that must not wait for
-/// Nagle), a connect timeout, TCP keep-alive, rustls for `https://` (verifying the server as
-/// `server_name` when given), offering HTTP/2 by ALPN when `h2`. No request or body timeout:
-/// watches are long.
+/// Nagle), a connect timeout, TCP keep-alive, the proxy (if any) by `connector`, rustls for
+/// `https://` (verifying the server as `server_name` when given), offering HTTP/2 by ALPN when
+/// `h2`. No request or body timeout: watches are long.
 fn build_client(
     connect_timeout: Duration,
     tls: rustls::ClientConfig,
     server_name: Option<ServerName<'static>>,
     h2: bool,
+    connector: impl Fn(HttpConnector) -> proxy::Connector,
 ) -> Pool {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
@@ -434,9 +453,12 @@ fn build_client(
     // HTTP/1.1 only offers no ALPN (the server then speaks HTTP/1.1); enabling HTTP/2 offers
     // `h2`, then `http/1.1`.
     let connector = if h2 {
-        builder.enable_http1().enable_http2().wrap_connector(tcp)
+        builder
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(connector(tcp))
     } else {
-        builder.enable_http1().wrap_connector(tcp)
+        builder.enable_http1().wrap_connector(connector(tcp))
     };
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())

@@ -136,7 +136,7 @@ async fn startup_errors_say_each_cause_once() {
     assert!(err.contains("server.tls_cert_file"), "{err}");
 
     // The listen address is taken.
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let cfg = write(
         d,
         "listen.toml",

@@ -398,10 +398,10 @@ contexts:
 
         // Missing files are skipped, but not all of them; one named by the config must exist.
         assert!(matches!(
-            load(&[missing.clone()], false),
+            load(std::slice::from_ref(&missing), false),
             Err(LoadError::NoFile)
         ));
-        let e = load(&[missing.clone()], true).unwrap_err();
+        let e = load(std::slice::from_ref(&missing), true).unwrap_err();
         assert!(matches!(&e, LoadError::File(FileError::Read(_))), "{e}");
         // Of several files, the error names the one at fault.
         let bad = write(d.path(), "bad", "clusters: [oops");
