@@ -17,6 +17,9 @@ async fn refused(config: &Path, env: &[(&str, &str)]) -> String {
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("KUBERNETES_SERVICE_PORT")
+        // A backtrace (anyhow prints one when these ask for it) is no part of the message.
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
         .env("WATCHMUX_LOG", "warn")
         .kill_on_drop(true);
     for (k, v) in env {
