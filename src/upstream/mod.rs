@@ -37,6 +37,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::ServerName;
 
 pub mod kubeconfig;
+pub mod rotation;
 
 use crate::auth::Credentials;
 use crate::config::UpstreamConfig;
