@@ -13,8 +13,10 @@
 //! From the kubeconfig watchmux takes the cluster's `server`, `certificate-authority(-data)`,
 //! `insecure-skip-tls-verify` and `tls-server-name`, and the user's `client-certificate(-data)` /
 //! `client-key(-data)`, `token`, `tokenFile` (re-read when it changes; it wins over `token`, as in
-//! client-go) or `username`/`password`. Exec and auth-provider plugins are refused with a message
-//! saying so, rather than connecting without credentials.
+//! client-go) or `username`/`password`, or its `exec` credential plugin (handed on as it is, with
+//! the user's name, to [`super::exec`], which runs it; as in client-go it is not used when the
+//! user also has a token, basic-auth or client certificate). Auth-provider plugins are refused
+//! with a message saying so, rather than connecting without credentials.
 //!
 //! Reads files, never the network: it must not connect (the client in [`super`] does).
 
@@ -25,6 +27,7 @@ use futures_util::FutureExt;
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig, KubeconfigError};
 use secrecy::ExposeSecret;
 
+use super::exec::ExecConfigError;
 use crate::auth::{Credentials, CredentialsError, TokenError};
 use crate::config::UpstreamConfig;
 use crate::tls::{
@@ -45,8 +48,20 @@ pub struct Resolved {
     pub identity: Option<Identity>,
     /// watchmux's token or basic-auth credentials.
     pub credentials: Option<Credentials>,
+    /// The user's exec credential plugin (when it has no other credentials).
+    pub exec: Option<ExecUser>,
     /// Where all this came from, for the log and errors: `upstream.kubeconfig (/path)`.
     pub origin: String,
+}
+
+/// A kubeconfig user whose credentials come from an exec plugin.
+#[derive(Debug, Clone)]
+pub struct ExecUser {
+    /// The user entry's name.
+    pub user: String,
+    /// Its `exec` (a relative command already made absolute against the kubeconfig's folder,
+    /// the cluster filled in with `provideClusterInfo`).
+    pub config: kube::config::ExecConfig,
 }
 
 /// Why the upstream connection settings could not be loaded.
@@ -101,15 +116,9 @@ pub enum SetupError {
         /// The server URL.
         url: String,
     },
-    /// The user runs an exec credential plugin.
-    #[error(
-        "the user runs an exec credential plugin ({command:?}), which watchmux does not support; \
-         give watchmux a token, tokenFile or client certificate instead"
-    )]
-    ExecPlugin {
-        /// The plugin's command.
-        command: String,
-    },
+    /// The user's exec credential plugin cannot be used.
+    #[error(transparent)]
+    Exec(#[from] ExecConfigError),
     /// The user uses an auth-provider.
     #[error(
         "the user uses the {name:?} auth-provider, which watchmux does not support; give \
@@ -191,6 +200,7 @@ pub fn resolve(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
             server_name: None,
             identity: None,
             credentials: None,
+            exec: None,
             origin: "upstream.url".to_string(),
         });
     }
@@ -298,16 +308,39 @@ fn load(kc: Kubeconfig, context: Option<&str>, origin: String) -> Result<Resolve
         },
     };
     let origin = format!("{origin}, context {chosen:?}");
+    let user = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == chosen)
+        .and_then(|c| c.context.as_ref()?.user.clone())
+        .unwrap_or_default();
     let options = KubeConfigOptions {
         context: Some(chosen),
         ..KubeConfigOptions::default()
     };
     // kube's loader is async in signature only: it reads files synchronously and never waits.
-    let config = kube::Config::from_custom_kubeconfig(kc, &options)
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &options)
         .now_or_never()
         .ok_or_else(|| invalid(&origin, SetupError::LoaderPending))?
         .map_err(|e| invalid(&origin, SetupError::Kubeconfig(e)))?;
-    from_kube(config, origin)
+    let exec = config.auth_info.exec.take();
+    let mut resolved = from_kube(config, origin)?;
+    resolved.exec = exec_user(&resolved, user, exec);
+    Ok(resolved)
+}
+
+/// The user's exec plugin, unless it has other credentials: client-go then ignores the plugin.
+fn exec_user(
+    resolved: &Resolved,
+    user: String,
+    exec: Option<kube::config::ExecConfig>,
+) -> Option<ExecUser> {
+    let config = exec?;
+    if resolved.identity.is_some() || resolved.credentials.is_some() {
+        tracing::warn!(origin = %resolved.origin, %user, "the user has a token, basic-auth or client certificate besides its exec plugin: the plugin is not run (as in client-go)");
+        return None;
+    }
+    Some(ExecUser { user, config })
 }
 
 /// The parts of kube's resolved `Config` that watchmux uses.
@@ -335,14 +368,6 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
         ServerTrust::System
     };
     let user = &c.auth_info;
-    if let Some(exec) = &user.exec {
-        return Err(invalid(
-            &origin,
-            SetupError::ExecPlugin {
-                command: exec.command.clone().unwrap_or_default(),
-            },
-        ));
-    }
     if let Some(p) = &user.auth_provider {
         return Err(invalid(
             &origin,
@@ -368,6 +393,7 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
         server_name: c.tls_server_name,
         identity,
         credentials,
+        exec: None,
         origin,
     })
 }
@@ -447,6 +473,13 @@ impl Resolved {
         }
         if let Some(c) = &self.credentials {
             auth.push(c.describe());
+        }
+        if let Some(e) = &self.exec {
+            auth.push(format!(
+                "exec plugin {} of user {:?}",
+                e.config.command.as_deref().unwrap_or_default(),
+                e.user
+            ));
         }
         if auth.is_empty() {
             auth.push("no credentials".to_string());
