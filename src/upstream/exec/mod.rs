@@ -13,9 +13,10 @@
 //!   it is at most [`REPLAY_BODY_LIMIT`] bytes, which are then kept to be sent twice);
 //! - one run at a time, however many requests wait for it (single-flight);
 //! - a failed run keeps the credential it had (still used while it has not expired) and is
-//!   retried with back-off ([`BACKOFF_FIRST`] doubling to [`BACKOFF_MAX`]); while no usable
-//!   credential is left, requests fail at once with the last error, and `/readyz`'s
-//!   `upstream-credentials` check fails with it ([`ExecCredentials::health`]);
+//!   retried in the background with back-off ([`BACKOFF_FIRST`] doubling to [`BACKOFF_MAX`])
+//!   until one succeeds; while no usable credential is left, requests fail at once with the
+//!   last error, and `/readyz`'s `upstream-credentials` check fails with it
+//!   ([`ExecCredentials::health`]);
 //! - a new client certificate is presented from the next TLS handshake on
 //!   ([`RotatingIdentity`]) and every connection made with the previous one is closed
 //!   ([`ConnectionTracker`]), as client-go's connection rotation does.
@@ -113,7 +114,7 @@ enum Need {
     Usable,
     /// The upstream refused the credential of this serial.
     Replace(u64),
-    /// The background renewal found it due.
+    /// The background renewal: the credential is due, or the last run failed.
     Refresh,
 }
 
@@ -123,7 +124,7 @@ impl Need {
         match self {
             Need::Usable => "no usable credential",
             Need::Replace(_) => "the upstream answered 401",
-            Need::Refresh => "renewal before expiry",
+            Need::Refresh => "renewal or retry",
         }
     }
 }
@@ -272,7 +273,7 @@ impl ExecCredentials {
             let met = match need {
                 Need::Usable => usable,
                 Need::Replace(serial) => usable.filter(|c| c.serial != serial),
-                Need::Refresh => usable.filter(|c| !c.due(now)),
+                Need::Refresh => usable.filter(|c| !c.due(now) && st.failure.is_none()),
             };
             if let Some(c) = met {
                 return Ok(c.clone());
@@ -376,23 +377,22 @@ impl ExecCredentials {
         }
     }
 
-    /// When the background renewal should run the plugin next: now when there is no
-    /// credential, at its renewal time when it has one, never for a credential without expiry;
-    /// not before the back-off of a failure.
+    /// When the background renewal should run the plugin next: after a failed run, at the end
+    /// of its back-off (until a run succeeds); else now when there is no credential, at its
+    /// renewal time when it has one, never for a credential without expiry.
     fn next_run(&self) -> Option<Instant> {
         let st = self.state.lock();
+        if let Some(f) = &st.failure {
+            return Some(f.retry_at);
+        }
         let now = Instant::now();
-        let wanted = match &st.current {
+        match &st.current {
             None => Some(now),
             Some(c) => c.refresh_at.map(|r| {
                 now + r
                     .duration_since(SystemTime::now())
                     .unwrap_or(Duration::ZERO)
             }),
-        };
-        match (&st.failure, wanted) {
-            (Some(f), Some(w)) => Some(w.max(f.retry_at)),
-            (_, w) => w,
         }
     }
 
@@ -502,4 +502,78 @@ fn with_credential(mut req: Request<Body>, issued: &Issued) -> Request<Body> {
         req.headers_mut().insert(AUTHORIZATION, auth.clone());
     }
     req
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Credentials from a script in `dir` that prints token `tok-<run>` unless `dir/fail`
+    /// exists (then it exits 1).
+    fn credentials(dir: &std::path::Path) -> Arc<ExecCredentials> {
+        let script = dir.join("plugin.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nD=\"$(dirname \"$0\")\"\necho x >> \"$D/runs\"\nif [ -e \"$D/fail\" ]; then exit 1; fi\nN=$(wc -l < \"$D/runs\")\necho \"{\\\"apiVersion\\\":\\\"client.authentication.k8s.io/v1\\\",\\\"kind\\\":\\\"ExecCredential\\\",\\\"status\\\":{\\\"token\\\":\\\"tok-$N\\\"}}\"\n",
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let exec: kube::config::ExecConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": plugin::V1, "command": script, "interactiveMode": "Never",
+        }))
+        .unwrap();
+        let plugin = Plugin::new("u", "kc", &exec, Duration::from_secs(10)).unwrap();
+        Arc::new(ExecCredentials::new(plugin))
+    }
+
+    /// A credential the upstream refused, whose re-run failed, is still used (it has not
+    /// expired) and `/readyz` passes; the run is retried in the background until it succeeds.
+    #[tokio::test]
+    async fn a_failed_run_after_a_401_is_retried_until_it_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = credentials(dir.path());
+        let first = creds.credential().await.unwrap();
+        assert_eq!(first.authorization().unwrap(), "Bearer tok-1");
+        std::fs::write(dir.path().join("fail"), "").unwrap();
+        let e = creds.rejected(&first).await.unwrap_err();
+        assert!(e.to_string().contains("failed with exit status: 1"), "{e}");
+        assert_eq!(creds.runs(), 2);
+        // Within the back-off, a second 401 runs nothing.
+        assert!(creds.rejected(&first).await.is_err());
+        assert_eq!(creds.runs(), 2);
+        assert_eq!(creds.health(), None);
+        assert_eq!(creds.current_authorization().unwrap(), "Bearer tok-1");
+        std::fs::remove_file(dir.path().join("fail")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while creds.current_authorization().unwrap() == "Bearer tok-1" {
+            assert!(Instant::now() < deadline, "not retried");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(creds.current_authorization().unwrap(), "Bearer tok-3");
+        assert_eq!(creds.runs(), 3);
+    }
+
+    /// Without any credential, requests fail at once with the last error during the back-off,
+    /// and `/readyz` says why.
+    #[tokio::test]
+    async fn without_a_credential_requests_get_the_last_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("fail"), "").unwrap();
+        let creds = credentials(dir.path());
+        let e = creds.credential().await.unwrap_err();
+        let again = creds.credential().await.unwrap_err();
+        assert!(Arc::ptr_eq(&e, &again), "the same error, no second run");
+        assert_eq!(creds.runs(), 1);
+        let health = creds.health().unwrap();
+        assert!(
+            health.starts_with("kc, user \"u\": exec credential plugin ")
+                && health.contains("exit status: 1")
+                && health.contains("retrying in"),
+            "{health}"
+        );
+    }
 }
