@@ -194,6 +194,9 @@ impl App {
         if let Some(c) = &catalog {
             metrics.set_discovery(c.clone());
         }
+        if let Some(c) = upstream.exec_credentials() {
+            metrics.set_credentials(c.clone());
+        }
         let proxy = Arc::new(App {
             slots: RwLock::new(HashMap::new()),
             retiring: Mutex::new(HashMap::new()),

@@ -234,6 +234,9 @@ pub struct UpstreamConfig {
     /// `in_cluster`: use the pod's service account (token re-read on rotation, `ca.crt`) and
     /// `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`.
     pub in_cluster: bool,
+    /// `exec_timeout_secs`: how long one run of the kubeconfig user's exec credential plugin
+    /// may take before it is killed and counts as failed.
+    pub exec_timeout: Duration,
 }
 
 impl Default for UpstreamConfig {
@@ -244,6 +247,7 @@ impl Default for UpstreamConfig {
             kubeconfig: None,
             context: None,
             in_cluster: false,
+            exec_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -679,6 +683,11 @@ impl Config {
             self.upstream.connect_timeout,
             false,
         )?;
+        check_duration(
+            "upstream.exec_timeout_secs",
+            self.upstream.exec_timeout,
+            false,
+        )?;
         self.check_connections()?;
         let s = &self.server;
         check_duration("server.ready_outage_secs", s.ready_outage, true)?;
@@ -1059,6 +1068,7 @@ struct RawUpstream {
     kubeconfig: Option<PathBuf>,
     context: Option<String>,
     in_cluster: bool,
+    exec_timeout_secs: u64,
 }
 
 impl Default for RawUpstream {
@@ -1069,6 +1079,7 @@ impl Default for RawUpstream {
             kubeconfig: None,
             context: None,
             in_cluster: false,
+            exec_timeout_secs: UpstreamConfig::default().exec_timeout.as_secs(),
         }
     }
 }
@@ -1189,6 +1200,7 @@ impl RawConfig {
                 kubeconfig: self.upstream.kubeconfig,
                 context: self.upstream.context,
                 in_cluster: self.upstream.in_cluster,
+                exec_timeout: Duration::from_secs(self.upstream.exec_timeout_secs),
             },
             cache: CacheConfig {
                 event_window_count: c.event_window_count,
@@ -1451,6 +1463,11 @@ version = "v1"
         assert!(!c.upstream.in_cluster);
         let c = Config::from_toml_str("[upstream]\nin_cluster = true\n", "t").unwrap();
         assert!(c.upstream.in_cluster);
+        assert_eq!(c.upstream.exec_timeout, Duration::from_secs(60));
+        let c = Config::from_toml_str("[upstream]\nexec_timeout_secs = 5\n", "t").unwrap();
+        assert_eq!(c.upstream.exec_timeout, Duration::from_secs(5));
+        let e = Config::from_toml_str("[upstream]\nexec_timeout_secs = 0\n", "t").unwrap_err();
+        assert_eq!(e.key(), Some("upstream.exec_timeout_secs"), "{e}");
         for (text, key, want) in [
             (
                 "[upstream]\nurl = \"http://h:1\"\nkubeconfig = \"k\"\n",

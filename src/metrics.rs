@@ -391,6 +391,8 @@ struct Shared {
     resources: RwLock<Vec<Arc<ResourceMetrics>>>,
     /// On-demand caching's catalog of the upstream's kinds: `/readyz` waits for its first read.
     discovery: OnceLock<Arc<crate::reflector::catalog::Catalog>>,
+    /// watchmux's credentials from an exec plugin: `/readyz` fails while they have none usable.
+    credentials: OnceLock<Arc<crate::upstream::exec::ExecCredentials>>,
     ready_outage: Duration,
     max_staleness: Option<Duration>,
     shutting_down: AtomicBool,
@@ -465,6 +467,13 @@ impl Shared {
                     "the upstream's discovery has not been read yet: only listed kinds are cached"
                         .to_string()
                 }),
+            });
+        }
+        if let Some(c) = self.credentials.get() {
+            out.push(Check {
+                name: "upstream-credentials".into(),
+                error: c.health(),
+                stale: None,
             });
         }
         let resources = self.resources.read().clone();
@@ -879,6 +888,7 @@ impl Metrics {
             epoch,
             resources: RwLock::new(resources),
             discovery: OnceLock::new(),
+            credentials: OnceLock::new(),
             ready_outage: config.server.ready_outage,
             max_staleness: config.cache.max_staleness,
             shutting_down: AtomicBool::new(false),
@@ -999,6 +1009,12 @@ impl Metrics {
     /// `/readyz` waits for on-demand caching's first read of discovery.
     pub fn set_discovery(&self, catalog: Arc<crate::reflector::catalog::Catalog>) {
         let _ = self.shared.discovery.set(catalog);
+    }
+
+    /// `/readyz` fails while watchmux's exec plugin credentials have none usable
+    /// (`upstream-credentials`, saying why).
+    pub fn set_credentials(&self, credentials: Arc<crate::upstream::exec::ExecCredentials>) {
+        let _ = self.shared.credentials.set(credentials);
     }
 
     /// The whole registry in the Prometheus text format.

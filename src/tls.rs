@@ -21,13 +21,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::Mutex;
+use rustls::client::ResolvesClientCert;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -148,6 +150,36 @@ pub fn client_config(
     identity: Option<&Identity>,
     alpn: &[&[u8]],
 ) -> Result<ClientConfig, ClientConfigError> {
+    let builder = verifying(trust)?;
+    let mut config = match identity {
+        Some(id) => builder
+            .with_client_auth_cert(id.certs.clone(), id.key.clone_key())
+            .map_err(ClientConfigError::ClientCertificate)?,
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
+/// A rustls client config for the upstream whose client certificate is whatever `identity`
+/// holds at each handshake (an exec plugin's, which changes). TLS session resumption is off: a
+/// resumed session would carry the identity of the handshake it resumes, not the current one.
+pub fn client_config_rotating(
+    trust: &ServerTrust,
+    identity: Arc<RotatingIdentity>,
+    alpn: &[&[u8]],
+) -> Result<ClientConfig, ClientConfigError> {
+    let mut config = verifying(trust)?.with_client_cert_resolver(identity);
+    config.resumption = rustls::client::Resumption::disabled();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
+/// The client config builder with `trust`'s verification of the upstream's certificate.
+fn verifying(
+    trust: &ServerTrust,
+) -> Result<rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert>, ClientConfigError>
+{
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -180,14 +212,60 @@ pub fn client_config(
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(NoVerification(provider))),
     };
-    let mut config = match identity {
-        Some(id) => builder
-            .with_client_auth_cert(id.certs.clone(), id.key.clone_key())
-            .map_err(ClientConfigError::ClientCertificate)?,
-        None => builder.with_no_client_auth(),
-    };
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Ok(config)
+    Ok(builder)
+}
+
+/// The client certificate presented to the upstream at each new handshake, replaceable at any
+/// time (an exec credential plugin's certificate, which it renews). Empty: no certificate.
+#[derive(Default)]
+pub struct RotatingIdentity {
+    current: ArcSwapOption<CertifiedKey>,
+}
+
+impl fmt::Debug for RotatingIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RotatingIdentity")
+            .field("set", &self.current.load().is_some())
+            .finish()
+    }
+}
+
+impl RotatingIdentity {
+    /// Presents `key` from the next handshake on (`None`: no certificate).
+    pub fn set(&self, key: Option<Arc<CertifiedKey>>) {
+        self.current.store(key);
+    }
+
+    /// The certificate presented now.
+    pub fn get(&self) -> Option<Arc<CertifiedKey>> {
+        self.current.load_full()
+    }
+}
+
+impl ResolvesClientCert for RotatingIdentity {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        self.current.load_full()
+    }
+
+    /// Always: a certificate may be set at any time, and rustls keeps what client
+    /// authentication needs only when this says so.
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// A certificate chain and its key as rustls signs with them; refused when the key is not the
+/// leaf's or its type is not supported.
+pub fn certified_key(identity: &Identity) -> Result<CertifiedKey, rustls::Error> {
+    CertifiedKey::from_der(
+        identity.certs.clone(),
+        identity.key.clone_key(),
+        &provider(),
+    )
 }
 
 /// `insecure-skip-tls-verify`: any certificate is accepted, but the peer must still prove it
@@ -537,6 +615,68 @@ fn subject_cn_and_o(cert: &[u8]) -> Option<(Option<String>, Vec<String>)> {
     Some((cn, orgs))
 }
 
+/// When an X.509 certificate (DER) stops being valid: its `notAfter`. `None` when it cannot be
+/// read.
+pub fn not_after(cert: &[u8]) -> Option<SystemTime> {
+    let (tag, cert, _) = tlv(cert)?;
+    (tag == SEQUENCE).then_some(())?;
+    let (tag, tbs, _) = tlv(cert)?;
+    (tag == SEQUENCE).then_some(())?;
+    let mut rest = tbs;
+    if rest.first() == Some(&0xa0) {
+        rest = tlv(rest)?.2;
+    }
+    // serialNumber, signature, issuer
+    for _ in 0..3 {
+        rest = tlv(rest)?.2;
+    }
+    let (tag, validity, _) = tlv(rest)?;
+    (tag == SEQUENCE).then_some(())?;
+    let after = tlv(validity)?.2;
+    let (tag, time, _) = tlv(after)?;
+    asn1_time(tag, time)
+}
+
+/// An X.509 UTCTime (`YYMMDDHHMMSSZ`, years 1950–2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`).
+fn asn1_time(tag: u8, v: &[u8]) -> Option<SystemTime> {
+    let s = std::str::from_utf8(v).ok()?;
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    let (year, rest) = match tag {
+        0x17 => {
+            let yy = num(0..2)?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, 2)
+        }
+        0x18 => (num(0..4)?, 4),
+        _ => return None,
+    };
+    if s.len() != rest + 11 || !s.ends_with('Z') {
+        return None;
+    }
+    let field = |i: usize| num(rest + 2 * i..rest + 2 * i + 2);
+    let (month, day, hour, min, sec) = (field(0)?, field(1)?, field(2)?, field(3)?, field(4)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + min * 60 + sec;
+    match u64::try_from(secs) {
+        Ok(s) => SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s)),
+        Err(_) => SystemTime::UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs())),
+    }
+}
+
 /// The directory string types certificates use.
 fn decode_string(tag: u8, v: &[u8]) -> Option<String> {
     match tag {
@@ -642,6 +782,27 @@ mod tests {
                 .to_string()
                 .contains("no PEM PRIVATE KEY")
         );
+    }
+
+    #[test]
+    fn not_after_is_read() {
+        let key = KeyPair::generate().unwrap();
+        for (y, m, d) in [(2001, 1, 1), (2049, 12, 31), (2050, 1, 1), (4000, 2, 29)] {
+            let mut p = CertificateParams::new(vec!["x.example".to_string()]).unwrap();
+            p.not_after = rcgen::date_time_ymd(y, m, d);
+            let der = p.self_signed(&key).unwrap().der().to_vec();
+            let want = p.not_after.unix_timestamp();
+            let got = not_after(&der).unwrap();
+            let got = got
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            assert_eq!(got as i64, want, "{y}-{m}-{d}");
+        }
+        assert_eq!(not_after(b"\x30\x03\x02\x01"), None);
+        assert!(asn1_time(0x17, b"491231235959Z").is_some());
+        assert_eq!(asn1_time(0x17, b"4912312359Z"), None);
+        assert_eq!(asn1_time(0x18, b"20001301000000Z"), None);
     }
 
     #[test]

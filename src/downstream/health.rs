@@ -5,7 +5,9 @@
 //! * `/readyz`: `ping`; `shutdown` (fails once SIGTERM arrived, so load balancers stop sending
 //!   new clients while the watches drain); one `cache/<resource>` check per cached resource: synced,
 //!   within `cache.max_staleness_secs`, and its upstream watch not broken for longer than
-//!   `server.ready_outage_secs` (when set).
+//!   `server.ready_outage_secs` (when set); with a kubeconfig exec credential plugin,
+//!   `upstream-credentials`: watchmux holds a credential that has not expired (else the plugin's
+//!   last error: kubeconfig, user, command, exit status and the tail of its standard error).
 //!
 //! Three answers: **ready** (200 `ok`); **serving stale** (200, every check passes but some
 //! cache does not follow the upstream now — an outage, or a cache restored from disk and not
@@ -16,7 +18,7 @@
 //! `[-]name failed: why`) then `readyz check passed`; a failure lists every check and ends with
 //! `readyz check failed`; `?exclude=name` skips a check; `/readyz/<name>` runs one check. Unlike
 //! kube-apiserver (500, reasons withheld) a failure answers 503 and says why: the reasons name
-//! no secret, only resources and durations.
+//! no secret, only resources, durations and the credential plugin's failure.
 //!
 //! Owns the plain-text answers only: the checks themselves are [`crate::metrics`]'s, and nothing
 //! here touches a cache or the upstream.

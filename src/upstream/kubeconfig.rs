@@ -14,10 +14,12 @@
 //! From the kubeconfig watchmux takes the cluster's `server`, `certificate-authority(-data)`,
 //! `insecure-skip-tls-verify` and `tls-server-name`, and the user's `client-certificate(-data)` /
 //! `client-key(-data)`, `token`, `tokenFile` (re-read when it changes; it wins over `token`, as in
-//! client-go) or `username`/`password`. Exec and auth-provider plugins are refused with a message
-//! saying so, rather than connecting without credentials. Errors name where the setting came
-//! from: the file(s), the context, and the cluster and user entries (with their files when
-//! several are merged).
+//! client-go) or `username`/`password`, or its `exec` credential plugin (handed on as it is, with
+//! the user's name, to [`super::exec`], which runs it; as in client-go it is not used when the
+//! user also has a token, basic-auth or client certificate). Auth-provider plugins are refused
+//! with a message saying so, rather than connecting without credentials. Errors name where the
+//! setting came from: the file(s), the context, and the cluster and user entries (with their
+//! files when several are merged).
 //!
 //! Reads files, never the network: it must not connect (the client in [`super`] does).
 
@@ -32,6 +34,7 @@ use secrecy::ExposeSecret;
 pub use loader::LoadError;
 use loader::Loaded;
 
+use super::exec::ExecConfigError;
 use super::proxy::{Proxy, ProxyError};
 use crate::auth::{Credentials, CredentialsError, TokenError};
 use crate::config::UpstreamConfig;
@@ -59,8 +62,20 @@ pub struct Resolved {
     /// The cluster's `disable-compression`. watchmux's own requests never ask for gzip
     /// (`Accept-Encoding`), set or not; clients' pass-through requests keep their own.
     pub disable_compression: bool,
+    /// The user's exec credential plugin (when it has no other credentials).
+    pub exec: Option<ExecUser>,
     /// Where all this came from, for the log and errors: `upstream.kubeconfig (/path)`.
     pub origin: String,
+}
+
+/// A kubeconfig user whose credentials come from an exec plugin.
+#[derive(Debug, Clone)]
+pub struct ExecUser {
+    /// The user entry's name.
+    pub user: String,
+    /// Its `exec` (a relative command already made absolute against the kubeconfig's folder,
+    /// the cluster filled in with `provideClusterInfo`).
+    pub config: kube::config::ExecConfig,
 }
 
 /// Why the upstream connection settings could not be loaded.
@@ -132,15 +147,9 @@ pub enum SetupError {
         /// The server URL.
         url: String,
     },
-    /// The user runs an exec credential plugin.
-    #[error(
-        "the user runs an exec credential plugin ({command:?}), which watchmux does not support; \
-         give watchmux a token, tokenFile or client certificate instead"
-    )]
-    ExecPlugin {
-        /// The plugin's command.
-        command: String,
-    },
+    /// The user's exec credential plugin cannot be used.
+    #[error(transparent)]
+    Exec(#[from] ExecConfigError),
     /// The user uses an auth-provider.
     #[error(
         "the user uses the {name:?} auth-provider, which watchmux does not support; give \
@@ -236,6 +245,7 @@ fn settings(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
             credentials: None,
             proxy: None,
             disable_compression: false,
+            exec: None,
             origin: "upstream.url".to_string(),
         });
     }
@@ -354,11 +364,14 @@ fn load(kc: Loaded, context: Option<&str>, origin: String) -> Result<Resolved, R
         })?;
     // A user the kubeconfig does not define is no user, as in client-go.
     let user = user_name
+        .as_deref()
         .and_then(|u| kc.config.auth_infos.iter().find(|n| n.name == u))
         .and_then(|n| n.auth_info.clone())
         .unwrap_or_default();
-    let config = kube_config(&ctx.cluster, &cluster, user).map_err(|e| invalid(&origin, e))?;
+    let mut config = kube_config(&ctx.cluster, &cluster, user).map_err(|e| invalid(&origin, e))?;
+    let exec = config.auth_info.exec.take();
     let mut resolved = from_kube(config, origin)?;
+    resolved.exec = exec_user(&resolved, user_name.unwrap_or_default(), exec);
     if let Some(url) = &cluster.proxy_url {
         resolved.proxy = Proxy::for_upstream(Some(url), &resolved.url)
             .map_err(|e| invalid(&resolved.origin, e.into()))?;
@@ -413,6 +426,20 @@ fn kube_config(
     Ok(config)
 }
 
+/// The user's exec plugin, unless it has other credentials: client-go then ignores the plugin.
+fn exec_user(
+    resolved: &Resolved,
+    user: String,
+    exec: Option<kube::config::ExecConfig>,
+) -> Option<ExecUser> {
+    let config = exec?;
+    if resolved.identity.is_some() || resolved.credentials.is_some() {
+        tracing::warn!(origin = %resolved.origin, %user, "the user has a token, basic-auth or client certificate besides its exec plugin: the plugin is not run (as in client-go)");
+        return None;
+    }
+    Some(ExecUser { user, config })
+}
+
 /// The parts of kube's resolved `Config` that watchmux uses.
 fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> {
     let https = match c.cluster_url.scheme_str() {
@@ -438,14 +465,6 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
         ServerTrust::System
     };
     let user = &c.auth_info;
-    if let Some(exec) = &user.exec {
-        return Err(invalid(
-            &origin,
-            SetupError::ExecPlugin {
-                command: exec.command.clone().unwrap_or_default(),
-            },
-        ));
-    }
     if let Some(p) = &user.auth_provider {
         return Err(invalid(
             &origin,
@@ -470,6 +489,7 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
         credentials,
         proxy: None,
         disable_compression: c.disable_compression,
+        exec: None,
         origin,
     })
 }
@@ -549,6 +569,13 @@ impl Resolved {
         }
         if let Some(c) = &self.credentials {
             auth.push(c.describe());
+        }
+        if let Some(e) = &self.exec {
+            auth.push(format!(
+                "exec plugin {} of user {:?}",
+                e.config.command.as_deref().unwrap_or_default(),
+                e.user
+            ));
         }
         if auth.is_empty() {
             auth.push("no credentials".to_string());

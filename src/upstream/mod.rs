@@ -16,7 +16,10 @@
 //! provider (`crate::tls`). Both pools connect through the same [`proxy::Connector`]: directly,
 //! or through the cluster's `proxy-url` or the environment's proxy, as client-go does. watchmux's token or basic-auth user (if any) goes on every reflector
 //! request ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their
-//! own ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries).
+//! own ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries). When the
+//! kubeconfig's user has an exec credential plugin, [`exec`] supplies that token and/or client
+//! certificate instead: it renews them, retries a request the upstream answers 401 once with a
+//! new one, and closes the pools' connections ([`rotation`]) when the certificate changes.
 //!
 //! Every failure is an [`UpstreamError`] that keeps its cause. This module must not interpret
 //! what the upstream answers (status codes, bodies) nor answer clients: the reflector, the
@@ -37,18 +40,23 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::ServerName;
 
+pub mod exec;
 pub mod kubeconfig;
 pub mod proxy;
+pub mod rotation;
 
 use crate::auth::Credentials;
 use crate::config::UpstreamConfig;
 use crate::tls::ServerTrust;
+use exec::{ExecCredentials, ExecError};
 use kube_wire::response::{Body, empty};
 use kubeconfig::{ResolveError, SetupError};
+use rotation::Tracked;
 
-/// A pooled client over plain TCP or rustls, directly or through a proxy; request bodies are the
-/// workspace's one [`Body`].
-type Pool = Client<HttpsConnector<proxy::Connector>, Body>;
+/// A pooled client over plain TCP or rustls, directly or through a proxy, its connections
+/// tracked (to close them when an exec plugin's client certificate changes); request bodies are
+/// the workspace's one [`Body`].
+type Pool = Client<HttpsConnector<Tracked<proxy::Connector>>, Body>;
 
 /// Idle pooled connections are closed after this long (kube-apiserver's own idle timeout is 90 s
 /// too; closing first avoids racing a request against the server's close).
@@ -83,6 +91,8 @@ struct Base {
     /// `Proxy-Authorization` for every request, when an `http://` upstream is reached through a
     /// proxy that takes requests in absolute form and the proxy URL has credentials.
     proxy_authorization: Option<HeaderValue>,
+    /// watchmux's credentials from an exec plugin (instead of `credentials`).
+    exec: Option<Arc<ExecCredentials>>,
     /// The reflectors' pool (HTTP/2 where the upstream offers it), shared by every
     /// [`Upstream::watch_client`].
     watch: Pool,
@@ -171,6 +181,13 @@ pub enum UpstreamError {
         /// Cause.
         source: hyper_util::client::legacy::Error,
     },
+    /// The exec credential plugin gave no usable credential (the error names the kubeconfig,
+    /// user and command).
+    #[error(transparent)]
+    Credentials(#[from] Arc<ExecError>),
+    /// The request's body could not be read (it was being kept to be sent again after a 401).
+    #[error("the request body could not be read")]
+    RequestBody(#[source] std::io::Error),
 }
 
 impl UpstreamError {
@@ -188,6 +205,11 @@ impl UpstreamError {
     /// TLS with the upstream failed (certificate rejected on either side).
     pub fn is_tls(&self) -> bool {
         matches!(self, UpstreamError::Tls { .. })
+    }
+
+    /// watchmux has no credential: its exec plugin failed.
+    pub fn is_credentials(&self) -> bool {
+        matches!(self, UpstreamError::Credentials(_))
     }
 
     /// Connecting timed out.
@@ -250,9 +272,21 @@ impl Upstream {
         } else {
             ServerTrust::Roots(Vec::new())
         };
+        let exec = match &resolved.exec {
+            Some(e) => {
+                let plugin =
+                    exec::Plugin::new(&e.user, &resolved.origin, &e.config, config.exec_timeout)
+                        .map_err(|e| setup(SetupError::Exec(e)))?;
+                Some(Arc::new(ExecCredentials::new(plugin)))
+            }
+            None => None,
+        };
         // No ALPN here: hyper-rustls sets it per pool (see `build_client`).
-        let tls = crate::tls::client_config(&trust, resolved.identity.as_ref(), &[])
-            .map_err(|e| setup(SetupError::Tls(e)))?;
+        let tls = match &exec {
+            Some(x) => crate::tls::client_config_rotating(&trust, x.identity(), &[]),
+            None => crate::tls::client_config(&trust, resolved.identity.as_ref(), &[]),
+        }
+        .map_err(|e| setup(SetupError::Tls(e)))?;
         let server_name = match &resolved.server_name {
             Some(n) => Some(ServerName::try_from(n.clone()).map_err(|error| {
                 setup(SetupError::ServerName {
@@ -264,8 +298,11 @@ impl Upstream {
         };
         let timeout = config.connect_timeout;
         let https = scheme == Scheme::HTTPS;
-        let connector =
-            |tcp| proxy::Connector::new(tcp, resolved.proxy.as_ref(), https, &tls, timeout);
+        let tracker = exec.as_ref().map(|x| x.connections().clone());
+        let connector = |tcp| {
+            let via = proxy::Connector::new(tcp, resolved.proxy.as_ref(), https, &tls, timeout);
+            Tracked::new(via, tracker.clone())
+        };
         let client = build_client(timeout, tls.clone(), server_name.clone(), false, connector);
         let watch = build_client(timeout, tls.clone(), server_name, true, connector);
         tracing::info!(upstream = %resolved.describe(), "upstream");
@@ -280,6 +317,7 @@ impl Upstream {
                 .proxy
                 .as_ref()
                 .and_then(|p| p.forward_authorization(https)),
+            exec,
             watch,
         };
         Ok(Upstream {
@@ -298,12 +336,21 @@ impl Upstream {
         }
     }
 
-    /// watchmux's own `Authorization` value, if it has a token or basic-auth credentials.
+    /// watchmux's own `Authorization` value, if it has a token or basic-auth credentials (an
+    /// exec plugin's token: the one it holds now, if it is usable).
     pub fn authorization(&self) -> Option<HeaderValue> {
+        if let Some(x) = &self.base.exec {
+            return x.current_authorization();
+        }
         self.base
             .credentials
             .as_ref()
             .map(Credentials::authorization)
+    }
+
+    /// watchmux's credentials from an exec plugin, if its kubeconfig user has one.
+    pub fn exec_credentials(&self) -> Option<&Arc<ExecCredentials>> {
+        self.base.exec.as_ref()
     }
 
     /// The base URL, e.g. `http://127.0.0.1:8001` (with the path prefix, if any).
@@ -354,18 +401,16 @@ impl Upstream {
         *req.method_mut() = Method::GET;
         *req.uri_mut() = uri;
         req.headers_mut().insert(ACCEPT, accept);
-        if let Some(auth) = self.authorization() {
-            req.headers_mut().insert(AUTHORIZATION, auth);
-        }
-        self.send_raw(req).await
+        self.send_as_watchmux(req).await
     }
 
     /// Sends a request to the upstream: its URI is rewritten onto the base URL (keeping the path
     /// and query), `Host` is set to the upstream's authority, everything else (method, headers,
     /// streaming body) goes as given. A request without an `Authorization` header gets
-    /// watchmux's own (if it has one); one with an `Authorization` header keeps it. Hop-by-hop
-    /// headers and the pass-through credential policy are the caller's business (see
-    /// `crate::passthrough`, `crate::auth`).
+    /// watchmux's own (if it has one; an exec plugin's is retried once after a 401, see
+    /// [`exec`]); one with an `Authorization` header keeps it. Hop-by-hop headers and the
+    /// pass-through credential policy are the caller's business (see `crate::passthrough`,
+    /// `crate::auth`).
     pub async fn send(&self, mut req: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
         let pq = req
             .uri()
@@ -373,9 +418,24 @@ impl Upstream {
             .map_or("/", |pq| pq.as_str())
             .to_string();
         *req.uri_mut() = self.uri_for(&pq)?;
-        if !req.headers().contains_key(AUTHORIZATION)
-            && let Some(auth) = self.authorization()
-        {
+        if req.headers().contains_key(AUTHORIZATION) {
+            if let Some(x) = &self.base.exec {
+                x.ensure_identity().await;
+            }
+            return self.send_raw(req).await;
+        }
+        self.send_as_watchmux(req).await
+    }
+
+    /// Sends `req` (without an `Authorization` header) with watchmux's own credentials.
+    async fn send_as_watchmux(
+        &self,
+        mut req: Request<Body>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        if let Some(x) = &self.base.exec {
+            return exec::send(x, req, |r| self.send_raw(r)).await;
+        }
+        if let Some(auth) = self.authorization() {
             req.headers_mut().insert(AUTHORIZATION, auth);
         }
         self.send_raw(req).await
@@ -428,7 +488,8 @@ impl Upstream {
 }
 
 /// A pooled client: keep-alive, TCP_NODELAY (watch events are small writes that must not wait for
-/// Nagle), a connect timeout, TCP keep-alive, the proxy (if any) by `connector`, rustls for
+/// Nagle), a connect timeout, TCP keep-alive, the proxy (if any) and the connection tracking
+/// (closed when an exec plugin's client certificate changes) by `connector`, rustls for
 /// `https://` (verifying the server as `server_name` when given), offering HTTP/2 by ALPN when
 /// `h2`. No request or body timeout: watches are long.
 fn build_client(
@@ -436,7 +497,7 @@ fn build_client(
     tls: rustls::ClientConfig,
     server_name: Option<ServerName<'static>>,
     h2: bool,
-    connector: impl Fn(HttpConnector) -> proxy::Connector,
+    connector: impl Fn(HttpConnector) -> Tracked<proxy::Connector>,
 ) -> Pool {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);

@@ -14,6 +14,7 @@ mod conformance;
 mod consistency;
 mod crd_tables;
 mod deploy;
+mod exec_plugin;
 mod kube;
 mod kubeconfig;
 mod kubectl;

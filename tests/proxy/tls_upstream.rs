@@ -87,7 +87,7 @@ fn cluster(sim: &Simulator, ca: &Ca) -> Value {
 
 /// Log lines written while the guard lives (current-thread runtime: every task runs here).
 #[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Logs(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Logs {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -107,7 +107,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
 }
 
 impl Logs {
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
+    pub(crate) fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
         let logs = Logs::default();
         let sub = tracing_subscriber::fmt()
             .with_writer(logs.clone())
@@ -118,12 +118,12 @@ impl Logs {
         (logs, guard)
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock()).into_owned()
     }
 
     /// Waits up to 10 s for a line containing every one of `parts`; returns it.
-    async fn wait_for(&self, parts: &[&str]) -> String {
+    pub(crate) async fn wait_for(&self, parts: &[&str]) -> String {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(l) = self
@@ -485,9 +485,9 @@ async fn unusable_kubeconfigs_name_what_is_wrong() {
             "client-certificate-data is not valid base64",
         ),
         (
-            json!({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "aws"}}),
+            json!({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "sh"}}),
             Some("c"),
-            "exec credential plugin (\"aws\")",
+            "user \"c\": exec: interactiveMode must be specified",
         ),
         (
             json!({"tokenFile": "missing-token"}),

@@ -319,6 +319,12 @@ impl Simulator {
         self.state.auth.set(token);
     }
 
+    /// The leaf certificate (DER) each TLS client presented (and the client CA verified), in the
+    /// order of the handshakes.
+    pub fn client_certificates(&self) -> Vec<Vec<u8>> {
+        self.state.auth.client_certificates()
+    }
+
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.state.addr
@@ -446,7 +452,7 @@ pub(crate) async fn accept_loop(
         let acceptor = acceptor.clone();
         state.tasks.spawn(async move {
             let stream = tokio::select! {
-                s = tls::accept(acceptor.as_ref(), stream) => s,
+                s = tls::accept(acceptor.as_ref(), stream, &st.auth) => s,
                 _ = cancel.cancelled() => None,
             };
             let Some(stream) = stream else { return };

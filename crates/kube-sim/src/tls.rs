@@ -6,7 +6,9 @@
 //! [`super::Simulator::set_bearer_token`], which applies on plain HTTP too.
 //!
 //! Client certificates are verified, not mapped to identities; per-user authentication and
-//! authorization is [`super::authz`]'s.
+//! authorization is [`super::authz`]'s. Each verified client certificate is recorded, in the order
+//! of the handshakes ([`super::Simulator::client_certificates`]), for tests of clients that
+//! rotate theirs.
 
 use std::fmt;
 use std::sync::Arc;
@@ -102,14 +104,23 @@ pub fn acceptor(tls: &SimTls) -> Result<TlsAcceptor, String> {
 
 /// The connection's byte stream: TLS after a handshake when `acceptor` is set, else the TCP
 /// stream itself. `None` when the handshake fails (logged at debug, like kube-apiserver's
-/// `http: TLS handshake error`).
-pub async fn accept(acceptor: Option<&TlsAcceptor>, tcp: TcpStream) -> Option<Box<dyn Io>> {
+/// `http: TLS handshake error`). The client's certificate, if it sent one, is recorded in `auth`.
+pub async fn accept(
+    acceptor: Option<&TlsAcceptor>,
+    tcp: TcpStream,
+    auth: &SimAuth,
+) -> Option<Box<dyn Io>> {
     let Some(acceptor) = acceptor else {
         return Some(Box::new(tcp));
     };
     let peer = tcp.peer_addr().ok();
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-        Ok(Ok(s)) => Some(Box::new(s)),
+        Ok(Ok(s)) => {
+            if let Some(leaf) = s.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+                auth.client_certificates.lock().push(leaf.to_vec());
+            }
+            Some(Box::new(s))
+        }
         Ok(Err(e)) => {
             tracing::debug!(?peer, error = %e, "simulator: TLS handshake error");
             None
@@ -122,6 +133,8 @@ pub async fn accept(acceptor: Option<&TlsAcceptor>, tcp: TcpStream) -> Option<Bo
 #[derive(Debug, Default)]
 pub struct SimAuth {
     token: RwLock<Option<String>>,
+    /// The leaf (DER) of each verified client certificate, one per handshake.
+    client_certificates: parking_lot::Mutex<Vec<Vec<u8>>>,
 }
 
 impl SimAuth {
@@ -129,12 +142,18 @@ impl SimAuth {
     pub fn new(token: Option<String>) -> SimAuth {
         SimAuth {
             token: RwLock::new(token),
+            client_certificates: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
     /// Changes the required token.
     pub fn set(&self, token: Option<String>) {
         *self.token.write() = token;
+    }
+
+    /// The leaf certificate (DER) each client presented, in the order of the handshakes.
+    pub fn client_certificates(&self) -> Vec<Vec<u8>> {
+        self.client_certificates.lock().clone()
     }
 
     /// kube's 401 when a token is required and `req` does not carry it.
