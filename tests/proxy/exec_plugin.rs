@@ -600,7 +600,7 @@ async fn unusable_exec_configurations_are_refused_at_start() {
         let s = e.to_string();
         assert!(e.is_config(), "{exec}: {e:?}");
         assert!(
-            s.starts_with(&format!("upstream.kubeconfig ({}), context \"sim\": user \"sim\": exec: ", kc.display())),
+            s.starts_with(&format!("upstream.kubeconfig ({}), context \"sim\" (cluster \"sim\", user \"sim\"): user \"sim\": exec: ", kc.display())),
             "{exec}: {s}"
         );
         assert!(s.contains(&want), "{exec}: {s}");
@@ -652,7 +652,7 @@ async fn unusable_plugin_output_is_a_clear_error() {
         assert!(e.is_credentials(), "{e:?}");
         let s = e.to_string();
         let head = format!(
-            "upstream.kubeconfig ({}), context \"sim\", user \"sim\": exec credential plugin {}: ",
+            "upstream.kubeconfig ({}), context \"sim\" (cluster \"sim\", user \"sim\"), user \"sim\": exec credential plugin {}: ",
             kc.display(),
             script.display()
         );
