@@ -574,17 +574,23 @@ const SET: u8 = 0x31;
 const OID_CN: &[u8] = &[0x55, 0x04, 0x03];
 const OID_O: &[u8] = &[0x55, 0x04, 0x0a];
 
-/// The subject's CN and O values of an X.509 certificate.
-fn subject_cn_and_o(cert: &[u8]) -> Option<(Option<String>, Vec<String>)> {
+/// The fields of a DER X.509 certificate's `TBSCertificate` after its optional version:
+/// serialNumber, signature, issuer, validity, subject, …
+fn tbs_fields(cert: &[u8]) -> Option<&[u8]> {
     let (tag, cert, _) = tlv(cert)?;
     (tag == SEQUENCE).then_some(())?;
     let (tag, tbs, _) = tlv(cert)?;
     (tag == SEQUENCE).then_some(())?;
-    let mut rest = tbs;
     // version [0] EXPLICIT, optional
-    if rest.first() == Some(&0xa0) {
-        rest = tlv(rest)?.2;
+    match tbs.first() {
+        Some(&0xa0) => Some(tlv(tbs)?.2),
+        _ => Some(tbs),
     }
+}
+
+/// The subject's CN and O values of an X.509 certificate.
+fn subject_cn_and_o(cert: &[u8]) -> Option<(Option<String>, Vec<String>)> {
+    let mut rest = tbs_fields(cert)?;
     // serialNumber, signature, issuer, validity
     for _ in 0..4 {
         rest = tlv(rest)?.2;
@@ -618,14 +624,7 @@ fn subject_cn_and_o(cert: &[u8]) -> Option<(Option<String>, Vec<String>)> {
 /// When an X.509 certificate (DER) stops being valid: its `notAfter`. `None` when it cannot be
 /// read.
 pub fn not_after(cert: &[u8]) -> Option<SystemTime> {
-    let (tag, cert, _) = tlv(cert)?;
-    (tag == SEQUENCE).then_some(())?;
-    let (tag, tbs, _) = tlv(cert)?;
-    (tag == SEQUENCE).then_some(())?;
-    let mut rest = tbs;
-    if rest.first() == Some(&0xa0) {
-        rest = tlv(rest)?.2;
-    }
+    let mut rest = tbs_fields(cert)?;
     // serialNumber, signature, issuer
     for _ in 0..3 {
         rest = tlv(rest)?.2;
