@@ -391,7 +391,8 @@ struct Shared {
     resources: RwLock<Vec<Arc<ResourceMetrics>>>,
     /// On-demand caching's catalog of the upstream's kinds: `/readyz` waits for its first read.
     discovery: OnceLock<Arc<crate::reflector::catalog::Catalog>>,
-    /// watchmux's credentials from an exec plugin: `/readyz` fails while they have none usable.
+    /// watchmux's credentials from an exec plugin or the oidc auth-provider: `/readyz` fails
+    /// while they have none usable.
     credentials: OnceLock<Arc<crate::upstream::exec::ExecCredentials>>,
     ready_outage: Duration,
     max_staleness: Option<Duration>,
@@ -1011,7 +1012,7 @@ impl Metrics {
         let _ = self.shared.discovery.set(catalog);
     }
 
-    /// `/readyz` fails while watchmux's exec plugin credentials have none usable
+    /// `/readyz` fails while watchmux's exec plugin or oidc credentials have none usable
     /// (`upstream-credentials`, saying why).
     pub fn set_credentials(&self, credentials: Arc<crate::upstream::exec::ExecCredentials>) {
         let _ = self.shared.credentials.set(credentials);

@@ -5,9 +5,10 @@
 //! * `/readyz`: `ping`; `shutdown` (fails once SIGTERM arrived, so load balancers stop sending
 //!   new clients while the watches drain); one `cache/<resource>` check per cached resource: synced,
 //!   within `cache.max_staleness_secs`, and its upstream watch not broken for longer than
-//!   `server.ready_outage_secs` (when set); with a kubeconfig exec credential plugin,
-//!   `upstream-credentials`: watchmux holds a credential that has not expired (else the plugin's
-//!   last error: kubeconfig, user, command, exit status and the tail of its standard error).
+//!   `server.ready_outage_secs` (when set); with a kubeconfig exec credential plugin or `oidc`
+//!   auth-provider, `upstream-credentials`: watchmux holds a credential that has not expired
+//!   (else the last error: kubeconfig, user, then the command, exit status and the tail of its
+//!   standard error, or the issuer URL and what it answered).
 //!
 //! Three answers: **ready** (200 `ok`); **serving stale** (200, every check passes but some
 //! cache does not follow the upstream now — an outage, or a cache restored from disk and not

@@ -16,8 +16,10 @@
 //! `client-key(-data)`, `token`, `tokenFile` (re-read when it changes; it wins over `token`, as in
 //! client-go) or `username`/`password`, or its `exec` credential plugin (handed on as it is, with
 //! the user's name, to [`super::exec`], which runs it; as in client-go it is not used when the
-//! user also has a token, basic-auth or client certificate). Auth-provider plugins are refused
-//! with a message saying so, rather than connecting without credentials. Errors name where the
+//! user also has a token, basic-auth or client certificate), or its `oidc` auth-provider (its
+//! config and issuer CA handed on to [`super::exec::oidc`]). The `gcp` and `azure`
+//! auth-providers (removed from client-go) are refused naming the exec plugin that replaces them,
+//! any other auth-provider as unsupported, rather than connecting without credentials. Errors name where the
 //! setting came from: the file(s), the context, and the cluster and user entries (with their
 //! files when several are merged).
 //!
@@ -35,6 +37,7 @@ pub use loader::LoadError;
 use loader::Loaded;
 
 use super::exec::ExecConfigError;
+use super::exec::oidc::{OidcConfigError, OidcUser};
 use super::proxy::{Proxy, ProxyError};
 use crate::auth::{Credentials, CredentialsError, TokenError};
 use crate::config::UpstreamConfig;
@@ -64,6 +67,8 @@ pub struct Resolved {
     pub disable_compression: bool,
     /// The user's exec credential plugin (when it has no other credentials).
     pub exec: Option<ExecUser>,
+    /// The user's `oidc` auth-provider (when it has no other credentials).
+    pub oidc: Option<OidcUser>,
     /// Where all this came from, for the log and errors: `upstream.kubeconfig (/path)`.
     pub origin: String,
 }
@@ -159,6 +164,25 @@ pub enum SetupError {
         /// The provider's name.
         name: String,
     },
+    /// The user uses an auth-provider that client-go removed.
+    #[error(
+        "the user uses the {name:?} auth-provider, which client-go removed: use the {plugin} \
+         exec credential plugin instead ({url})"
+    )]
+    RemovedAuthProvider {
+        /// `gcp` or `azure`.
+        name: String,
+        /// The exec plugin that replaces it.
+        plugin: &'static str,
+        /// Where to read about it.
+        url: &'static str,
+    },
+    /// The user has both an exec plugin and an auth-provider (client-go refuses it too).
+    #[error("the user has both exec and auth-provider, which cannot be used together")]
+    ExecAndAuthProvider,
+    /// The user's `oidc` auth-provider cannot be used.
+    #[error(transparent)]
+    Oidc(#[from] OidcConfigError),
     /// A `*-data` value is not base64.
     #[error("{what}-data is not valid base64: {error}")]
     Base64 {
@@ -246,6 +270,7 @@ fn settings(config: &UpstreamConfig) -> Result<Resolved, ResolveError> {
             proxy: None,
             disable_compression: false,
             exec: None,
+            oidc: None,
             origin: "upstream.url".to_string(),
         });
     }
@@ -370,8 +395,19 @@ fn load(kc: Loaded, context: Option<&str>, origin: String) -> Result<Resolved, R
         .unwrap_or_default();
     let mut config = kube_config(&ctx.cluster, &cluster, user).map_err(|e| invalid(&origin, e))?;
     let exec = config.auth_info.exec.take();
+    let oidc = match config.auth_info.auth_provider.take() {
+        Some(_) if exec.is_some() => return Err(invalid(&origin, SetupError::ExecAndAuthProvider)),
+        Some(p) if p.name == "oidc" => Some(p),
+        Some(p) => return Err(invalid(&origin, refused_provider(&p.name))),
+        None => None,
+    };
     let mut resolved = from_kube(config, origin)?;
-    resolved.exec = exec_user(&resolved, user_name.unwrap_or_default(), exec);
+    let user_name = user_name.unwrap_or_default();
+    if let Some(p) = oidc {
+        resolved.oidc =
+            oidc_user(&resolved, user_name.clone(), p).map_err(|e| invalid(&resolved.origin, e))?;
+    }
+    resolved.exec = exec_user(&resolved, user_name, exec);
     if let Some(url) = &cluster.proxy_url {
         resolved.proxy = Proxy::for_upstream(Some(url), &resolved.url)
             .map_err(|e| invalid(&resolved.origin, e.into()))?;
@@ -440,6 +476,50 @@ fn exec_user(
     Some(ExecUser { user, config })
 }
 
+/// The user's `oidc` auth-provider with its issuer's CA read, unless it has other credentials
+/// (they are used instead).
+fn oidc_user(
+    resolved: &Resolved,
+    user: String,
+    p: kube::config::AuthProviderConfig,
+) -> Result<Option<OidcUser>, SetupError> {
+    if resolved.identity.is_some() || resolved.credentials.is_some() {
+        tracing::warn!(origin = %resolved.origin, %user, "the user has a token, basic-auth or client certificate besides its oidc auth-provider: the auth-provider is not used");
+        return Ok(None);
+    }
+    let config = p.config;
+    let nonempty = |k: &str| config.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let ca_pem = data_or_file(
+        "idp-certificate-authority",
+        nonempty("idp-certificate-authority-data"),
+        nonempty("idp-certificate-authority"),
+    )?;
+    Ok(Some(OidcUser {
+        user,
+        config,
+        ca_pem,
+    }))
+}
+
+/// Why an auth-provider other than `oidc` is refused.
+fn refused_provider(name: &str) -> SetupError {
+    let removed = |plugin, url| SetupError::RemovedAuthProvider {
+        name: name.to_string(),
+        plugin,
+        url,
+    };
+    match name {
+        "gcp" => removed(
+            "gke-gcloud-auth-plugin",
+            "https://cloud.google.com/blog/products/containers-kubernetes/kubectl-auth-changes-in-gke",
+        ),
+        "azure" => removed("kubelogin", "https://github.com/Azure/kubelogin"),
+        _ => SetupError::AuthProvider {
+            name: name.to_string(),
+        },
+    }
+}
+
 /// The parts of kube's resolved `Config` that watchmux uses.
 fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> {
     let https = match c.cluster_url.scheme_str() {
@@ -466,12 +546,7 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
     };
     let user = &c.auth_info;
     if let Some(p) = &user.auth_provider {
-        return Err(invalid(
-            &origin,
-            SetupError::AuthProvider {
-                name: p.name.clone(),
-            },
-        ));
+        return Err(invalid(&origin, refused_provider(&p.name)));
     }
     if user.impersonate.is_some() || user.impersonate_groups.is_some() {
         tracing::warn!(%origin, "the user's `as`/`as-groups` impersonation is ignored");
@@ -490,6 +565,7 @@ fn from_kube(c: kube::Config, origin: String) -> Result<Resolved, ResolveError> 
         proxy: None,
         disable_compression: c.disable_compression,
         exec: None,
+        oidc: None,
         origin,
     })
 }
@@ -575,6 +651,15 @@ impl Resolved {
                 "exec plugin {} of user {:?}",
                 e.config.command.as_deref().unwrap_or_default(),
                 e.user
+            ));
+        }
+        if let Some(o) = &self.oidc {
+            auth.push(format!(
+                "oidc auth-provider {} of user {:?}",
+                o.config
+                    .get(super::exec::oidc::ISSUER_URL)
+                    .map_or("", String::as_str),
+                o.user
             ));
         }
         if auth.is_empty() {

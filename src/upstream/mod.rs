@@ -17,7 +17,7 @@
 //! or through the cluster's `proxy-url` or the environment's proxy, as client-go does. watchmux's token or basic-auth user (if any) goes on every reflector
 //! request ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their
 //! own ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries). When the
-//! kubeconfig's user has an exec credential plugin, [`exec`] supplies that token and/or client
+//! kubeconfig's user has an exec credential plugin (or the `oidc` auth-provider), [`exec`] supplies that token and/or client
 //! certificate instead: it renews them, retries a request the upstream answers 401 once with a
 //! new one, and closes the pools' connections ([`rotation`]) when the certificate changes.
 //!
@@ -48,7 +48,7 @@ pub mod rotation;
 use crate::auth::Credentials;
 use crate::config::UpstreamConfig;
 use crate::tls::ServerTrust;
-use exec::{ExecCredentials, ExecError};
+use exec::{CredentialError, ExecCredentials};
 use kube_wire::response::{Body, empty};
 use kubeconfig::{ResolveError, SetupError};
 use rotation::Tracked;
@@ -91,7 +91,8 @@ struct Base {
     /// `Proxy-Authorization` for every request, when an `http://` upstream is reached through a
     /// proxy that takes requests in absolute form and the proxy URL has credentials.
     proxy_authorization: Option<HeaderValue>,
-    /// watchmux's credentials from an exec plugin (instead of `credentials`).
+    /// watchmux's credentials from an exec plugin or the oidc auth-provider (instead of
+    /// `credentials`).
     exec: Option<Arc<ExecCredentials>>,
     /// The reflectors' pool (HTTP/2 where the upstream offers it), shared by every
     /// [`Upstream::watch_client`].
@@ -181,10 +182,10 @@ pub enum UpstreamError {
         /// Cause.
         source: hyper_util::client::legacy::Error,
     },
-    /// The exec credential plugin gave no usable credential (the error names the kubeconfig,
-    /// user and command).
+    /// The exec credential plugin or the oidc auth-provider gave no usable credential (the
+    /// error names the kubeconfig, user and command or issuer).
     #[error(transparent)]
-    Credentials(#[from] Arc<ExecError>),
+    Credentials(#[from] Arc<CredentialError>),
     /// The request's body could not be read (it was being kept to be sent again after a 401).
     #[error("the request body could not be read")]
     RequestBody(#[source] std::io::Error),
@@ -272,14 +273,19 @@ impl Upstream {
         } else {
             ServerTrust::Roots(Vec::new())
         };
-        let exec = match &resolved.exec {
-            Some(e) => {
+        let exec = match (&resolved.exec, &resolved.oidc) {
+            (Some(e), _) => {
                 let plugin =
                     exec::Plugin::new(&e.user, &resolved.origin, &e.config, config.exec_timeout)
                         .map_err(|e| setup(SetupError::Exec(e)))?;
                 Some(Arc::new(ExecCredentials::new(plugin)))
             }
-            None => None,
+            (None, Some(o)) => {
+                let oidc =
+                    exec::Oidc::new(o, &resolved.origin).map_err(|e| setup(SetupError::Oidc(e)))?;
+                Some(Arc::new(ExecCredentials::new(oidc)))
+            }
+            (None, None) => None,
         };
         // No ALPN here: hyper-rustls sets it per pool (see `build_client`).
         let tls = match &exec {

@@ -76,7 +76,7 @@ fn exec_kubeconfig(dir: &Path, cluster: Value, exec: Value) -> PathBuf {
 
 /// watchmux caching the test kinds from the upstream of `kubeconfig`, with `f` applied; does
 /// not wait for the sync.
-async fn proxy_from(kubeconfig: &Path, f: impl FnOnce(&mut Config)) -> TestProxy {
+pub(crate) async fn proxy_from(kubeconfig: &Path, f: impl FnOnce(&mut Config)) -> TestProxy {
     let mut config = Config::from_toml_str(crate::common::TEST_CACHE, "test config").unwrap();
     config.server.listen = "127.0.0.1:0".parse().unwrap();
     config.cache.not_ready_wait = Duration::ZERO;
@@ -95,7 +95,7 @@ async fn proxy_from(kubeconfig: &Path, f: impl FnOnce(&mut Config)) -> TestProxy
 }
 
 /// Waits up to `secs` for `cond`, polling; `what` names it in the failure.
-async fn wait_until(secs: u64, what: &str, mut cond: impl AsyncFnMut() -> bool) {
+pub(crate) async fn wait_until(secs: u64, what: &str, mut cond: impl AsyncFnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     while !cond().await {
         assert!(
@@ -106,20 +106,20 @@ async fn wait_until(secs: u64, what: &str, mut cond: impl AsyncFnMut() -> bool) 
     }
 }
 
-async fn wait_ready(p: &TestProxy) {
+pub(crate) async fn wait_ready(p: &TestProxy) {
     let app = p.proxy.clone();
     wait_until(20, "watchmux synced", async || app.ready()).await;
 }
 
 /// `/readyz?verbose`: status and text.
-async fn readyz(p: &TestProxy) -> (StatusCode, String) {
+pub(crate) async fn readyz(p: &TestProxy) -> (StatusCode, String) {
     let (s, _, b) =
         crate::common::request(Method::GET, &format!("{}/readyz?verbose", p.url), &[], "").await;
     (s, String::from_utf8_lossy(&b).into_owned())
 }
 
 /// An uncached kind: its reads pass through with watchmux's credentials.
-fn services(p: &TestProxy) -> String {
+pub(crate) fn services(p: &TestProxy) -> String {
     format!("{}/api/v1/namespaces/default/services", p.url)
 }
 

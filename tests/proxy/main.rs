@@ -21,6 +21,7 @@ mod kubectl;
 mod limits;
 mod memory;
 mod observability;
+mod oidc;
 mod on_demand;
 mod pagination;
 mod passthrough;

@@ -21,9 +21,14 @@
 //!   ([`RotatingIdentity`]) and every connection made with the previous one is closed
 //!   ([`ConnectionTracker`]), as client-go's connection rotation does.
 //!
+//! The same machinery keeps the id-token of a kubeconfig user's `oidc` auth-provider
+//! ([`oidc`]): a [`Source`] is either; for OIDC a "run" uses the kubeconfig's id-token while it
+//! is valid, else refreshes it at the issuer, and a failure names the issuer.
+//!
 //! Which requests carry watchmux's credentials is `crate::auth`'s and [`super::Upstream`]'s
 //! business; this module must not build HTTP answers or read the kubeconfig.
 
+pub mod oidc;
 pub mod plugin;
 
 use std::error::Error as StdError;
@@ -44,7 +49,76 @@ use super::UpstreamError;
 use super::rotation::ConnectionTracker;
 use crate::tls::RotatingIdentity;
 use kube_wire::response::{Body, full};
+pub use oidc::{Oidc, OidcConfigError, OidcError};
 pub use plugin::{Credential, ExecConfigError, ExecError, ExecProblem, Plugin};
+
+/// Where the credentials come from: an exec plugin, or a kubeconfig user's `oidc`
+/// auth-provider ([`oidc`]). Renewal, 401s, single-flight, back-off and readiness are the same.
+#[derive(Debug)]
+pub enum Source {
+    /// Run the exec credential plugin.
+    Plugin(Plugin),
+    /// Use, then refresh, the OIDC id-token.
+    Oidc(Box<Oidc>),
+}
+
+impl From<Plugin> for Source {
+    fn from(p: Plugin) -> Source {
+        Source::Plugin(p)
+    }
+}
+
+impl From<Oidc> for Source {
+    fn from(o: Oidc) -> Source {
+        Source::Oidc(Box::new(o))
+    }
+}
+
+impl Source {
+    /// Where it is configured: the kubeconfig, context and user.
+    pub fn origin(&self) -> &str {
+        match self {
+            Source::Plugin(p) => p.origin(),
+            Source::Oidc(o) => o.origin(),
+        }
+    }
+
+    /// What it is, for the log and `/readyz`: `the exec credential plugin`, `the oidc
+    /// auth-provider`.
+    fn what(&self) -> &'static str {
+        match self {
+            Source::Plugin(_) => "the exec credential plugin",
+            Source::Oidc(_) => "the oidc auth-provider",
+        }
+    }
+
+    /// The command or the issuer, for the log.
+    fn target(&self) -> &str {
+        match self {
+            Source::Plugin(p) => p.command(),
+            Source::Oidc(o) => o.issuer(),
+        }
+    }
+
+    async fn run(&self) -> Result<Credential, CredentialError> {
+        match self {
+            Source::Plugin(p) => Ok(p.run().await?),
+            Source::Oidc(o) => Ok(o.run().await?),
+        }
+    }
+}
+
+/// Why a [`Source`] gave no credential (its text names the kubeconfig, user and plugin or
+/// issuer).
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The exec plugin's run failed.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The OIDC refresh failed.
+    #[error(transparent)]
+    Oidc(#[from] OidcError),
+}
 
 /// A credential is renewed this long before it expires at most (less for a short-lived one: a
 /// fifth of its lifetime).
@@ -93,7 +167,7 @@ impl Issued {
 /// The last run's failure.
 #[derive(Debug)]
 struct Failure {
-    error: Arc<ExecError>,
+    error: Arc<CredentialError>,
     /// Consecutive failures.
     count: u32,
     /// No run before this.
@@ -133,7 +207,7 @@ impl Need {
 /// client's handles.
 #[derive(Debug)]
 pub struct ExecCredentials {
-    plugin: Plugin,
+    source: Source,
     state: Mutex<State>,
     /// Held while the plugin runs: one run at a time.
     run: tokio::sync::Mutex<()>,
@@ -151,10 +225,10 @@ impl Drop for ExecCredentials {
 }
 
 impl ExecCredentials {
-    /// Credentials from `plugin`; it first runs when a request needs them.
-    pub fn new(plugin: Plugin) -> ExecCredentials {
+    /// Credentials from `source`; it first runs when a request needs them.
+    pub fn new(source: impl Into<Source>) -> ExecCredentials {
         ExecCredentials {
-            plugin,
+            source: source.into(),
             state: Mutex::new(State::default()),
             run: tokio::sync::Mutex::new(()),
             identity: Arc::new(RotatingIdentity::default()),
@@ -164,9 +238,9 @@ impl ExecCredentials {
         }
     }
 
-    /// The plugin.
-    pub fn plugin(&self) -> &Plugin {
-        &self.plugin
+    /// Where the credentials come from.
+    pub fn source(&self) -> &Source {
+        &self.source
     }
 
     /// The client certificate to present (the TLS config's resolver).
@@ -211,12 +285,14 @@ impl ExecCredentials {
                 )
             }
             None if st.current.is_some() => format!(
-                "{}: the exec credential plugin's credential expired; renewing it",
-                self.plugin.origin()
+                "{}: {}'s credential expired; renewing it",
+                self.source.origin(),
+                self.source.what()
             ),
             None => format!(
-                "{}: waiting for the exec credential plugin's first credential",
-                self.plugin.origin()
+                "{}: waiting for {}'s first credential",
+                self.source.origin(),
+                self.source.what()
             ),
         })
     }
@@ -224,7 +300,7 @@ impl ExecCredentials {
     /// A usable credential: the one held, else the plugin's next (running it now unless a run
     /// is under way, whose result is shared, or the last one failed within its back-off, whose
     /// error is returned).
-    pub async fn credential(self: &Arc<Self>) -> Result<Arc<Issued>, Arc<ExecError>> {
+    pub async fn credential(self: &Arc<Self>) -> Result<Arc<Issued>, Arc<CredentialError>> {
         self.start_renewal();
         {
             let st = self.state.lock();
@@ -241,8 +317,11 @@ impl ExecCredentials {
     /// The upstream answered 401 to a request made with `used`: a new credential, from one run
     /// of the plugin for all the requests that used `used` (unless the last run failed within
     /// its back-off: then its error).
-    pub async fn rejected(self: &Arc<Self>, used: &Issued) -> Result<Arc<Issued>, Arc<ExecError>> {
-        tracing::debug!(user = %self.plugin.origin(), serial = used.serial, "the upstream answered 401 to the exec credential plugin's credential");
+    pub async fn rejected(
+        self: &Arc<Self>,
+        used: &Issued,
+    ) -> Result<Arc<Issued>, Arc<CredentialError>> {
+        tracing::debug!(user = %self.source.origin(), serial = used.serial, source = self.source.what(), "the upstream answered 401 to watchmux's credential");
         self.obtain(Need::Replace(used.serial)).await
     }
 
@@ -251,6 +330,9 @@ impl ExecCredentials {
     /// plugin's first credential, when that may be a certificate (errors are the request's
     /// connection's to meet).
     pub async fn ensure_identity(self: &Arc<Self>) {
+        if matches!(self.source, Source::Oidc(_)) {
+            return;
+        }
         let wait = {
             let st = self.state.lock();
             st.current
@@ -264,7 +346,7 @@ impl ExecCredentials {
 
     /// Runs the plugin for `need`, unless, once it is our turn, another run has met it or the
     /// back-off forbids it.
-    async fn obtain(&self, need: Need) -> Result<Arc<Issued>, Arc<ExecError>> {
+    async fn obtain(&self, need: Need) -> Result<Arc<Issued>, Arc<CredentialError>> {
         let _turn = self.run.lock().await;
         {
             let st = self.state.lock();
@@ -282,9 +364,9 @@ impl ExecCredentials {
                 return Err(f.error.clone());
             }
         }
-        tracing::debug!(command = %self.plugin.command(), ?need, "running the exec credential plugin");
+        tracing::debug!(target_ = %self.source.target(), ?need, source = self.source.what(), "obtaining a credential");
         let started = Instant::now();
-        let result = self.plugin.run().await;
+        let result = self.source.run().await;
         let out = self.record(result, need, started.elapsed());
         self.wake.notify_one();
         out
@@ -294,10 +376,10 @@ impl ExecCredentials {
     /// connections made with the old one), or its failure and the next retry.
     fn record(
         &self,
-        result: Result<Credential, ExecError>,
+        result: Result<Credential, CredentialError>,
         need: Need,
         took: Duration,
-    ) -> Result<Arc<Issued>, Arc<ExecError>> {
+    ) -> Result<Arc<Issued>, Arc<CredentialError>> {
         let mut st = self.state.lock();
         st.runs += 1;
         match result {
@@ -328,13 +410,14 @@ impl ExecCredentials {
                     .and_then(|e| e.duration_since(now).ok())
                     .map(|d| d.as_secs());
                 tracing::info!(
-                    command = %self.plugin.command(),
-                    user = %self.plugin.origin(),
+                    command = %self.source.target(),
+                    user = %self.source.origin(),
+                    source = self.source.what(),
                     kind = issued.credential.kind(),
                     reason = need.reason(),
                     expires_in_secs = expires_in,
                     took_ms = took.as_millis() as u64,
-                    "the exec credential plugin gave a credential"
+                    "new upstream credential"
                 );
                 if old_cert != new_cert {
                     self.identity.set(issued.certificate().cloned());
@@ -365,12 +448,13 @@ impl ExecCredentials {
                     .is_some_and(|c| c.usable(SystemTime::now()));
                 drop(st);
                 tracing::warn!(
+                    source = self.source.what(),
                     error = %chain(e.as_ref()),
                     reason = need.reason(),
                     failures = count,
                     retry_in_secs = delay.as_secs(),
                     keeping_previous_credential = still_usable,
-                    "the exec credential plugin gave no credential"
+                    "no new upstream credential"
                 );
                 Err(e)
             }
