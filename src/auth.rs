@@ -113,6 +113,18 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     Some((m.modified().ok()?, m.len()))
 }
 
+/// The `Basic` value of an `Authorization` or `Proxy-Authorization` header for `user` and
+/// `password` (RFC 7617: base64 of `user:password`), marked sensitive.
+pub fn basic_header(
+    user: &str,
+    password: &str,
+) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let mut v = HeaderValue::from_str(&format!("Basic {encoded}"))?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
 /// The `Authorization: Bearer` value of `token` (trimmed), marked sensitive.
 fn bearer_header(token: &str) -> Result<HeaderValue, TokenError> {
     let token = token.trim();
@@ -161,11 +173,7 @@ impl Credentials {
 
     /// HTTP basic authentication.
     pub fn basic(user: &str, password: &str) -> Result<Credentials, CredentialsError> {
-        let encoded =
-            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        let mut v =
-            HeaderValue::from_str(&format!("Basic {encoded}")).map_err(CredentialsError::Basic)?;
-        v.set_sensitive(true);
+        let v = basic_header(user, password).map_err(CredentialsError::Basic)?;
         Ok(Credentials {
             kind: Kind::Basic(v, user.to_string()),
         })

@@ -33,7 +33,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use base64::Engine;
 use http::{HeaderValue, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
@@ -223,10 +222,7 @@ impl Proxy {
     /// `Proxy-Authorization: Basic …` from the URL's user and password, if it has them.
     fn basic_auth(&self) -> Option<HeaderValue> {
         let (u, p) = self.user.as_ref()?;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
-        let mut v = HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
-        v.set_sensitive(true);
-        Some(v)
+        crate::auth::basic_header(u, p).ok()
     }
 
     /// The `Proxy-Authorization` every request to an `http://` upstream carries when it goes
@@ -241,23 +237,9 @@ impl Proxy {
 
 /// `%XX` sequences decoded (a URL's user and password); anything else as it is.
 fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Whether Go's `ProxyFromEnvironment` proxies `host:port` given `NO_PROXY` (httpproxy's

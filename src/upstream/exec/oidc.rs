@@ -432,11 +432,9 @@ impl Oidc {
                     // RFC 6749 2.3.1: each is form-encoded before the basic encoding.
                     let enc =
                         |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                    let pair = format!("{}:{}", enc(&self.client_id), enc(&self.client_secret));
-                    let b64 = base64::engine::general_purpose::STANDARD.encode(pair);
-                    let mut v = HeaderValue::from_str(&format!("Basic {b64}"))
-                        .map_err(|_| OidcProblem::Url(endpoint.to_string()))?;
-                    v.set_sensitive(true);
+                    let v =
+                        crate::auth::basic_header(&enc(&self.client_id), &enc(&self.client_secret))
+                            .map_err(|_| OidcProblem::Url(endpoint.to_string()))?;
                     basic = Some(v);
                 }
             }
