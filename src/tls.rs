@@ -12,8 +12,9 @@
 //!
 //! Failures are typed ([`PemError`], [`ClientConfigError`], [`TlsFileError`]) and keep rustls's
 //! cause, whose text each writes into its own once (so it is not also their `source()`: a printed
-//! chain would say it twice). This module must not decide what an identity may do upstream (that is [`crate::auth`])
-//! nor read HTTP (the accept loop hands hyper the stream after the handshake).
+//! chain would say it twice). This module must not decide what an identity may do upstream
+//! (that is [`crate::auth`]) nor read HTTP (the accept loop hands hyper the stream after the
+//! handshake).
 
 use std::fmt;
 use std::io;

@@ -19,9 +19,9 @@
 //! user also has a token, basic-auth or client certificate), or its `oidc` auth-provider (its
 //! config and issuer CA handed on to [`super::exec::oidc`]). The `gcp` and `azure`
 //! auth-providers (removed from client-go) are refused naming the exec plugin that replaces them,
-//! any other auth-provider as unsupported, rather than connecting without credentials. Errors name where the
-//! setting came from: the file(s), the context, and the cluster and user entries (with their
-//! files when several are merged).
+//! any other auth-provider as unsupported, rather than connecting without credentials. Errors
+//! name where the setting came from: the file(s), the context, and the cluster and user entries
+//! (with their files when several are merged).
 //!
 //! Reads files, never the network: it must not connect (the client in [`super`] does).
 

@@ -14,12 +14,14 @@
 //! Where the upstream is and who watchmux is there come from [`kubeconfig`] (a kubeconfig,
 //! the in-cluster service account, or a bare `upstream.url`); TLS is rustls with the ring
 //! provider (`crate::tls`). Both pools connect through the same [`proxy::Connector`]: directly,
-//! or through the cluster's `proxy-url` or the environment's proxy, as client-go does. watchmux's token or basic-auth user (if any) goes on every reflector
-//! request ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their
-//! own ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries). When the
-//! kubeconfig's user has an exec credential plugin (or the `oidc` auth-provider), [`exec`] supplies that token and/or client
-//! certificate instead: it renews them, retries a request the upstream answers 401 once with a
-//! new one, and closes the pools' connections ([`rotation`]) when the certificate changes.
+//! or through the cluster's `proxy-url` or the environment's proxy, as client-go does.
+//! watchmux's token or basic-auth user (if any) goes on every reflector request
+//! ([`Upstream::get`]) and on pass-through requests that carry no `Authorization` of their own
+//! ([`Upstream::send`]; `crate::auth` decides what a pass-through request carries). When the
+//! kubeconfig's user has an exec credential plugin (or the `oidc` auth-provider), [`exec`]
+//! supplies that token and/or client certificate instead: it renews them, retries a request the
+//! upstream answers 401 once with a new one, and closes the pools' connections ([`rotation`])
+//! when the certificate changes.
 //!
 //! Every failure is an [`UpstreamError`] that keeps its cause. This module must not interpret
 //! what the upstream answers (status codes, bodies) nor answer clients: the reflector, the

@@ -810,9 +810,7 @@ mod tests {
     fn rbac_names_are_path_segments() {
         let r = reg();
         let roles = r
-            .all()
-            .into_iter()
-            .find(|t| t.group == "rbac.authorization.k8s.io" && t.resource == "clusterroles")
+            .get("rbac.authorization.k8s.io", "v1", "clusterroles")
             .unwrap();
         for ok in ["system:kube-scheduler", "Cluster_Admin", "a.b"] {
             assert!(validate_name(&roles, ok).is_ok(), "{ok}");
@@ -830,11 +828,7 @@ mod tests {
                 e.message
             );
         }
-        let attachments = r
-            .all()
-            .into_iter()
-            .find(|t| t.resource == "volumeattachments")
-            .unwrap();
+        let attachments = r.get("storage.k8s.io", "v1", "volumeattachments").unwrap();
         let csi = format!("csi-{}", "0a".repeat(32));
         assert!(
             validate_name(&attachments, &csi).is_ok(),

@@ -593,7 +593,9 @@ mod tests {
     use super::*;
 
     /// Credentials from a script in `dir` that prints token `tok-<run>` unless `dir/fail`
-    /// exists (then it exits 1).
+    /// exists (then it exits 1). The plugin is `/bin/sh` reading the script, not the script
+    /// itself: executing a file just written fails with ETXTBSY while a child that another test
+    /// thread forked meanwhile still holds its write descriptor (until that child's exec).
     fn credentials(dir: &std::path::Path) -> Arc<ExecCredentials> {
         let script = dir.join("plugin.sh");
         std::fs::write(
@@ -601,13 +603,9 @@ mod tests {
             "#!/bin/sh\nD=\"$(dirname \"$0\")\"\necho x >> \"$D/runs\"\nif [ -e \"$D/fail\" ]; then exit 1; fi\nN=$(wc -l < \"$D/runs\")\necho \"{\\\"apiVersion\\\":\\\"client.authentication.k8s.io/v1\\\",\\\"kind\\\":\\\"ExecCredential\\\",\\\"status\\\":{\\\"token\\\":\\\"tok-$N\\\"}}\"\n",
         )
         .unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
         let exec: kube::config::ExecConfig = serde_json::from_value(serde_json::json!({
-            "apiVersion": plugin::V1, "command": script, "interactiveMode": "Never",
+            "apiVersion": plugin::V1, "command": "/bin/sh", "args": [script],
+            "interactiveMode": "Never",
         }))
         .unwrap();
         let plugin = Plugin::new("u", "kc", &exec, Duration::from_secs(10)).unwrap();
