@@ -190,9 +190,19 @@ pub fn event_frame(
     )))
 }
 
-/// The watch frame of an initial event (ADDED) of a cached object.
-pub fn initial_frame(info: &ResourceInfo, obj: &Cached, form: &Form) -> Result<Bytes, Status> {
-    event_frame(info, EventType::Added, obj, form)
+/// The watch frame of an initial event (ADDED) of a cached object, as its three parts: a head
+/// made for it, the object's shared message (not copied: a fleet's watch-lists send the same
+/// objects to thousands of watchers) and the envelope's constant tail.
+pub fn initial_frame(info: &ResourceInfo, obj: &Cached, form: &Form) -> Result<[Bytes; 3], Status> {
+    let api_version = info.api_version();
+    let message = item_of(info, obj, form)?;
+    let (av, kind) = type_meta(info, form, &api_version);
+    let head = envelope::watch_frame_head(EventType::Added.as_str(), av, kind, message.len());
+    Ok([
+        Bytes::from(head),
+        message,
+        Bytes::from_static(&envelope::TAIL),
+    ])
 }
 
 /// A BOOKMARK frame at `rv` in `form` (the first after a watch-list's initial events carries

@@ -300,9 +300,10 @@ impl Watcher {
                         continue;
                     }
                     if self.form.encoding() == Encoding::Protobuf {
-                        let f = protobuf::initial_frame(info, obj, &self.form)
-                            .unwrap_or_else(|s| protobuf::error_frame(&s));
-                        self.send(f).await;
+                        match protobuf::initial_frame(info, obj, &self.form) {
+                            Ok(parts) => self.send_parts(Out::Parts(parts)).await,
+                            Err(s) => self.send(protobuf::error_frame(&s)).await,
+                        }
                         continue;
                     }
                     if self.form != Form::Json {
@@ -320,14 +321,12 @@ impl Watcher {
                         continue;
                     }
                     // No copy: the constant head, the stored body, the tail.
-                    let parts = Out::Parts([
+                    self.send_parts(Out::Parts([
                         head.clone(),
                         obj.json().slice(1..),
                         Bytes::from_static(FRAME_TAIL),
-                    ]);
-                    let len = parts.len();
-                    self.out.send(parts).await;
-                    self.tap.event(&head, len);
+                    ]))
+                    .await;
                 }
                 self.last_sent = snap.rv;
                 if self.bookmarks && sie == Some(true) {
@@ -550,6 +549,14 @@ impl Watcher {
     async fn send(&self, b: Bytes) {
         let (head, len) = frame_head_of(&b);
         self.out.send(Out::Frame(b)).await;
+        self.tap.event(&head.0[..head.1], len);
+    }
+
+    /// Hands on a frame in parts (its first part holds the start the tap reads).
+    async fn send_parts(&self, out: Out) {
+        let (head, _) = frame_head_of(&out.parts()[0]);
+        let len = out.len();
+        self.out.send(out).await;
         self.tap.event(&head.0[..head.1], len);
     }
 }

@@ -54,9 +54,12 @@ fn head(out: &mut Vec<u8>, api_version: &str, kind: &str, raw_len: usize) {
     encode_varint(raw_len as u64, out);
 }
 
-/// `contentEncoding` and `contentType`, both empty and both written (gogo writes strings).
+/// The end of every envelope after its `raw`: `contentEncoding` and `contentType`, both empty
+/// and both written (gogo writes strings).
+pub const TAIL: [u8; 4] = [0x1a, 0, 0x22, 0];
+
 fn tail(out: &mut Vec<u8>) {
-    out.extend_from_slice(&[0x1a, 0, 0x22, 0]);
+    out.extend_from_slice(&TAIL);
 }
 
 fn envelope_len(api_version: &str, kind: &str, raw_len: usize) -> usize {
@@ -164,6 +167,26 @@ pub fn length_prefixed(event: &[u8]) -> Vec<u8> {
 /// wrapped `object`.
 pub fn watch_frame(ty: &str, object: &[u8]) -> Vec<u8> {
     length_prefixed(&watch_event(ty, object))
+}
+
+/// The bytes of a chunked-HTTP watch frame of type `ty` that come before the message body of
+/// its object, wrapped as `(api_version, kind)`: the frame is this head, the `raw_len` bytes of
+/// the body, then [`TAIL`] — `watch_frame(ty, &wrap(api_version, kind, raw))` without copying
+/// the body, so a body shared by many watchers is written to each of them as it is.
+pub fn watch_frame_head(ty: &str, api_version: &str, kind: &str, raw_len: usize) -> Vec<u8> {
+    let object = envelope_len(api_version, kind, raw_len);
+    let raw_ext = field_len(1, object);
+    let event = field_len(1, ty.len()) + field_len(2, raw_ext);
+    let len = u32::try_from(event).unwrap_or(u32::MAX);
+    let mut out = Vec::with_capacity(4 + event - raw_len - TAIL.len());
+    out.extend_from_slice(&len.to_be_bytes());
+    put_bytes(&mut out, 1, ty.as_bytes());
+    encode_key(2, WireType::LengthDelimited, &mut out);
+    encode_varint(raw_ext as u64, &mut out);
+    encode_key(1, WireType::LengthDelimited, &mut out);
+    encode_varint(object as u64, &mut out);
+    head(&mut out, api_version, kind, raw_len);
+    out
 }
 
 /// The watch frame of an ERROR event carrying the Status whose JSON is `status_json` (an empty
@@ -313,4 +336,26 @@ pub fn status(status_json: &[u8]) -> Result<Vec<u8>, ProtoError> {
 
 fn text(b: &[u8]) -> Result<&str, ProtoError> {
     std::str::from_utf8(b).map_err(|_| ProtoError::protobuf("Unknown", "invalid UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The head, the body and the tail are the frame, whatever the lengths' varint widths.
+    #[test]
+    fn a_frame_head_body_and_tail_are_the_whole_frame() {
+        for len in [0, 1, 100, 127, 128, 16_383, 16_384, 100_000, 2_097_152] {
+            let raw: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            for (ty, av, kind) in [
+                ("ADDED", "v1", "Pod"),
+                ("MODIFIED", "discovery.k8s.io/v1", "EndpointSlice"),
+            ] {
+                let mut parts = watch_frame_head(ty, av, kind, raw.len());
+                parts.extend_from_slice(&raw);
+                parts.extend_from_slice(&TAIL);
+                assert_eq!(parts, watch_frame(ty, &wrap(av, kind, &raw)), "{ty} {len}");
+            }
+        }
+    }
 }
