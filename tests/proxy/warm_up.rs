@@ -472,7 +472,8 @@ async fn served(
     started: tokio::time::Instant,
 ) -> Incoming {
     for attempt in 0.. {
-        assert!(attempt < 10, "{pq}: still refused after 10 attempts");
+        // A guard: kube's Retry-After makes 30 attempts last over 40 s.
+        assert!(attempt < 30, "{pq}: still refused after 30 attempts");
         let req = http2_get(base, pq, &[("accept", KUBELET)]);
         let resp = send.send_request(req).await.expect("a response");
         let (head, body) = resp.into_parts();
