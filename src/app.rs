@@ -72,6 +72,9 @@ pub struct CacheSlot {
     /// Its reflector's task, awaited before the kind is started again (its persisted
     /// directory's lock).
     task: Mutex<Option<JoinHandle<()>>>,
+    /// When its cache started: how long it has not been ready, until its first sync (a synced
+    /// cache stays ready: a relist bridges, it does not empty the cache).
+    started: Instant,
 }
 
 impl CacheSlot {
@@ -85,8 +88,7 @@ impl CacheSlot {
         self.tx.borrow().clone()
     }
 
-    /// Whether it was started by a read (on-demand) rather than listed: its reads pass through
-    /// until it has synced.
+    /// Whether it was started by a read (on-demand) rather than listed.
     pub fn on_demand(&self) -> bool {
         !self.pinned
     }
@@ -95,6 +97,18 @@ impl CacheSlot {
     /// list): its reads do not wait for a sync.
     pub fn failing(&self) -> bool {
         self.metrics.outage().is_some()
+    }
+
+    /// Whether the upstream refuses its reflector's list or watch now (401 or 403: watchmux's
+    /// identity may not read the kind, where a client's own credentials may).
+    pub fn refused(&self) -> bool {
+        self.metrics.refused()
+    }
+
+    /// How long its cache has not been ready: since the kind's cache started (kube's cacher
+    /// counts from its last change of state, and its 429s' `Retry-After` grows with it).
+    pub fn not_ready_for(&self) -> Duration {
+        self.started.elapsed()
     }
 
     /// Waits up to `timeout` for a synced cache.
@@ -147,6 +161,8 @@ pub struct App {
     pub max_header_bytes: usize,
     /// `server.header_read_timeout_secs`.
     pub header_read_timeout: Duration,
+    /// `server.http2_max_concurrent_streams`.
+    pub http2_max_concurrent_streams: u32,
     /// The upstream's CRDs (all of them in on-demand mode, those of the cached custom
     /// resources in listed mode), kept current by one upstream watch (started only when a
     /// custom resource may be cached).
@@ -215,6 +231,7 @@ impl App {
             max_url_bytes: usize::try_from(config.server.max_url_bytes).unwrap_or(usize::MAX),
             max_header_bytes: usize::try_from(config.server.max_header_bytes).unwrap_or(usize::MAX),
             header_read_timeout: config.server.header_read_timeout,
+            http2_max_concurrent_streams: config.server.http2_max_concurrent_streams,
             tasks: TaskTracker::new(),
             conns: TaskTracker::new(),
             metrics,
@@ -274,6 +291,7 @@ impl App {
             last_read_ms: AtomicU64::new(self.now_ms()),
             vanishing_since_ms: AtomicU64::new(0),
             task: Mutex::new(None),
+            started: Instant::now(),
         });
         slots.insert(key.clone(), slot.clone());
         drop(slots);

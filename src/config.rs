@@ -98,6 +98,9 @@ pub struct ServerConfig {
     /// `header_read_timeout_secs`: an HTTP/1 connection whose request headers have not all
     /// arrived this long after the request began is closed.
     pub header_read_timeout: Duration,
+    /// `http2_max_concurrent_streams`: the streams (requests, watches among them) one HTTP/2
+    /// client may have open at once on one connection (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub http2_max_concurrent_streams: u32,
 }
 
 impl ServerConfig {
@@ -183,6 +186,7 @@ impl Default for ServerConfig {
             max_header_bytes: 1 << 20,
             max_url_bytes: 16 << 10,
             header_read_timeout: Duration::from_secs(30),
+            http2_max_concurrent_streams: 1000,
         }
     }
 }
@@ -280,9 +284,9 @@ pub struct CacheConfig {
     pub watcher_queue: usize,
     /// `watcher_max_lag_bytes`: a watcher further behind than this many bytes of events is closed.
     pub watcher_max_lag_bytes: u64,
-    /// `not_ready_wait_ms`: a LIST `resourceVersion=0` or a WATCH that arrives before the
-    /// resource's first sync waits this long, then gets 429 with Retry-After. Zero answers 429 at
-    /// once.
+    /// `not_ready_wait_ms`: a read that kube answers with 429 while the resource's cache is not
+    /// ready (a WATCH; a LIST with a selector or without a `limit`) waits up to this long for
+    /// the first sync before it gets the 429 with Retry-After. Zero answers 429 at once.
     pub not_ready_wait: Duration,
     /// `list_page_size`: the `limit` of the reflector's upstream LIST pages.
     pub list_page_size: usize,
@@ -710,6 +714,10 @@ impl Config {
             s.header_read_timeout,
             false,
         )?;
+        check_count(
+            "server.http2_max_concurrent_streams",
+            s.http2_max_concurrent_streams.into(),
+        )?;
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return Err(problem(
                 "log.level",
@@ -1016,6 +1024,7 @@ struct RawServer {
     max_header_bytes: u64,
     max_url_bytes: u64,
     header_read_timeout_secs: u64,
+    http2_max_concurrent_streams: u32,
 }
 
 impl Default for RawServer {
@@ -1039,6 +1048,7 @@ impl Default for RawServer {
             max_header_bytes: d.max_header_bytes,
             max_url_bytes: d.max_url_bytes,
             header_read_timeout_secs: d.header_read_timeout.as_secs(),
+            http2_max_concurrent_streams: d.http2_max_concurrent_streams,
         }
     }
 }
@@ -1189,6 +1199,7 @@ impl RawConfig {
                 max_header_bytes: self.server.max_header_bytes,
                 max_url_bytes: self.server.max_url_bytes,
                 header_read_timeout: Duration::from_secs(self.server.header_read_timeout_secs),
+                http2_max_concurrent_streams: self.server.http2_max_concurrent_streams,
             },
             log: LogConfig {
                 format: self.log.format,
@@ -1719,7 +1730,8 @@ version = "v1"
     fn resource_limit_keys() {
         let c = Config::from_toml_str(
             "[server]\nmax_watches_per_client = 3\nmax_concurrent_lists = 4\n\
-             max_header_bytes = 65536\nmax_url_bytes = 2048\nheader_read_timeout_secs = 5\n",
+             max_header_bytes = 65536\nmax_url_bytes = 2048\nheader_read_timeout_secs = 5\n\
+             http2_max_concurrent_streams = 5000\n",
             "t",
         )
         .unwrap();
@@ -1728,7 +1740,18 @@ version = "v1"
         assert_eq!(c.server.max_header_bytes, 65536);
         assert_eq!(c.server.max_url_bytes, 2048);
         assert_eq!(c.server.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(c.server.http2_max_concurrent_streams, 5000);
+        assert_eq!(
+            Config::default().server.http2_max_concurrent_streams,
+            1000,
+            "above hyper's 200: a kubelet keeps its watches on one connection"
+        );
         for (text, key, msg) in [
+            (
+                "http2_max_concurrent_streams = 0",
+                "server.http2_max_concurrent_streams",
+                "must be greater than 0",
+            ),
             (
                 "max_watches_per_client = 0",
                 "server.max_watches_per_client",

@@ -26,9 +26,17 @@ use crate::downstream::router::RouteError;
 use crate::downstream::websocket::WebsocketError;
 use crate::passthrough::PassThroughError;
 
-/// The `Retry-After` seconds of the 429s answered for a limit or a cache that is not ready,
-/// as kube-apiserver's cacher and max-in-flight filter send.
+/// The `Retry-After` seconds of the 429s answered for a limit, as kube-apiserver's
+/// max-in-flight filter sends.
 const RETRY_AFTER_SECONDS: u32 = 1;
+
+/// The `Retry-After` seconds of kube's 429 for a cache that has not been ready for `downtime`
+/// (`k8s.io/apiserver` `pkg/storage/cacher/util.go`, `calculateRetryAfterForUnreadyCache`):
+/// e^(0.06·seconds), within 1 and 30, truncated — 1 for the first 11.5 s, 6 after 30 s, 30
+/// from about 57 s on.
+fn retry_after_for_unready_cache(downtime: std::time::Duration) -> u32 {
+    (0.06 * downtime.as_secs_f64()).exp().clamp(1.0, 30.0) as u32
+}
 
 impl From<&RouteError> for Status {
     fn from(e: &RouteError) -> Status {
@@ -37,7 +45,9 @@ impl From<&RouteError> for Status {
             RouteError::Authz(e) => e.into(),
             RouteError::Websocket(e) => e.into(),
             RouteError::NoRoute => Status::path_not_found(),
-            RouteError::NotReady => Status::too_many_requests(e.to_string(), RETRY_AFTER_SECONDS),
+            RouteError::NotReady { downtime } => {
+                Status::too_many_requests(e.to_string(), retry_after_for_unready_cache(*downtime))
+            }
             // kube's cacher answers a read it cannot serve for now with 503.
             RouteError::Stale { .. } => Status::service_unavailable(e.to_string()),
             // kube answers a selector it cannot parse with 400 and the parser's message.
@@ -157,10 +167,31 @@ mod tests {
 
     #[test]
     fn a_cache_that_is_not_ready_is_kubes_429() {
+        let not_ready = |secs: f64| RouteError::NotReady {
+            downtime: std::time::Duration::from_secs_f64(secs),
+        };
+        // kube's `errors.NewTooManyRequests(err.Error(), retryAfter)`, byte for byte.
         assert_eq!(
-            Status::from(RouteError::NotReady),
-            Status::too_many_requests("storage is (re)initializing", 1)
+            json(Status::from(not_ready(0.0))),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"storage is (re)initializing","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}"#
         );
+        // clamp(e^(0.06·s), 1, 30), truncated as Go's int() does.
+        for (secs, want) in [
+            (0.0, 1),
+            (11.5, 1),
+            (11.6, 2),
+            (30.0, 6),
+            (45.0, 14),
+            (56.0, 28),
+            (57.0, 30),
+            (3600.0, 30),
+        ] {
+            assert_eq!(
+                Status::from(not_ready(secs)).retry_after(),
+                Some(want),
+                "{secs} s"
+            );
+        }
         assert_eq!(Status::from(RouteError::NoRoute), Status::path_not_found());
     }
 

@@ -45,6 +45,7 @@ use crate::cache::budget::MemoryBudget;
 use crate::cache::{ResourceCache, ResourceInfo};
 use crate::config::{Config, ResourceSpec};
 use crate::downstream::read_point::PassReason;
+use crate::downstream::router::Refusal;
 use kube_wire::path::{self, ApiPath};
 use kube_wire::response::Body;
 
@@ -60,6 +61,10 @@ pub const OTHER_RESOURCE: &str = "other";
 pub const SOURCE_CACHE: &str = "cache";
 /// `source` of a LIST the upstream answered.
 pub const SOURCE_PASS_THROUGH: &str = "pass_through";
+/// `source` of a read watchmux refused (429 or 503: not ready, a limit, too stale): neither
+/// served from the cache nor passed through.
+pub const SOURCE_REFUSED: &str = "refused";
+const SOURCES: [&str; 3] = [SOURCE_CACHE, SOURCE_PASS_THROUGH, SOURCE_REFUSED];
 
 /// The `Content-Type` of `/metrics` (Prometheus text format 0.0.4).
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -106,8 +111,9 @@ pub enum WatchOutcome {
     Ok,
     /// The resourceVersion is too old: an ERROR event with 410.
     Gone,
-    /// The cache was not ready: 429.
-    NotReady,
+    /// 429: the cache was not ready, or a limit (watches per client, memory) refused it
+    /// (`watchmux_reads_total{source="refused"}` says which).
+    TooManyRequests,
     /// Any other failure (bad request, 504 for a future resourceVersion, ...).
     Error,
 }
@@ -117,7 +123,7 @@ impl WatchOutcome {
         match self {
             WatchOutcome::Ok => "ok",
             WatchOutcome::Gone => "410",
-            WatchOutcome::NotReady => "429",
+            WatchOutcome::TooManyRequests => "429",
             WatchOutcome::Error => "error",
         }
     }
@@ -125,7 +131,7 @@ impl WatchOutcome {
     const ALL: [WatchOutcome; 4] = [
         WatchOutcome::Ok,
         WatchOutcome::Gone,
-        WatchOutcome::NotReady,
+        WatchOutcome::TooManyRequests,
         WatchOutcome::Error,
     ];
 }
@@ -149,8 +155,8 @@ struct Fanout {
 pub struct ResourceMetrics {
     label: String,
     epoch: Instant,
-    /// Listed in `cache.resources`: not ready until synced (an on-demand kind passes its reads
-    /// through meanwhile).
+    /// Listed in `cache.resources`: not ready until synced (an on-demand kind's sync does not
+    /// hold up `/readyz`; its reads meanwhile follow kube's rules for a cache not ready).
     pinned: bool,
     /// The kind's cache while it has one (an on-demand kind's is dropped when idle).
     cache: RwLock<Option<Arc<ResourceCache>>>,
@@ -167,6 +173,8 @@ pub struct ResourceMetrics {
     last_event_ms: AtomicU64,
     /// Milliseconds since `epoch` (+1) the upstream watch has been failing; 0: it is not.
     broken_since_ms: AtomicU64,
+    /// The last failure was the upstream refusing watchmux (401, 403), and nothing worked since.
+    refused: AtomicBool,
     watching: AtomicBool,
     watch_starts: [IntCounter; 4],
     freshness_checks: IntCounterVec,
@@ -245,12 +253,14 @@ impl ResourceMetrics {
     pub fn listed(&self, d: Duration) {
         self.upstream_list_duration.observe(d.as_secs_f64());
         self.last_event_ms.store(self.now_ms(), Ordering::Relaxed);
+        self.refused.store(false, Ordering::Relaxed);
     }
 
     /// The upstream accepted a watch (200): the watch is up again.
     pub fn watch_connected(&self) {
         self.upstream_connects.inc();
         self.watching.store(true, Ordering::Relaxed);
+        self.refused.store(false, Ordering::Relaxed);
         let since = self.broken_since_ms.swap(0, Ordering::Relaxed);
         if since != 0 {
             let outage = Duration::from_millis(self.now_ms().saturating_sub(since));
@@ -273,9 +283,11 @@ impl ResourceMetrics {
         self.upstream_oversize.inc();
     }
 
-    /// The resource's upstream list or watch failed with `error`.
-    pub fn upstream_failed(&self, error: &dyn std::fmt::Display) {
+    /// The resource's upstream list or watch failed with `error`; `refused`: the upstream
+    /// refused watchmux (401, 403).
+    pub fn upstream_failed(&self, error: &dyn std::fmt::Display, refused: bool) {
         self.watching.store(false, Ordering::Relaxed);
+        self.refused.store(refused, Ordering::Relaxed);
         if self
             .broken_since_ms
             .compare_exchange(0, self.now_ms(), Ordering::Relaxed, Ordering::Relaxed)
@@ -283,6 +295,12 @@ impl ResourceMetrics {
         {
             tracing::info!(resource = %self.label, error = %error, "upstream watch broken");
         }
+    }
+
+    /// Whether the upstream's last answer to the reflector refused watchmux (401, 403), and
+    /// no list or watch worked since.
+    pub fn refused(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// How long the upstream watch has been broken, if it is.
@@ -431,7 +449,7 @@ impl Shared {
                     None
                 }
             }
-            // An on-demand kind passes its reads through until it has synced.
+            // An on-demand kind's first sync does not hold up readiness.
             _ if !r.pinned => None,
             None => Some("waiting for upstream discovery".to_string()),
             Some(_) => Some("not synced: the initial list is not in".to_string()),
@@ -501,6 +519,10 @@ pub struct RequestInfo {
 /// did not answer it.
 #[derive(Debug, Clone, Copy)]
 pub struct PassedThrough(pub PassReason);
+
+/// Marks watchmux's own answer refusing a read (set by the router), and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Refused(pub Refusal);
 
 /// What happened to a cached kind (`watchmux_cache_kind_changes_total{change}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -623,6 +645,7 @@ impl Families {
             upstream_watch_bytes: self.upstream_bytes.with_label_values(&[l, "watch"]),
             last_event_ms: AtomicU64::new(0),
             broken_since_ms: AtomicU64::new(0),
+            refused: AtomicBool::new(false),
             watching: AtomicBool::new(false),
             watch_starts: WatchOutcome::ALL
                 .map(|o| self.watch_starts.with_label_values(&[l, o.label()])),
@@ -640,7 +663,7 @@ impl Families {
         for verb in ["list", "watch"] {
             self.upstream_requests.with_label_values(&[l, verb, "200"]);
         }
-        for source in [SOURCE_CACHE, SOURCE_PASS_THROUGH] {
+        for source in SOURCES {
             self.list_requests.with_label_values(&[l, source]);
             self.list_duration.with_label_values(&[l, source]);
         }
@@ -650,6 +673,10 @@ impl Families {
             for reason in PassReason::ALL {
                 self.reads
                     .with_label_values(&[l, verb, SOURCE_PASS_THROUGH, reason.as_str()]);
+            }
+            for refusal in Refusal::ALL {
+                self.reads
+                    .with_label_values(&[l, verb, SOURCE_REFUSED, refusal.as_str()]);
             }
         }
         for outcome in ["ahead", "state", "caught_up", "event", "bookmark", "failed"] {
@@ -794,7 +821,7 @@ impl Metrics {
         let reads = counter_vec(
             r,
             "watchmux_reads_total",
-            "Downstream reads (get, list, watch) of cached resources, by source (cache or pass_through) and, for pass_through, the reason the cache did not answer.",
+            "Downstream reads (get, list, watch) of cached resources, by source (cache, pass_through, or refused: watchmux's own 429 or 503) and, for pass_through and refused, the reason the cache did not answer.",
             &["resource", "verb", "source", "reason"],
         );
         let watch_starts = counter_vec(
@@ -819,7 +846,7 @@ impl Metrics {
         let list_requests = counter_vec(
             r,
             "watchmux_list_requests_total",
-            "Downstream LIST requests by source: cache (answered by watchmux) or pass_through (the upstream).",
+            "Downstream LIST requests by source: cache (answered by watchmux), pass_through (the upstream) or refused (429 or 503 from watchmux: a cache not ready, a limit, too stale).",
             &["resource", "source"],
         );
         let list_duration = histogram_vec(
@@ -1086,6 +1113,7 @@ impl Metrics {
         let code = resp.status().as_u16();
         let passed_reason = resp.extensions().get::<PassedThrough>().map(|p| p.0);
         let passed = passed_reason.is_some();
+        let refusal = resp.extensions().get::<Refused>().map(|r| r.0);
         let code_label = code.to_string();
         self.requests
             .with_label_values(&[info.verb, info.resource.as_str(), code_label.as_str()])
@@ -1093,13 +1121,12 @@ impl Metrics {
         self.request_duration
             .with_label_values(&[info.verb, info.resource.as_str()])
             .observe(elapsed.as_secs_f64());
-        let source = if passed {
-            SOURCE_PASS_THROUGH
-        } else {
-            SOURCE_CACHE
+        let (source, reason) = match (passed_reason, refusal) {
+            (Some(p), _) => (SOURCE_PASS_THROUGH, p.as_str()),
+            (None, Some(r)) => (SOURCE_REFUSED, r.as_str()),
+            (None, None) => (SOURCE_CACHE, ""),
         };
         if info.cached.is_some() && matches!(info.verb, "get" | "list" | "watch") {
-            let reason = passed_reason.map_or("", PassReason::as_str);
             self.reads
                 .with_label_values(&[info.resource.as_str(), info.verb, source, reason])
                 .inc();
@@ -1120,7 +1147,7 @@ impl Metrics {
             && !(resp.status().is_success() || code == 101)
         {
             r.watch_start(if code == 429 {
-                WatchOutcome::NotReady
+                WatchOutcome::TooManyRequests
             } else if code == 410 {
                 WatchOutcome::Gone
             } else {

@@ -138,6 +138,7 @@ async fn serve_hyper(
         header_read_timeout,
         max_header_bytes,
     } = settings;
+    let http2_max_concurrent_streams = app.http2_max_concurrent_streams;
     let svc = service_fn(move |req: Request<Incoming>| {
         let app = app.clone();
         let mut req = req.map(request_body::ReqBody::Hyper);
@@ -151,7 +152,9 @@ async fn serve_hyper(
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Header limits and the slow-header guard (hyper answers 431 past max_buf_size and
-    // closes a connection whose headers are late, without a response).
+    // closes a connection whose headers are late, without a response); the HTTP/2 streams a
+    // client may have open at once (hyper's default of 200 is fewer than one kubelet may
+    // watch on its connection).
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -160,7 +163,8 @@ async fn serve_hyper(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX));
+        .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX))
+        .max_concurrent_streams(http2_max_concurrent_streams);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     tokio::select! {

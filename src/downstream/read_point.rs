@@ -85,8 +85,9 @@ pub enum PassReason {
     ResourceVersionAhead,
     /// An exact resourceVersion or a continue token outside what the cache keeps.
     OutsideWindow,
-    /// The cache has not synced yet (kube's cacher hands these reads to the storage; an
-    /// on-demand kind's cache hands all of them).
+    /// The cache has not synced yet, and the read is one kube's cacher hands to the storage
+    /// meanwhile (a GET, a LIST with a `limit` and no selector), or of an on-demand kind whose
+    /// reflector the upstream refuses.
     NotReady,
     /// A watch of an on-demand kind from a resourceVersion before its cache began (from a LIST
     /// the upstream answered while the cache was starting): only the upstream knows what

@@ -49,9 +49,13 @@ pub enum RouteError {
     /// an object of a namespaced one outside a namespace (`/api/v1/pods/NAME`).
     #[error("the server could not find the requested resource")]
     NoRoute,
-    /// The resource's cache is not synced within `cache.not_ready_wait`.
+    /// The resource's cache is not synced (within `cache.not_ready_wait`): kube's cacher's
+    /// 429 while it is not ready.
     #[error("storage is (re)initializing")]
-    NotReady,
+    NotReady {
+        /// How long the cache has not been ready (its `Retry-After` grows with it).
+        downtime: Duration,
+    },
     /// The cache has not followed the upstream for longer than `cache.max_staleness_secs`.
     #[error(
         "the cache of {resource} has not followed the upstream for {}s, longer than cache.max_staleness_secs ({}s): the upstream is unreachable or failing",
@@ -76,6 +80,60 @@ pub enum RouteError {
     /// list options, a resourceVersion too old or too large).
     #[error(transparent)]
     Status(#[from] Status),
+}
+
+impl RouteError {
+    /// Why this answer refuses a read that is neither served from the cache nor passed
+    /// through (a client retries it), if it does: the `reason` of
+    /// `watchmux_reads_total{source="refused"}`. Answers kube itself gives for the request
+    /// (a bad request, 403, 410) are not refusals.
+    pub fn refusal(&self) -> Option<Refusal> {
+        Some(match self {
+            RouteError::NotReady { .. } => Refusal::NotReady,
+            RouteError::Stale { .. } => Refusal::Stale,
+            RouteError::Limit(LimitError::TooManyWatches { .. }) => Refusal::WatchLimit,
+            RouteError::Limit(LimitError::TooManyLists { .. }) => Refusal::ListLimit,
+            RouteError::Limit(LimitError::OverMemory { .. }) => Refusal::MemoryLimit,
+            _ => return None,
+        })
+    }
+}
+
+/// Why watchmux refused a read of a cached kind with a 429 or 503 of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The kind's cache is not ready (kube's 429 `storage is (re)initializing`).
+    NotReady,
+    /// The cache has not followed the upstream for longer than `cache.max_staleness_secs`.
+    Stale,
+    /// `server.max_watches_per_client`.
+    WatchLimit,
+    /// `server.max_concurrent_lists`.
+    ListLimit,
+    /// `cache.memory_limit`.
+    MemoryLimit,
+}
+
+impl Refusal {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::NotReady => "not_ready",
+            Refusal::Stale => "stale",
+            Refusal::WatchLimit => "watch_limit",
+            Refusal::ListLimit => "list_limit",
+            Refusal::MemoryLimit => "memory_limit",
+        }
+    }
+
+    /// Every label value (so the metric's series exist from the start).
+    pub const ALL: [Refusal; 5] = [
+        Refusal::NotReady,
+        Refusal::Stale,
+        Refusal::WatchLimit,
+        Refusal::ListLimit,
+        Refusal::MemoryLimit,
+    ];
 }
 
 /// Handles one request: `/metrics` and the health endpoints first (never passed through), then
@@ -111,13 +169,19 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
         info.verb != "watch" && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
     let mut resp = match route_and_serve(&app, req, read, pretty).await {
         Ok(r) => r,
-        Err(e) => match status_encoding {
-            Some(Encoding::Protobuf) => {
-                kube_wire::response::protobuf_status_response(&Status::from(&e))
+        Err(e) => {
+            let mut r = match status_encoding {
+                Some(Encoding::Protobuf) => {
+                    kube_wire::response::protobuf_status_response(&Status::from(&e))
+                }
+                Some(Encoding::Json | Encoding::Yaml) => status_response(&Status::from(&e)),
+                None => kube_wire::response::raw_status_response(&Status::from(&e)),
+            };
+            if let Some(refusal) = e.refusal() {
+                r.extensions_mut().insert(crate::metrics::Refused(refusal));
             }
-            Some(Encoding::Json | Encoding::Yaml) => status_response(&Status::from(&e)),
-            None => kube_wire::response::raw_status_response(&Status::from(&e)),
-        },
+            r
+        }
     };
     // Answers from watchmux itself carry what kube-apiserver's filters add; the upstream's
     // carry the upstream's.
@@ -411,7 +475,8 @@ fn url_len<B>(req: &Request<B>) -> usize {
 
 /// The cached kind a request reads, if any: a GET of a resource path (no subresource, a URL
 /// within `server.max_url_bytes`) of a kind cached now or, in on-demand mode, started by this
-/// read (which itself passes through until the cache has synced). Looked up once per request.
+/// read (answered by kube's rules for a cache not ready until it has synced: [`until_ready`]).
+/// Looked up once per request.
 fn cached_read(app: &Arc<App>, req: &Request<ReqBody>) -> Option<(ResourcePath, Arc<CacheSlot>)> {
     if req.method() != Method::GET
         || limits::check_url_length(url_len(req), app.max_url_bytes).is_err()
@@ -524,32 +589,12 @@ async fn route(
         }
         opts.validate()?;
     }
-    // Before discovery answered we do not know the kind: the resource is not ready. As kube's
-    // cacher, a not-ready cache hands GETs, and LISTs with a limit and no selector, to the
-    // storage (here: the upstream); every other read gets 429.
-    // An on-demand kind's cache hands every read to the upstream until it has synced; a watch
-    // waits for the sync as long as one of a listed kind does (one upstream watch per kind),
-    // unless the kind's reflector is failing.
-    let wait = if slot.on_demand() && (read != Read::Watch || slot.failing()) {
-        Duration::ZERO
-    } else {
-        app.cache_config.not_ready_wait
-    };
-    let Some(cache) = slot.synced(wait).await else {
-        if slot.on_demand() {
-            return Ok(Route::PassThrough(PassReason::NotReady));
-        }
-        let delegated = match read {
-            Read::Get => true,
-            Read::List => {
-                opts.limit > 0 && opts.label_selector.is_empty() && opts.field_selector.is_empty()
-            }
-            Read::Watch => false,
-        };
-        if delegated {
-            return Ok(Route::PassThrough(PassReason::NotReady));
-        }
-        return Err(RouteError::NotReady);
+    let cache = match slot.get().filter(|c| c.is_synced()) {
+        Some(c) => c,
+        None => match until_ready(app, &slot, read, &opts).await? {
+            Ok(c) => c,
+            Err(reason) => return Ok(Route::PassThrough(reason)),
+        },
     };
     let info = &cache.info;
     if !rp.has_route(info.namespaced) {
@@ -646,6 +691,60 @@ async fn route(
         form,
         printer,
     })
+}
+
+/// A read of a kind whose cache is not ready (not synced yet; before discovery answered, the
+/// kind is not even known), as kube 1.34's cacher answers it (KEP-4568,
+/// `ResilientWatchCacheInitialization`): a GET, and a LIST with a `limit` and no selector, go
+/// to the storage at once (here: the upstream); every other LIST and every WATCH gets 429
+/// `storage is (re)initializing`, its `Retry-After` growing with the time the cache has not
+/// been ready. Consistent reads and `resourceVersion=0` follow the same rule (kube's delegator
+/// hands neither to etcd before it asks the cacher). Unlike kube's cacher, which answers at
+/// once, such a read first waits up to `cache.not_ready_wait_ms` and is served from the cache
+/// if it syncs meanwhile: an on-demand kind's first read is what starts its cache. A reflector
+/// that is failing is not waited for.
+///
+/// One exception: an on-demand kind whose reflector the upstream refuses (401, 403: watchmux's
+/// identity may not list it) passes every read through, with the client's own credentials,
+/// rather than answer 429 for as long as the refusal lasts.
+async fn until_ready(
+    app: &App,
+    slot: &CacheSlot,
+    read: Read,
+    opts: &ListOptions,
+) -> Result<Result<Arc<ResourceCache>, PassReason>, RouteError> {
+    // kube's storage parses a watch's resourceVersion (a LIST's too, and its continue token)
+    // before its cacher looks at its readiness; a GET's only once it is ready.
+    match read {
+        Read::Watch => {
+            opts.cacher_rv()?;
+        }
+        Read::List => {
+            ReadPoint::for_list(opts)?;
+        }
+        Read::Get => {}
+    }
+    let delegated = match read {
+        Read::Get => true,
+        Read::List => {
+            opts.limit > 0 && opts.label_selector.is_empty() && opts.field_selector.is_empty()
+        }
+        Read::Watch => false,
+    };
+    if delegated || (slot.on_demand() && slot.refused()) {
+        return Ok(Err(PassReason::NotReady));
+    }
+    let wait = if slot.failing() {
+        Duration::ZERO
+    } else {
+        app.cache_config.not_ready_wait
+    };
+    match slot.synced(wait).await {
+        Some(cache) => Ok(Ok(cache)),
+        None => Err(RouteError::NotReady {
+            downtime: slot.not_ready_for(),
+        }),
+    }
 }
 
 /// The snapshot a read at `point` is served from, or why the upstream must answer it instead.

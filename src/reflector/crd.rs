@@ -297,7 +297,7 @@ async fn keep_current(up: &Upstream, columns: &Crds) {
                 Err(e) => {
                     failed(columns, &e, "watch");
                     tokio::time::sleep(backoff.next_delay()).await;
-                    if is_denied(&e) {
+                    if e.is_refused() {
                         break;
                     }
                 }
@@ -306,13 +306,9 @@ async fn keep_current(up: &Upstream, columns: &Crds) {
     }
 }
 
-fn is_denied(e: &ReflectorError) -> bool {
-    matches!(e, ReflectorError::Status { status, .. } if matches!(status.code, 401 | 403))
-}
-
 /// Logs a failure; a refusal clears the columns (they cannot be kept current) and is logged once.
 fn failed(columns: &Crds, e: &ReflectorError, what: &str) {
-    if is_denied(e) {
+    if e.is_refused() {
         columns.clear();
         if !columns.denial_logged.swap(true, Ordering::Relaxed) {
             tracing::warn!(error = %e, "the upstream refuses to let watchmux {what} customresourcedefinitions: Tables of custom resources are passed through");

@@ -145,6 +145,12 @@ impl ReflectorError {
         matches!(self, ReflectorError::Malformed { cause, .. } if cause.is_oversize())
     }
 
+    /// Whether the upstream refused watchmux's credentials (401) or its identity's access to
+    /// the request (403).
+    pub fn is_refused(&self) -> bool {
+        matches!(self, ReflectorError::Status { status, .. } if matches!(status.code, 401 | 403))
+    }
+
     /// `cause` found in the answer to `what`.
     pub fn malformed(what: impl Into<String>, cause: impl Into<MalformedData>) -> Self {
         ReflectorError::Malformed {

@@ -447,7 +447,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
     /// A discovery, list or watch failed: counted and logged once per outage, and the cache (if
     /// any) no longer follows the upstream from now on.
     fn failed(&self, e: &ReflectorError) {
-        self.metrics.upstream_failed(e);
+        self.metrics.upstream_failed(e, e.is_refused());
         if let Some(writer) = self.writer.get() {
             writer.cache().staleness.broken();
         }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::common::{proxy_for, request, sim, sim_with, watch};
+use crate::common::{TestProxy, metric_sum, proxy_for, request, sim, sim_with, watch};
 
 fn addr_of(url: &str) -> std::net::SocketAddr {
     url.trim_start_matches("http://").parse().unwrap()
@@ -29,6 +29,21 @@ fn assert_too_many(status: StatusCode, headers: &http::HeaderMap, body: &[u8]) {
     assert_eq!(v["reason"], "TooManyRequests");
     assert_eq!(v["code"], 429);
     assert_eq!(v["details"]["retryAfterSeconds"], 1);
+}
+
+/// `watchmux_reads_total` of pods for `verb` from `source` with `reason`.
+async fn pod_reads(px: &TestProxy, verb: &str, source: &str, reason: &str) -> f64 {
+    metric_sum(
+        px,
+        "watchmux_reads_total",
+        &[
+            ("resource", "pods"),
+            ("verb", verb),
+            ("source", source),
+            ("reason", reason),
+        ],
+    )
+    .await
 }
 
 /// Retries `f` until it returns true, for up to 10 s.
@@ -55,6 +70,9 @@ async fn watches_per_client_are_limited_and_freed() {
 
     let (s, h, b) = request(Method::GET, &pods, &[], "").await;
     assert_too_many(s, &h, &b);
+    // Counted as refused, not as a watch served from the cache.
+    assert_eq!(pod_reads(&px, "watch", "refused", "watch_limit").await, 1.0);
+    assert_eq!(pod_reads(&px, "watch", "cache", "").await, 1.0, "w1");
     // Cached LISTs and pass-through watches (the upstream limits those) are not counted.
     let (s, _, _) = request(
         Method::GET,
@@ -78,6 +96,8 @@ async fn watches_per_client_are_limited_and_freed() {
     assert_eq!(w3.status, StatusCode::OK);
     let (s, h, b) = request(Method::GET, &pods, &[], "").await;
     assert_too_many(s, &h, &b);
+    assert_eq!(pod_reads(&px, "watch", "refused", "watch_limit").await, 2.0);
+    assert_eq!(pod_reads(&px, "watch", "cache", "").await, 2.0, "w1, w3");
 
     // A watch that ends (timeoutSeconds) frees its slot too.
     drop(w3);
@@ -138,6 +158,16 @@ async fn concurrent_lists_are_limited_and_freed() {
     assert_eq!(px.proxy.limits.lists_in_flight(), 1);
     let (s, h, b) = request(Method::GET, &list, &[], "").await;
     assert_too_many(s, &h, &b);
+    assert_eq!(pod_reads(&px, "list", "refused", "list_limit").await, 1.0);
+    assert_eq!(
+        metric_sum(
+            &px,
+            "watchmux_list_requests_total",
+            &[("resource", "pods"), ("source", "refused")]
+        )
+        .await,
+        1.0
+    );
     // Watches and pass-through LISTs are not counted.
     let w = watch(&format!("{}/api/v1/pods?watch=true", px.url)).await;
     assert_eq!(w.status, StatusCode::OK);
@@ -385,4 +415,52 @@ async fn an_answer_to_a_request_with_a_body_arrives_whole() {
     assert_eq!(s, StatusCode::OK);
     let v: Value = serde_json::from_slice(&b).expect("the whole list");
     assert_eq!(v["items"].as_array().map(Vec::len), Some(1500));
+}
+
+/// A kubelet multiplexes all its watches on one HTTP/2 connection: watchmux lets one client
+/// have `server.http2_max_concurrent_streams` (1,000) streams open at once, not hyper's 200.
+/// 300 cached watches opened together on one connection all start (past the server's limit,
+/// the client would queue the rest until a watch ends, and none does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_http2_connection_carries_more_than_200_watches_at_once() {
+    const WATCHES: usize = 300;
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| {
+        assert_eq!(c.server.http2_max_concurrent_streams, 1000, "the default");
+    })
+    .await;
+    let send = crate::common::http2_connect(&px.url).await;
+    let heads = (0..WATCHES).map(|i| {
+        let mut send = send.clone();
+        let req = crate::common::http2_get(
+            &px.url,
+            &format!(
+                "/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds={}",
+                600 + i
+            ),
+            &[],
+        );
+        async move { send.send_request(req).await }
+    });
+    // Not a timing: a guard, should the connection hold fewer than WATCHES streams.
+    let started = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures_util::future::join_all(heads),
+    )
+    .await
+    .expect("every watch's response head arrives");
+    let mut open = Vec::new();
+    for r in started {
+        let resp = r.expect("a response");
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert!(
+            resp.headers()
+                .contains_key("x-watchmux-cache-resource-version")
+        );
+        open.push(resp);
+    }
+    assert_eq!(open.len(), WATCHES);
+    assert_eq!(px.proxy.limits.watches_of("ip:127.0.0.1"), WATCHES);
+    assert_eq!(sim.stats()["resources"]["pods"]["openWatches"], 1);
 }

@@ -36,4 +36,5 @@ mod tiers;
 mod tls_downstream;
 mod tls_upstream;
 mod upgrade;
+mod warm_up;
 mod websocket;

@@ -953,7 +953,24 @@ async fn metrics_after_a_scenario_have_the_implied_values() {
     assert_eq!(reads("get", "cache", ""), 1.0);
     assert_eq!(reads("get", "pass_through", "not_cached"), 0.0);
     assert_eq!(lists("other", "pass_through"), (1.0, 1.0));
-    assert_eq!(lists(WIDGETS, "cache"), (1.0, 1.0));
+    // The resource that never syncs: its LIST and WATCH were refused (429), not served.
+    assert_eq!(lists(WIDGETS, "refused"), (1.0, 1.0));
+    assert_eq!(lists(WIDGETS, "cache"), (0.0, 0.0));
+    for verb in ["list", "watch"] {
+        let widgets = |src: &'static str, reason: &'static str| {
+            v(
+                "watchmux_reads_total",
+                &[
+                    ("resource", WIDGETS),
+                    ("verb", verb),
+                    ("source", src),
+                    ("reason", reason),
+                ],
+            )
+        };
+        assert_eq!(widgets("refused", "not_ready"), 1.0, "{verb}");
+        assert_eq!(widgets("cache", ""), 0.0, "{verb}");
+    }
     assert_eq!(lists("nodes", "cache"), (0.0, 0.0));
     assert_eq!(
         v(

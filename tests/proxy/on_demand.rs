@@ -15,17 +15,7 @@ use serde_json::{Value, json};
 use crate::common::*;
 use kube_sim::Simulator;
 use watchmux::cache::ResourceCache;
-use watchmux::config::{CacheMode, Config, KindPattern};
-
-/// watchmux in on-demand mode in front of `sim`, nothing listed, adjusted by `f`.
-async fn on_demand(sim: &Simulator, f: impl FnOnce(&mut Config)) -> TestProxy {
-    proxy_for(sim, |c| {
-        c.cache.mode = CacheMode::OnDemand;
-        c.cache.resources.clear();
-        f(c)
-    })
-    .await
-}
+use watchmux::config::KindPattern;
 
 /// The synced cache of a kind, once its first read started it (within 20 s).
 async fn until_cached(px: &TestProxy, group: &str, resource: &str) -> Arc<ResourceCache> {
@@ -84,14 +74,7 @@ async fn create(sim: &Simulator, collection: &str, prefix: &str, n: usize, pad: 
     for i in 0..n {
         let obj = json!({"metadata": {"name": format!("{prefix}-{i}"),
                          "annotations": {"pad": "x".repeat(pad)}}});
-        let (s, body) = send_json(
-            Method::POST,
-            &format!("{}{collection}", sim.url()),
-            "application/json",
-            &obj,
-        )
-        .await;
-        assert!(s.is_success(), "create at {collection}: {s} {body}");
+        create_object(&sim.url(), collection, &obj).await;
     }
 }
 

@@ -54,6 +54,20 @@ pub async fn proxy_for(
     proxy_at(&sim.url(), ANY_PORT, f).await
 }
 
+/// watchmux in on-demand mode (nothing listed: every kind is cached from its first read) in
+/// front of `sim`, adjusted by `f`.
+pub async fn on_demand(
+    sim: &Simulator,
+    f: impl FnOnce(&mut watchmux::config::Config),
+) -> TestProxy {
+    proxy_for(sim, |c| {
+        c.cache.mode = watchmux::config::CacheMode::OnDemand;
+        c.cache.resources.clear();
+        f(c)
+    })
+    .await
+}
+
 /// Any free loopback port, for [`proxy_at`].
 pub const ANY_PORT: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
     std::net::Ipv4Addr::LOCALHOST,
@@ -269,4 +283,74 @@ pub fn protobuf_list_items(body: &[u8]) -> Vec<&[u8]> {
         }
     }
     items
+}
+
+/// One HTTP/2 connection to `base` (`http://host:port`, prior knowledge, as a kubelet's
+/// client-go speaks it after ALPN): requests are sent on it with absolute URIs, as many at once
+/// as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows (past it they queue in the client).
+pub async fn http2_connect(
+    base: &str,
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>> {
+    let addr = base.strip_prefix("http://").expect("a plain HTTP URL");
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let _ = tcp.set_nodelay(true);
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("HTTP/2 handshake");
+    tokio::spawn(conn);
+    send
+}
+
+/// A GET of `base` + `path_query` with `headers`, for [`http2_connect`]'s connection.
+pub fn http2_get(
+    base: &str,
+    path_query: &str,
+    headers: &[(&str, &str)],
+) -> http::Request<http_body_util::Empty<bytes::Bytes>> {
+    let mut b = http::Request::get(format!("{base}{path_query}"));
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    b.body(http_body_util::Empty::new()).expect("a request")
+}
+
+/// Creates `obj` at `collection` (a path on the simulator, or on a proxy in front of it);
+/// panics unless that succeeds.
+pub async fn create_object(base: &str, collection: &str, obj: &serde_json::Value) {
+    let (s, body) = send_json(
+        http::Method::POST,
+        &format!("{base}{collection}"),
+        "application/json",
+        obj,
+    )
+    .await;
+    assert!(s.is_success(), "create at {collection}: {s} {body}");
+}
+
+/// The sum of the samples of the metric `name` on `px`'s `/metrics` whose labels include all of
+/// `labels`.
+pub async fn metric_sum(px: &TestProxy, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let (_, _, body) = request(http::Method::GET, &format!("{}/metrics", px.url), &[], "").await;
+    let text = String::from_utf8(body.to_vec()).expect("UTF-8 metrics");
+    let mut sum = 0.0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (n, rest) = series.split_once('{').unwrap_or((series, "}"));
+        if n != name {
+            continue;
+        }
+        let have = rest.trim_end_matches('}');
+        if labels
+            .iter()
+            .all(|(k, v)| have.split(',').any(|p| p == format!("{k}=\"{v}\"")))
+        {
+            sum += value.parse::<f64>().expect("a number");
+        }
+    }
+    sum
 }
