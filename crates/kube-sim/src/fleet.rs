@@ -74,7 +74,7 @@ pub fn pod_node(spec: &FleetSpec, index: usize) -> String {
 // Small deterministic helpers
 
 /// FNV-1a, for values derived from names rather than from the RNG.
-fn fnv(parts: &[&str]) -> u64 {
+pub(crate) fn fnv(parts: &[&str]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
         for b in p.bytes().chain(std::iter::once(0xff)) {
@@ -88,7 +88,7 @@ fn fnv(parts: &[&str]) -> u64 {
 /// Alphabet of kube's generated name suffixes (`k8s.io/apimachinery/pkg/util/rand`).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-fn alphabet_string(mut n: u64, len: usize) -> String {
+pub(crate) fn alphabet_string(mut n: u64, len: usize) -> String {
     let mut s = String::with_capacity(len);
     for _ in 0..len {
         s.push(NAME_ALPHABET[(n % 27) as usize] as char);
@@ -97,7 +97,7 @@ fn alphabet_string(mut n: u64, len: usize) -> String {
     s
 }
 
-fn hex(rng: &mut impl Rng, bytes: usize) -> String {
+pub(crate) fn hex(rng: &mut impl Rng, bytes: usize) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes * 2);
     for _ in 0..bytes {
@@ -108,7 +108,7 @@ fn hex(rng: &mut impl Rng, bytes: usize) -> String {
     s
 }
 
-fn uuid_from(a: u64, b: u64) -> String {
+pub(crate) fn uuid_from(a: u64, b: u64) -> String {
     let x = (u128::from(a) << 64) | u128::from(b);
     let h = format!("{x:032x}");
     // Version 4 / RFC 4122 variant nibbles, like the apiserver's UIDs.
@@ -127,7 +127,7 @@ fn uuid(rng: &mut impl Rng) -> String {
     uuid_from(rng.random(), rng.random())
 }
 
-fn ts(unix: i64) -> String {
+pub(crate) fn ts(unix: i64) -> String {
     format_rfc3339(i128::from(unix) * NS)
 }
 
@@ -152,7 +152,7 @@ fn pod_cidr_base(index: usize) -> u32 {
 }
 
 /// Node index of a node name: the trailing number of `node-00042`, else a hash.
-fn node_index(node: &str) -> usize {
+pub(crate) fn node_index(node: &str) -> usize {
     let digits: String = node
         .chars()
         .rev()
@@ -199,6 +199,11 @@ const INSTANCE_TYPES: &[InstanceType] = &[
 
 const REGION: &str = "us-east-1";
 const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
+
+/// The zone (`topology.kubernetes.io/zone`) of node `index`.
+pub fn node_zone(index: usize) -> &'static str {
+    ZONES[index % ZONES.len()]
+}
 const KUBELET_VERSIONS: &[&str] = &["v1.34.2", "v1.34.2", "v1.34.2", "v1.34.1"];
 const NODE_IMAGES: &[(&str, &str, u64)] = &[
     ("registry.k8s.io/kube-proxy", "v1.34.2", 30_912_411),
@@ -215,7 +220,7 @@ const NODE_IMAGES: &[(&str, &str, u64)] = &[
 pub fn node(index: usize, rng: &mut impl Rng) -> Value {
     let name = node_name(index);
     let it = &INSTANCE_TYPES[rng.random_range(0..INSTANCE_TYPES.len())];
-    let zone = ZONES[index % ZONES.len()];
+    let zone = node_zone(index);
     let kubelet = KUBELET_VERSIONS[rng.random_range(0..KUBELET_VERSIONS.len())];
     let ip = node_ip(index);
     let cidr_base = pod_cidr_base(index);
@@ -833,17 +838,17 @@ fn qos_class(spec: &Value) -> &'static str {
 /// unless the template names one, its `kube-api-access-<5>` projected volume mounted in every
 /// container, the not-ready/unreachable tolerations, priority), the scheduler's `node`, and the
 /// kubelet's `Running` status with pod IP `<node's pod CIDR>.<ip_host>` (`ip_host` in 1..=254);
-/// timestamps are before `base_unix`, managed fields those of the controller-manager and the
-/// kubelet. Deterministic given the RNG.
+/// it was created at `created` (seconds since the UNIX epoch) and was ready within a minute;
+/// managed fields are those of the controller-manager and the kubelet. Deterministic given the
+/// RNG.
 pub fn pod_from_template(
     template: &Value,
     origin: &PodOrigin<'_>,
     node: &str,
     ip_host: u32,
-    base_unix: i64,
+    created: i64,
     rng: &mut impl Rng,
 ) -> Value {
-    let created = base_unix - rng.random_range(60..86_400 * 14);
     let scheduled = created + 1;
     let started = scheduled + rng.random_range(2..15);
     let ready_at = started + rng.random_range(3..30);
@@ -1025,7 +1030,8 @@ pub fn pod_at(
         owner: &owner,
     };
     let ip_host = rng.random_range(2..254u32);
-    pod_from_template(&template, &origin, node, ip_host, base_unix, rng)
+    let created = base_unix - rng.random_range(60..86_400 * 14);
+    pod_from_template(&template, &origin, node, ip_host, created, rng)
 }
 
 /// The 5-character name suffix of pod number `index` of its owner: distinct for every index
