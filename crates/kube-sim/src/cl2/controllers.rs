@@ -294,7 +294,6 @@ impl Model {
 
     /// The slice of a Service a new endpoint goes to: the first with room, or a new one.
     fn place_slice(&mut self, svc_key: &str) -> usize {
-        let spec = self.spec;
         let svc = self.services.get_mut(svc_key).expect("service");
         if let Some(i) = svc
             .slices
@@ -303,10 +302,9 @@ impl Model {
         {
             return i;
         }
-        let seed = spec.seed.to_string();
         let made = svc.made.to_string();
         let suffix = fleet::alphabet_string(
-            fleet::fnv(&[&seed, &svc.service.namespace, &svc.service.name, &made]),
+            fleet::fnv(&["slice", &svc.service.namespace, &svc.service.name, &made]),
             5,
         );
         svc.made += 1;
