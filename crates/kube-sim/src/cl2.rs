@@ -336,6 +336,14 @@ impl Cl2Spec {
     }
 }
 
+/// Whether a pod's `Ready` condition is `True`.
+pub(crate) fn pod_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
 /// Writes the shape's objects into the store at start-up ([`Ops::restore`]: no events; the
 /// system namespaces exist already) and returns what its controllers start from.
 pub(crate) fn load(state: &SimState, spec: &Cl2Spec) -> Result<controllers::Model, Status> {

@@ -205,10 +205,7 @@ impl Model {
             pod["status"]["phase"].as_str(),
             Some("Succeeded" | "Failed")
         );
-        let ready = pod["status"]["conditions"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        });
+        let ready = super::pod_ready(pod);
         PodInfo {
             uid: pod["metadata"]["uid"].as_str().unwrap_or_default().into(),
             ip: pod["status"]["podIP"]

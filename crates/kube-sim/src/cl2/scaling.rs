@@ -6,7 +6,7 @@
 //! (created `Pending` without a node, bound, then `Running` and ready) and surplus pods are
 //! deleted (gracefully, as the replica-set controller does; the simulated kubelet finishes it).
 //! Between those, kubelet status updates of running pods ([`fleet::touch_status`]: restarts,
-//! readiness flips, probe times). ReplicaSet and Deployment status and EndpointSlices follow
+//! readiness flips, probe times; an unready pod's next update makes it ready again). ReplicaSet and Deployment status and EndpointSlices follow
 //! through [`super::controllers`], not from here.
 //!
 //! Each step is one pod write through [`Ops`](crate::ops::Ops), stamped with its wall-clock time
@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use super::objects::max_replicas;
-use super::{Cl2Spec, DeploymentShape, NAME_LABEL};
+use super::{Cl2Spec, DeploymentShape, NAME_LABEL, pod_ready as ready};
 use crate::SimState;
 use crate::churn::{ChurnMix, ChurnSpec};
 use crate::fleet;
@@ -309,7 +309,17 @@ impl Scaler {
         let seed: u64 = self.rng.random();
         let pods = state.registry.core("pods").clone();
         let _ = state.ops.modify(&pods, Some(&d.namespace), &name, |v| {
-            fleet::touch_status(v, &mut StdRng::seed_from_u64(seed));
+            let mut rng = StdRng::seed_from_u64(seed);
+            let was_ready = ready(v);
+            fleet::touch_status(v, &mut rng);
+            // An unready pod's next update makes it ready again (its probe passes), so
+            // readiness flips stay brief rather than drifting to half the pods.
+            for _ in 0..16 {
+                if was_ready || ready(v) {
+                    break;
+                }
+                fleet::touch_status(v, &mut rng);
+            }
             fleet::stamp_write_time(v, now_unix_nanos());
         });
     }
