@@ -3,6 +3,7 @@
 
 mod aggregated_discovery;
 mod builtins;
+mod cl2;
 mod crds;
 mod dry_run;
 mod errors;

@@ -272,9 +272,11 @@ fn create_body(json: &str) -> Value {
 #[tokio::test]
 async fn every_object_the_simulator_serves_round_trips_through_protobuf() {
     let sim = sim_with(|c| {
+        // Enough pods that churn's creates and deletes (a random walk) leave well over the 60
+        // objects checked below.
         c.fleet = Some(FleetSpec {
             nodes: 3,
-            pods: 30,
+            pods: 60,
             namespaces: 2,
             seed: 11,
         });
