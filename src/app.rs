@@ -300,6 +300,7 @@ impl App {
             window_bytes: c.event_window_bytes,
             window_age: c.event_window,
             state_proof_max_objects: c.consistent_read_state_max_objects,
+            consistent_read_check_interval: c.consistent_read_check_interval,
             watcher_queue: c.watcher_queue,
             max_lag_bytes: c.watcher_max_lag_bytes,
             retention: crate::cache::Retention {

@@ -313,6 +313,12 @@ pub struct CacheConfig {
     /// many objects is proven fresh by comparing the cache with the upstream's metadata LIST
     /// (one request, milliseconds) before the short watch is tried; 0: never.
     pub consistent_read_state_max_objects: usize,
+    /// `consistent_read_check_interval_ms`: the least time between the starts of two freshness
+    /// checks of one resource. A consistent read that arrives within it of the last check's
+    /// start waits for the check that starts when it has passed (shared by every reader that
+    /// arrived meanwhile); one that arrives later starts a check at once. Zero: a check starts
+    /// as soon as the one before ended. At most [`MAX_CONSISTENT_READ_CHECK_INTERVAL`].
+    pub consistent_read_check_interval: Duration,
     /// `max_staleness_secs`: how long cached reads are served while the cache does not follow
     /// the upstream (its list/watch failing, or restored from disk and not reconciled yet),
     /// counted from when it last did; past it they get 503 and `/readyz` fails. `None` (0 in
@@ -451,6 +457,7 @@ impl Default for CacheConfig {
             event_window_bytes: 32 << 20,
             event_window: Duration::from_secs(75),
             consistent_read_state_max_objects: 200,
+            consistent_read_check_interval: Duration::from_millis(250),
             bookmark_interval: Duration::from_secs(60),
             watcher_queue: 1024,
             watcher_max_lag_bytes: 64 << 20,
@@ -727,6 +734,12 @@ impl Config {
                 "must be at least 75 (kube-apiserver's minimum eventFreshDuration)",
             ));
         }
+        check_range(
+            "cache.consistent_read_check_interval_ms",
+            c.consistent_read_check_interval.as_millis() as u64,
+            0,
+            MAX_CONSISTENT_READ_CHECK_INTERVAL.as_millis() as u64,
+        )?;
         check_duration("cache.bookmark_interval_secs", c.bookmark_interval, false)?;
         check_count("cache.watcher_queue", c.watcher_queue as u64)?;
         check_range(
@@ -938,6 +951,10 @@ pub const MAX_HEADER_BYTES: u64 = 64 << 20;
 pub const MAX_WATCHER_QUEUE: u64 = 1 << 30;
 /// The largest `server.max_url_bytes`: hyper itself answers 414 to longer request targets.
 pub const MAX_URL_BYTES: u64 = 65534;
+/// The largest `cache.consistent_read_check_interval_ms`: a consistent read waits at most this
+/// for its check to start, and kube's 3 s for the check to end; a check whose short watch is
+/// proven by the upstream's bookmark needs about a second of those.
+pub const MAX_CONSISTENT_READ_CHECK_INTERVAL: Duration = Duration::from_millis(1000);
 
 fn check_range(key: &str, n: u64, min: u64, max: u64) -> Result<(), Problem> {
     if n < min || n > max {
@@ -1091,6 +1108,7 @@ struct RawCache {
     event_window_bytes: u64,
     event_window_secs: u64,
     consistent_read_state_max_objects: usize,
+    consistent_read_check_interval_ms: u64,
     bookmark_interval_secs: u64,
     watcher_queue: usize,
     watcher_max_lag_bytes: u64,
@@ -1118,6 +1136,7 @@ impl Default for RawCache {
             event_window_bytes: d.event_window_bytes,
             event_window_secs: d.event_window.as_secs(),
             consistent_read_state_max_objects: d.consistent_read_state_max_objects,
+            consistent_read_check_interval_ms: d.consistent_read_check_interval.as_millis() as u64,
             bookmark_interval_secs: d.bookmark_interval.as_secs(),
             watcher_queue: d.watcher_queue,
             watcher_max_lag_bytes: d.watcher_max_lag_bytes,
@@ -1207,6 +1226,9 @@ impl RawConfig {
                 event_window_bytes: c.event_window_bytes,
                 event_window: Duration::from_secs(c.event_window_secs),
                 consistent_read_state_max_objects: c.consistent_read_state_max_objects,
+                consistent_read_check_interval: Duration::from_millis(
+                    c.consistent_read_check_interval_ms,
+                ),
                 bookmark_interval: Duration::from_secs(c.bookmark_interval_secs),
                 watcher_queue: c.watcher_queue,
                 watcher_max_lag_bytes: c.watcher_max_lag_bytes,
@@ -1764,6 +1786,39 @@ version = "v1"
             assert_eq!(e.key(), Some(key), "{e}");
             assert_eq!(e.line(), Some(2), "{e}");
             assert!(e.to_string().ends_with(msg), "{e}");
+        }
+    }
+
+    #[test]
+    fn consistent_read_check_interval_key() {
+        let c = Config::from_toml_str("", "t").unwrap();
+        assert_eq!(
+            c.cache.consistent_read_check_interval,
+            Duration::from_millis(250)
+        );
+        for ms in [0, 1000] {
+            let c = Config::from_toml_str(
+                &format!("[cache]\nconsistent_read_check_interval_ms = {ms}\n"),
+                "t",
+            )
+            .unwrap();
+            assert_eq!(
+                c.cache.consistent_read_check_interval,
+                Duration::from_millis(ms)
+            );
+        }
+        // A reader may wait this long for its check to start, within kube's 3 s for the check.
+        for ms in ["1001", "18446744073709551615"] {
+            let e = err(&format!(
+                "[cache]\nconsistent_read_check_interval_ms = {ms}\n"
+            ));
+            assert_eq!(
+                e.key(),
+                Some("cache.consistent_read_check_interval_ms"),
+                "{e}"
+            );
+            assert_eq!(e.line(), Some(2), "{e}");
+            assert!(e.to_string().ends_with("must be between 0 and 1000"), "{e}");
         }
     }
 

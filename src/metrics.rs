@@ -171,6 +171,7 @@ pub struct ResourceMetrics {
     watch_starts: [IntCounter; 4],
     freshness_checks: IntCounterVec,
     freshness_duration: Histogram,
+    freshness_waits: IntCounter,
     fanout: Mutex<Fanout>,
 }
 
@@ -232,6 +233,11 @@ impl ResourceMetrics {
             .with_label_values(&[self.label.as_str(), outcome])
             .inc();
         self.freshness_duration.observe(d.as_secs_f64());
+    }
+
+    /// A consistent read waits for a freshness check (several share one).
+    pub fn freshness_wait(&self) {
+        self.freshness_waits.inc();
     }
 
     /// A relist starts (`initial` or `expired`).
@@ -558,6 +564,7 @@ struct Families {
     watch_starts: IntCounterVec,
     freshness_checks: IntCounterVec,
     freshness_duration: HistogramVec,
+    freshness_waits: IntCounterVec,
     reads: IntCounterVec,
     request_duration: HistogramVec,
     list_requests: IntCounterVec,
@@ -597,6 +604,7 @@ impl Families {
         forget_series(&self.watch_starts, label);
         forget_series(&self.freshness_checks, label);
         forget_series(&self.freshness_duration, label);
+        forget_series(&self.freshness_waits, label);
         forget_series(&self.reads, label);
         forget_series(&self.request_duration, label);
         forget_series(&self.list_requests, label);
@@ -628,6 +636,7 @@ impl Families {
                 .map(|o| self.watch_starts.with_label_values(&[l, o.label()])),
             freshness_checks: self.freshness_checks.clone(),
             freshness_duration: self.freshness_duration.with_label_values(&[l]),
+            freshness_waits: self.freshness_waits.with_label_values(&[l]),
             fanout: Mutex::new(Fanout::default()),
             label: label.clone(),
         };
@@ -637,7 +646,7 @@ impl Families {
         for reason in ["initial", "expired"] {
             self.upstream_relists.with_label_values(&[l, reason]);
         }
-        for verb in ["list", "watch"] {
+        for verb in ["list", "watch", "freshness"] {
             self.upstream_requests.with_label_values(&[l, verb, "200"]);
         }
         for source in [SOURCE_CACHE, SOURCE_PASS_THROUGH] {
@@ -732,7 +741,7 @@ impl Metrics {
         let upstream_requests = counter_vec(
             r,
             "watchmux_upstream_requests_total",
-            "Upstream LIST page and WATCH requests made by the reflectors, by HTTP code (error: no answer).",
+            "Upstream requests made for a cached resource, by verb (list: a page of the reflector's LIST; watch: its watch; freshness: a freshness check's consistent LIST or short watch, which consistent reads share) and HTTP code (error: no answer).",
             &["resource", "verb", "code"],
         );
         let upstream_list_duration = histogram_vec(
@@ -790,6 +799,12 @@ impl Metrics {
             "Duration of a freshness check of consistent reads (the wait it adds to a consistent LIST, GET or watch-list).",
             &["resource"],
             REQUEST_BUCKETS,
+        );
+        let freshness_waits = counter_vec(
+            r,
+            "watchmux_freshness_waits_total",
+            "Consistent reads (LIST, GET or watch-list without a resourceVersion) that waited for a freshness check; the readers that arrive within cache.consistent_read_check_interval_ms share one (its upstream requests: watchmux_upstream_requests_total{verb=\"freshness\"}).",
+            &["resource"],
         );
         let reads = counter_vec(
             r,
@@ -849,6 +864,7 @@ impl Metrics {
             watch_starts,
             freshness_checks,
             freshness_duration,
+            freshness_waits,
             reads: reads.clone(),
             request_duration: request_duration.clone(),
             list_requests: list_requests.clone(),
