@@ -181,15 +181,16 @@ impl App {
                     .map(|s| (s.group.as_str(), s.resource.as_str())),
             )
         });
+        let budget = MemoryBudget::new(config.cache.memory_limit);
+        let metrics = Arc::new(crate::metrics::Metrics::with_budget(config, budget.clone()));
         let authz =
             (config.server.authz_mode() == crate::config::AuthzMode::Delegated).then(|| {
                 Arc::new(crate::downstream::authz::Authorizer::new(
                     upstream.clone(),
                     &config.server,
+                    metrics.authz(),
                 ))
             });
-        let budget = MemoryBudget::new(config.cache.memory_limit);
-        let metrics = Arc::new(crate::metrics::Metrics::with_budget(config, budget.clone()));
         let catalog = on_demand.then(Catalog::new);
         if let Some(c) = &catalog {
             metrics.set_discovery(c.clone());

@@ -82,8 +82,13 @@ pub struct ServerConfig {
     pub authz_allow_ttl: Duration,
     /// `authz_deny_ttl_secs`: how long a denied decision (and a rejected token) is cached.
     pub authz_deny_ttl: Duration,
-    /// `authz_cache_size`: entries kept in each of the decision and token-review caches.
-    pub authz_cache_size: u64,
+    /// `authz_token_cache_size`: TokenReview verdicts kept at most (about 500 bytes each; see
+    /// `downstream::authz`).
+    pub authz_token_cache_size: u64,
+    /// `authz_access_cache_size`: SubjectAccessReview verdicts kept at most, one per identity
+    /// and request attributes (about 460 bytes each for a kubelet's per-object watch; see
+    /// `downstream::authz`).
+    pub authz_access_cache_size: u64,
     /// `max_watches_per_client`: concurrent watches one client (the authenticated user with
     /// `authz = "delegated"`, else the peer IP address) may have served from the cache; past it
     /// 429 with `Retry-After: 1`.
@@ -177,7 +182,8 @@ impl Default for ServerConfig {
             authz: None,
             authz_allow_ttl: Duration::from_secs(300),
             authz_deny_ttl: Duration::from_secs(30),
-            authz_cache_size: 10_000,
+            authz_token_cache_size: 65_536,
+            authz_access_cache_size: 262_144,
             max_watches_per_client: 100,
             max_concurrent_lists: 64,
             max_header_bytes: 1 << 20,
@@ -702,7 +708,8 @@ impl Config {
         check_duration("server.shutdown_timeout_secs", s.shutdown_timeout, false)?;
         check_duration("server.authz_allow_ttl_secs", s.authz_allow_ttl, true)?;
         check_duration("server.authz_deny_ttl_secs", s.authz_deny_ttl, true)?;
-        check_count("server.authz_cache_size", s.authz_cache_size)?;
+        check_count("server.authz_token_cache_size", s.authz_token_cache_size)?;
+        check_count("server.authz_access_cache_size", s.authz_access_cache_size)?;
         check_count("server.max_watches_per_client", s.max_watches_per_client)?;
         check_count("server.max_concurrent_lists", s.max_concurrent_lists)?;
         check_range(
@@ -1027,7 +1034,8 @@ struct RawServer {
     authz: Option<AuthzMode>,
     authz_allow_ttl_secs: u64,
     authz_deny_ttl_secs: u64,
-    authz_cache_size: u64,
+    authz_token_cache_size: u64,
+    authz_access_cache_size: u64,
     max_watches_per_client: u64,
     max_concurrent_lists: u64,
     max_header_bytes: u64,
@@ -1050,7 +1058,8 @@ impl Default for RawServer {
             authz: d.authz,
             authz_allow_ttl_secs: d.authz_allow_ttl.as_secs(),
             authz_deny_ttl_secs: d.authz_deny_ttl.as_secs(),
-            authz_cache_size: d.authz_cache_size,
+            authz_token_cache_size: d.authz_token_cache_size,
+            authz_access_cache_size: d.authz_access_cache_size,
             max_watches_per_client: d.max_watches_per_client,
             max_concurrent_lists: d.max_concurrent_lists,
             max_header_bytes: d.max_header_bytes,
@@ -1202,7 +1211,8 @@ impl RawConfig {
                 authz: self.server.authz,
                 authz_allow_ttl: Duration::from_secs(self.server.authz_allow_ttl_secs),
                 authz_deny_ttl: Duration::from_secs(self.server.authz_deny_ttl_secs),
-                authz_cache_size: self.server.authz_cache_size,
+                authz_token_cache_size: self.server.authz_token_cache_size,
+                authz_access_cache_size: self.server.authz_access_cache_size,
                 max_watches_per_client: self.server.max_watches_per_client,
                 max_concurrent_lists: self.server.max_concurrent_lists,
                 max_header_bytes: self.server.max_header_bytes,

@@ -4,8 +4,8 @@
 //! proxies in one process — tests — do not mix). Every name starts with `watchmux_`; labels are
 //! bounded: `resource` is a cached resource (`pods`, `endpointslices.discovery.k8s.io`) or
 //! `other`, never a name from a request path that is not cached; `verb`, `code`, `transport`,
-//! `type`, `reason`, `outcome` and `source` take a fixed set of values. No label ever carries a
-//! client address, a namespace or an object name.
+//! `type`, `reason`, `outcome`, `source`, `review` and `result` take a fixed set of values. No
+//! label ever carries a client address, a namespace or an object name.
 //!
 //! Nothing here sits on the per-event × per-watcher path under a lock:
 //!
@@ -44,6 +44,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use crate::cache::budget::MemoryBudget;
 use crate::cache::{ResourceCache, ResourceInfo};
 use crate::config::{Config, ResourceSpec};
+use crate::downstream::authz::{Lookup, Review};
 use crate::downstream::read_point::PassReason;
 use kube_wire::path::{self, ApiPath};
 use kube_wire::response::Body;
@@ -668,6 +669,20 @@ impl Families {
     }
 }
 
+/// The lookups of the delegated-authz caches (`watchmux_authz_cache_requests_total`), one
+/// pre-bound counter per review and result.
+#[derive(Debug, Clone)]
+pub struct AuthzMetrics {
+    lookups: [[IntCounter; 3]; 2],
+}
+
+impl AuthzMetrics {
+    /// One lookup of `review`'s cache, answered as `result`.
+    pub fn lookup(&self, review: Review, result: Lookup) {
+        self.lookups[review as usize][result as usize].inc();
+    }
+}
+
 /// The proxy's metrics registry and health state.
 pub struct Metrics {
     registry: Registry,
@@ -683,6 +698,7 @@ pub struct Metrics {
     list_duration: HistogramVec,
     passthrough_bytes: IntCounterVec,
     reads: IntCounterVec,
+    authz: AuthzMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -850,6 +866,19 @@ impl Metrics {
             "Response body bytes passed through from the upstream to clients, by verb.",
             &["verb"],
         );
+        let authz_lookups = counter_vec(
+            r,
+            "watchmux_authz_cache_requests_total",
+            "Lookups of the delegated-authz caches (server.authz = \"delegated\"), by review (token: TokenReview, access: SubjectAccessReview) and result: hit (a cached verdict), miss (the lookup sent the review upstream: the upstream's reviews), shared (it waited for a concurrent lookup's review of the same key).",
+            &["review", "result"],
+        );
+        let authz = AuthzMetrics {
+            lookups: Review::ALL.map(|review| {
+                Lookup::ALL.map(|result| {
+                    authz_lookups.with_label_values(&[review.as_str(), result.as_str()])
+                })
+            }),
+        };
         let epoch = Instant::now();
         let families = Families {
             epoch,
@@ -935,7 +964,13 @@ impl Metrics {
             list_duration,
             passthrough_bytes,
             reads,
+            authz,
         }
+    }
+
+    /// The counters of the delegated-authz caches' lookups.
+    pub fn authz(&self) -> AuthzMetrics {
+        self.authz.clone()
     }
 
     /// The metrics of a cached kind (cached now or before).

@@ -106,6 +106,28 @@ fn stats(sim: &Simulator) -> (u64, u64) {
     )
 }
 
+/// watchmux's count of review-cache lookups of `review` (`token`, `access`) answered as
+/// `result` (`hit`, `miss`, `shared`).
+fn lookups(px: &crate::common::TestProxy, review: &str, result: &str) -> u64 {
+    let series =
+        format!("watchmux_authz_cache_requests_total{{result=\"{result}\",review=\"{review}\"}} ");
+    px.proxy
+        .metrics
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series}"))
+}
+
+/// Every lookup count of `review`: (hits, misses, shared).
+fn lookup_counts(px: &crate::common::TestProxy, review: &str) -> (u64, u64, u64) {
+    (
+        lookups(px, review, "hit"),
+        lookups(px, review, "miss"),
+        lookups(px, review, "shared"),
+    )
+}
+
 fn names(body: &[u8]) -> Vec<String> {
     let v: Value = serde_json::from_slice(body).unwrap();
     let mut n: Vec<String> = v["items"]
@@ -325,6 +347,22 @@ async fn decisions_are_cached_per_identity_and_attributes() {
     assert!(tokens <= 100, "{tokens} token reviews");
     assert!(sars <= 100, "{sars} access reviews");
     assert!(tokens >= 100 && sars >= 100, "each identity was reviewed");
+    // Every lookup is counted once; the misses are exactly the reviews the upstream answered,
+    // the rest were cached or shared with a concurrent lookup of the same key.
+    for (review, upstream) in [("token", tokens), ("access", sars)] {
+        let (hit, miss, shared) = lookup_counts(&px, review);
+        eprintln!(
+            "{review} lookups: {hit} hits, {miss} misses, {shared} shared ({:.0} % answered without a review)",
+            100.0 * (hit + shared) as f64 / 1000.0
+        );
+        assert_eq!(hit + miss + shared, 1000, "{review}");
+        assert_eq!(
+            miss, upstream,
+            "{review}: misses are the upstream's reviews"
+        );
+    }
+    let (token_hits, _, _) = lookup_counts(&px, "token");
+    let (access_hits, access_misses, _) = lookup_counts(&px, "access");
     // Other attributes are another decision; a denied one is cached too.
     for _ in 0..5 {
         let (s, _, _) = crate::common::request(
@@ -340,6 +378,9 @@ async fn decisions_are_cached_per_identity_and_attributes() {
         assert_eq!(s, StatusCode::FORBIDDEN);
     }
     assert_eq!(stats(&sim), (t1, s1 + 1));
+    assert_eq!(lookups(&px, "token", "hit"), token_hits + 5);
+    assert_eq!(lookups(&px, "access", "miss"), access_misses + 1);
+    assert_eq!(lookups(&px, "access", "hit"), access_hits + 4);
     // Pass-through is not reviewed by watchmux.
     let (s, _, _) = crate::common::request(
         Method::GET,
@@ -488,7 +529,9 @@ fn authz_config_defaults_and_refusals() {
     assert_eq!(c.server.authz_mode(), AuthzMode::None, "loopback default");
     assert_eq!(c.server.authz_allow_ttl, Duration::from_secs(300));
     assert_eq!(c.server.authz_deny_ttl, Duration::from_secs(30));
-    assert_eq!(c.server.authz_cache_size, 10_000);
+    // Sized for a 5,000-node fleet's per-object kubelet watches (see config.toml).
+    assert_eq!(c.server.authz_token_cache_size, 65_536);
+    assert_eq!(c.server.authz_access_cache_size, 262_144);
     let c = Config::from_toml_str(
         "[server]\nlisten = \"0.0.0.0:8443\"\nauth = \"client\"\n",
         "t",
@@ -507,10 +550,12 @@ fn authz_config_defaults_and_refusals() {
     .to_string();
     assert!(e.contains("server.authz") && e.contains("loopback"), "{e}");
     assert!(e.contains("t.toml"), "{e}");
-    let e = Config::from_toml_str("[server]\nauthz_cache_size = 0\n", "t")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("server.authz_cache_size"), "{e}");
+    for key in ["authz_token_cache_size", "authz_access_cache_size"] {
+        let e = Config::from_toml_str(&format!("[server]\n{key} = 0\n"), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("server.{key}")), "{e}");
+    }
     let e = Config::from_toml_str("[server]\nauthz = \"maybe\"\n", "t")
         .unwrap_err()
         .to_string();
