@@ -393,6 +393,36 @@ async fn decisions_are_cached_per_identity_and_attributes() {
     assert_eq!(stats(&sim), (t1, s1 + 1));
 }
 
+/// A review whose user and attributes take more than `MAX_CACHED_KEY_BYTES` is made every time
+/// rather than cached (as kube's webhook authorizer does): no client fills the cache with huge
+/// entries. Its token is cached as any other (the key is the token's HMAC).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn huge_review_keys_are_reviewed_every_time() {
+    let sim = sim_with_pods().await;
+    let long_user = "u".repeat(watchmux::downstream::authz::MAX_CACHED_KEY_BYTES);
+    let mut p = policy(0);
+    p.tokens
+        .insert("long-token".into(), (long_user, vec!["readers".into()]));
+    sim.state().set_policy(p);
+    let dir = tempfile::tempdir().unwrap();
+    let px = delegated(&sim, dir.path(), |_| {}).await;
+    let (t0, s0) = stats(&sim);
+    let url = format!("{}/api/v1/namespaces/a/pods?resourceVersion=0", px.url);
+    for _ in 0..3 {
+        let (s, _, _) = crate::common::request(
+            Method::GET,
+            &url,
+            &[("authorization", "Bearer long-token")],
+            "",
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    assert_eq!(stats(&sim), (t0 + 1, s0 + 3));
+    assert_eq!(lookup_counts(&px, "access"), (0, 3, 0));
+    assert_eq!(lookup_counts(&px, "token"), (2, 1, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_policy_change_is_seen_after_the_ttl() {
     let sim = sim_with_pods().await;
