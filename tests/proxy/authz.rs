@@ -106,6 +106,14 @@ fn stats(sim: &Simulator) -> (u64, u64) {
     )
 }
 
+/// The status of a GET of `url` with the bearer `token`.
+async fn get_as(url: &str, token: &str) -> StatusCode {
+    let auth = format!("Bearer {token}");
+    crate::common::request(Method::GET, url, &[("authorization", &auth)], "")
+        .await
+        .0
+}
+
 /// watchmux's count of review-cache lookups of `review` (`token`, `access`) answered as
 /// `result` (`hit`, `miss`, `shared`).
 fn lookups(px: &crate::common::TestProxy, review: &str, result: &str) -> u64 {
@@ -365,31 +373,19 @@ async fn decisions_are_cached_per_identity_and_attributes() {
     let (access_hits, access_misses, _) = lookup_counts(&px, "access");
     // Other attributes are another decision; a denied one is cached too.
     for _ in 0..5 {
-        let (s, _, _) = crate::common::request(
-            Method::GET,
-            &format!(
-                "{}/api/v1/namespaces/a/configmaps?resourceVersion=0",
-                px.url
-            ),
-            &[("authorization", "Bearer user-0-token")],
-            "",
-        )
-        .await;
-        assert_eq!(s, StatusCode::FORBIDDEN);
+        let url = format!(
+            "{}/api/v1/namespaces/a/configmaps?resourceVersion=0",
+            px.url
+        );
+        assert_eq!(get_as(&url, "user-0-token").await, StatusCode::FORBIDDEN);
     }
     assert_eq!(stats(&sim), (t1, s1 + 1));
     assert_eq!(lookups(&px, "token", "hit"), token_hits + 5);
     assert_eq!(lookups(&px, "access", "miss"), access_misses + 1);
     assert_eq!(lookups(&px, "access", "hit"), access_hits + 4);
     // Pass-through is not reviewed by watchmux.
-    let (s, _, _) = crate::common::request(
-        Method::GET,
-        &format!("{}/api/v1/namespaces/a/pods", px.url),
-        &[("authorization", "Bearer user-1-token")],
-        "",
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK);
+    let url = format!("{}/api/v1/namespaces/a/pods", px.url);
+    assert_eq!(get_as(&url, "user-1-token").await, StatusCode::OK);
     assert_eq!(stats(&sim), (t1, s1 + 1));
 }
 
@@ -409,14 +405,7 @@ async fn huge_review_keys_are_reviewed_every_time() {
     let (t0, s0) = stats(&sim);
     let url = format!("{}/api/v1/namespaces/a/pods?resourceVersion=0", px.url);
     for _ in 0..3 {
-        let (s, _, _) = crate::common::request(
-            Method::GET,
-            &url,
-            &[("authorization", "Bearer long-token")],
-            "",
-        )
-        .await;
-        assert_eq!(s, StatusCode::OK);
+        assert_eq!(get_as(&url, "long-token").await, StatusCode::OK);
     }
     assert_eq!(stats(&sim), (t0 + 1, s0 + 3));
     assert_eq!(lookup_counts(&px, "access"), (0, 3, 0));
@@ -433,28 +422,21 @@ async fn a_policy_change_is_seen_after_the_ttl() {
     })
     .await;
     let url = format!("{}/api/v1/namespaces/a/pods?resourceVersion=0", px.url);
-    let as_alice = || {
-        crate::common::request(
-            Method::GET,
-            &url,
-            &[("authorization", "Bearer alice-token")],
-            "",
-        )
-    };
-    assert_eq!(as_alice().await.0, StatusCode::OK);
+    let as_alice = || get_as(&url, "alice-token");
+    assert_eq!(as_alice().await, StatusCode::OK);
     // Revoke alice's grant: the cached allow holds until its TTL…
     let mut p = policy(100);
     p.rules.retain(|r| r.subject != "alice");
     sim.state().set_policy(p);
-    assert_eq!(as_alice().await.0, StatusCode::OK);
+    assert_eq!(as_alice().await, StatusCode::OK);
     // …then the upstream's new answer is seen.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(as_alice().await.0, StatusCode::FORBIDDEN);
+    assert_eq!(as_alice().await, StatusCode::FORBIDDEN);
     // Restore it: the cached deny holds until its TTL, then allowed again.
     sim.state().set_policy(policy(100));
-    assert_eq!(as_alice().await.0, StatusCode::FORBIDDEN);
+    assert_eq!(as_alice().await, StatusCode::FORBIDDEN);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(as_alice().await.0, StatusCode::OK);
+    assert_eq!(as_alice().await, StatusCode::OK);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
