@@ -751,22 +751,25 @@ async fn a_herd_of_spread_consistent_reads_shares_a_few_freshness_checks() {
         "{READERS} consistent reads over {spread:?}: {checks} freshness checks, {requests} \
          upstream freshness requests ({lists} LISTs, {watches} watches at the simulator)"
     );
-    // Every upstream LIST and watch of configmaps in the meantime was a freshness check's.
-    assert_eq!(requests, (lists + watches) as f64);
+    // Every upstream LIST and watch of configmaps in the meantime was a freshness check's
+    // (watchmux counts those answered: a short watch the check gave up on before its answer,
+    // the cache having caught up meanwhile, reached the simulator only).
+    let upstream = (lists + watches) as f64;
+    assert!(requests <= upstream, "{requests} counted");
     let waits = series_sum(
         &p,
         "watchmux_freshness_waits_total",
         &["resource=\"configmaps\""],
     ) - waits0;
     assert_eq!(waits, READERS as f64, "each read waited for a check");
-    // A check costs one or two requests; checks start at least the interval apart, so no more
-    // of them started than the interval fits in the time the herd took (however slow the
-    // machine, which only loosens this), and far fewer than one per reader.
+    // Checks start at least the interval apart, so no more of them started than the interval
+    // fits in the time the herd took (however slow the machine, which only loosens this); each
+    // costs one or two requests (rarely a few), far fewer than one per reader in all.
     let interval = watchmux::config::CacheConfig::default().consistent_read_check_interval;
     let most_checks = (spread.as_secs_f64() / interval.as_secs_f64()).floor() + 1.0;
     assert!(
-        checks <= most_checks && requests <= 2.0 * checks && requests <= 30.0,
-        "{READERS} consistent reads in {spread:?} cost {requests} upstream freshness requests \
+        checks <= most_checks && upstream <= 30.0,
+        "{READERS} consistent reads in {spread:?} cost {upstream} upstream freshness requests \
          in {checks} checks (at most {most_checks} checks fit the {interval:?} interval)"
     );
 }
