@@ -74,8 +74,8 @@
 //! within kube's 3 s fails ([`NotFresh`]) and the caller does what kube-apiserver does: the
 //! upstream answers the read.
 //!
-//! Owns the check, its batching and its pace. It must not write to the cache (the reflector applies the
-//! [`Progress`] it sends) nor answer clients.
+//! Owns the check, its batching and its pace. It must not write to the cache (the reflector
+//! applies the [`Progress`] it sends) nor answer clients.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
