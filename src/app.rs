@@ -197,15 +197,16 @@ impl App {
                     .map(|s| (s.group.as_str(), s.resource.as_str())),
             )
         });
+        let budget = MemoryBudget::new(config.cache.memory_limit);
+        let metrics = Arc::new(crate::metrics::Metrics::with_budget(config, budget.clone()));
         let authz =
             (config.server.authz_mode() == crate::config::AuthzMode::Delegated).then(|| {
                 Arc::new(crate::downstream::authz::Authorizer::new(
                     upstream.clone(),
                     &config.server,
+                    metrics.authz(),
                 ))
             });
-        let budget = MemoryBudget::new(config.cache.memory_limit);
-        let metrics = Arc::new(crate::metrics::Metrics::with_budget(config, budget.clone()));
         let catalog = on_demand.then(Catalog::new);
         if let Some(c) = &catalog {
             metrics.set_discovery(c.clone());
@@ -318,6 +319,7 @@ impl App {
             window_bytes: c.event_window_bytes,
             window_age: c.event_window,
             state_proof_max_objects: c.consistent_read_state_max_objects,
+            consistent_read_check_interval: c.consistent_read_check_interval,
             watcher_queue: c.watcher_queue,
             max_lag_bytes: c.watcher_max_lag_bytes,
             retention: crate::cache::Retention {

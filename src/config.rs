@@ -82,8 +82,13 @@ pub struct ServerConfig {
     pub authz_allow_ttl: Duration,
     /// `authz_deny_ttl_secs`: how long a denied decision (and a rejected token) is cached.
     pub authz_deny_ttl: Duration,
-    /// `authz_cache_size`: entries kept in each of the decision and token-review caches.
-    pub authz_cache_size: u64,
+    /// `authz_token_cache_size`: TokenReview verdicts kept at most (about 500 bytes each; see
+    /// `downstream::authz`).
+    pub authz_token_cache_size: u64,
+    /// `authz_access_cache_size`: SubjectAccessReview verdicts kept at most, one per identity
+    /// and request attributes (about 460 bytes each for a kubelet's per-object watch; see
+    /// `downstream::authz`).
+    pub authz_access_cache_size: u64,
     /// `max_watches_per_client`: concurrent watches one client (the authenticated user with
     /// `authz = "delegated"`, else the peer IP address) may have served from the cache; past it
     /// 429 with `Retry-After: 1`.
@@ -180,7 +185,8 @@ impl Default for ServerConfig {
             authz: None,
             authz_allow_ttl: Duration::from_secs(300),
             authz_deny_ttl: Duration::from_secs(30),
-            authz_cache_size: 10_000,
+            authz_token_cache_size: 65_536,
+            authz_access_cache_size: 262_144,
             max_watches_per_client: 100,
             max_concurrent_lists: 64,
             max_header_bytes: 1 << 20,
@@ -317,6 +323,12 @@ pub struct CacheConfig {
     /// many objects is proven fresh by comparing the cache with the upstream's metadata LIST
     /// (one request, milliseconds) before the short watch is tried; 0: never.
     pub consistent_read_state_max_objects: usize,
+    /// `consistent_read_check_interval_ms`: the least time between the starts of two freshness
+    /// checks of one resource. A consistent read that arrives within it of the last check's
+    /// start waits for the check that starts when it has passed (shared by every reader that
+    /// arrived meanwhile); one that arrives later starts a check at once. Zero: a check starts
+    /// as soon as the one before ended. At most [`MAX_CONSISTENT_READ_CHECK_INTERVAL`].
+    pub consistent_read_check_interval: Duration,
     /// `max_staleness_secs`: how long cached reads are served while the cache does not follow
     /// the upstream (its list/watch failing, or restored from disk and not reconciled yet),
     /// counted from when it last did; past it they get 503 and `/readyz` fails. `None` (0 in
@@ -455,6 +467,7 @@ impl Default for CacheConfig {
             event_window_bytes: 32 << 20,
             event_window: Duration::from_secs(75),
             consistent_read_state_max_objects: 200,
+            consistent_read_check_interval: Duration::from_millis(250),
             bookmark_interval: Duration::from_secs(60),
             watcher_queue: 1024,
             watcher_max_lag_bytes: 64 << 20,
@@ -699,7 +712,8 @@ impl Config {
         check_duration("server.shutdown_timeout_secs", s.shutdown_timeout, false)?;
         check_duration("server.authz_allow_ttl_secs", s.authz_allow_ttl, true)?;
         check_duration("server.authz_deny_ttl_secs", s.authz_deny_ttl, true)?;
-        check_count("server.authz_cache_size", s.authz_cache_size)?;
+        check_count("server.authz_token_cache_size", s.authz_token_cache_size)?;
+        check_count("server.authz_access_cache_size", s.authz_access_cache_size)?;
         check_count("server.max_watches_per_client", s.max_watches_per_client)?;
         check_count("server.max_concurrent_lists", s.max_concurrent_lists)?;
         check_range(
@@ -735,6 +749,12 @@ impl Config {
                 "must be at least 75 (kube-apiserver's minimum eventFreshDuration)",
             ));
         }
+        check_range(
+            "cache.consistent_read_check_interval_ms",
+            c.consistent_read_check_interval.as_millis() as u64,
+            0,
+            MAX_CONSISTENT_READ_CHECK_INTERVAL.as_millis() as u64,
+        )?;
         check_duration("cache.bookmark_interval_secs", c.bookmark_interval, false)?;
         check_count("cache.watcher_queue", c.watcher_queue as u64)?;
         check_range(
@@ -946,6 +966,10 @@ pub const MAX_HEADER_BYTES: u64 = 64 << 20;
 pub const MAX_WATCHER_QUEUE: u64 = 1 << 30;
 /// The largest `server.max_url_bytes`: hyper itself answers 414 to longer request targets.
 pub const MAX_URL_BYTES: u64 = 65534;
+/// The largest `cache.consistent_read_check_interval_ms`: a consistent read waits at most this
+/// for its check to start, and kube's 3 s for the check to end; a check whose short watch is
+/// proven by the upstream's bookmark needs about a second of those.
+pub const MAX_CONSISTENT_READ_CHECK_INTERVAL: Duration = Duration::from_millis(1000);
 
 fn check_range(key: &str, n: u64, min: u64, max: u64) -> Result<(), Problem> {
     if n < min || n > max {
@@ -1018,7 +1042,8 @@ struct RawServer {
     authz: Option<AuthzMode>,
     authz_allow_ttl_secs: u64,
     authz_deny_ttl_secs: u64,
-    authz_cache_size: u64,
+    authz_token_cache_size: u64,
+    authz_access_cache_size: u64,
     max_watches_per_client: u64,
     max_concurrent_lists: u64,
     max_header_bytes: u64,
@@ -1042,7 +1067,8 @@ impl Default for RawServer {
             authz: d.authz,
             authz_allow_ttl_secs: d.authz_allow_ttl.as_secs(),
             authz_deny_ttl_secs: d.authz_deny_ttl.as_secs(),
-            authz_cache_size: d.authz_cache_size,
+            authz_token_cache_size: d.authz_token_cache_size,
+            authz_access_cache_size: d.authz_access_cache_size,
             max_watches_per_client: d.max_watches_per_client,
             max_concurrent_lists: d.max_concurrent_lists,
             max_header_bytes: d.max_header_bytes,
@@ -1101,6 +1127,7 @@ struct RawCache {
     event_window_bytes: u64,
     event_window_secs: u64,
     consistent_read_state_max_objects: usize,
+    consistent_read_check_interval_ms: u64,
     bookmark_interval_secs: u64,
     watcher_queue: usize,
     watcher_max_lag_bytes: u64,
@@ -1128,6 +1155,7 @@ impl Default for RawCache {
             event_window_bytes: d.event_window_bytes,
             event_window_secs: d.event_window.as_secs(),
             consistent_read_state_max_objects: d.consistent_read_state_max_objects,
+            consistent_read_check_interval_ms: d.consistent_read_check_interval.as_millis() as u64,
             bookmark_interval_secs: d.bookmark_interval.as_secs(),
             watcher_queue: d.watcher_queue,
             watcher_max_lag_bytes: d.watcher_max_lag_bytes,
@@ -1193,7 +1221,8 @@ impl RawConfig {
                 authz: self.server.authz,
                 authz_allow_ttl: Duration::from_secs(self.server.authz_allow_ttl_secs),
                 authz_deny_ttl: Duration::from_secs(self.server.authz_deny_ttl_secs),
-                authz_cache_size: self.server.authz_cache_size,
+                authz_token_cache_size: self.server.authz_token_cache_size,
+                authz_access_cache_size: self.server.authz_access_cache_size,
                 max_watches_per_client: self.server.max_watches_per_client,
                 max_concurrent_lists: self.server.max_concurrent_lists,
                 max_header_bytes: self.server.max_header_bytes,
@@ -1218,6 +1247,9 @@ impl RawConfig {
                 event_window_bytes: c.event_window_bytes,
                 event_window: Duration::from_secs(c.event_window_secs),
                 consistent_read_state_max_objects: c.consistent_read_state_max_objects,
+                consistent_read_check_interval: Duration::from_millis(
+                    c.consistent_read_check_interval_ms,
+                ),
                 bookmark_interval: Duration::from_secs(c.bookmark_interval_secs),
                 watcher_queue: c.watcher_queue,
                 watcher_max_lag_bytes: c.watcher_max_lag_bytes,
@@ -1787,6 +1819,39 @@ version = "v1"
             assert_eq!(e.key(), Some(key), "{e}");
             assert_eq!(e.line(), Some(2), "{e}");
             assert!(e.to_string().ends_with(msg), "{e}");
+        }
+    }
+
+    #[test]
+    fn consistent_read_check_interval_key() {
+        let c = Config::from_toml_str("", "t").unwrap();
+        assert_eq!(
+            c.cache.consistent_read_check_interval,
+            Duration::from_millis(250)
+        );
+        for ms in [0, 1000] {
+            let c = Config::from_toml_str(
+                &format!("[cache]\nconsistent_read_check_interval_ms = {ms}\n"),
+                "t",
+            )
+            .unwrap();
+            assert_eq!(
+                c.cache.consistent_read_check_interval,
+                Duration::from_millis(ms)
+            );
+        }
+        // A reader may wait this long for its check to start, within kube's 3 s for the check.
+        for ms in ["1001", "18446744073709551615"] {
+            let e = err(&format!(
+                "[cache]\nconsistent_read_check_interval_ms = {ms}\n"
+            ));
+            assert_eq!(
+                e.key(),
+                Some("cache.consistent_read_check_interval_ms"),
+                "{e}"
+            );
+            assert_eq!(e.line(), Some(2), "{e}");
+            assert!(e.to_string().ends_with("must be between 0 and 1000"), "{e}");
         }
     }
 

@@ -4,8 +4,8 @@
 //! proxies in one process — tests — do not mix). Every name starts with `watchmux_`; labels are
 //! bounded: `resource` is a cached resource (`pods`, `endpointslices.discovery.k8s.io`) or
 //! `other`, never a name from a request path that is not cached; `verb`, `code`, `transport`,
-//! `type`, `reason`, `outcome` and `source` take a fixed set of values. No label ever carries a
-//! client address, a namespace or an object name.
+//! `type`, `reason`, `outcome`, `source`, `review` and `result` take a fixed set of values. No
+//! label ever carries a client address, a namespace or an object name.
 //!
 //! Nothing here sits on the per-event × per-watcher path under a lock:
 //!
@@ -44,6 +44,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use crate::cache::budget::MemoryBudget;
 use crate::cache::{ResourceCache, ResourceInfo};
 use crate::config::{Config, ResourceSpec};
+use crate::downstream::authz::{Lookup, Review};
 use crate::downstream::read_point::PassReason;
 use crate::downstream::router::Refusal;
 use kube_wire::path::{self, ApiPath};
@@ -179,6 +180,7 @@ pub struct ResourceMetrics {
     watch_starts: [IntCounter; 4],
     freshness_checks: IntCounterVec,
     freshness_duration: Histogram,
+    freshness_waits: IntCounter,
     fanout: Mutex<Fanout>,
 }
 
@@ -240,6 +242,11 @@ impl ResourceMetrics {
             .with_label_values(&[self.label.as_str(), outcome])
             .inc();
         self.freshness_duration.observe(d.as_secs_f64());
+    }
+
+    /// A consistent read waits for a freshness check (several share one).
+    pub fn freshness_wait(&self) {
+        self.freshness_waits.inc();
     }
 
     /// A relist starts (`initial` or `expired`).
@@ -580,6 +587,7 @@ struct Families {
     watch_starts: IntCounterVec,
     freshness_checks: IntCounterVec,
     freshness_duration: HistogramVec,
+    freshness_waits: IntCounterVec,
     reads: IntCounterVec,
     request_duration: HistogramVec,
     list_requests: IntCounterVec,
@@ -619,6 +627,7 @@ impl Families {
         forget_series(&self.watch_starts, label);
         forget_series(&self.freshness_checks, label);
         forget_series(&self.freshness_duration, label);
+        forget_series(&self.freshness_waits, label);
         forget_series(&self.reads, label);
         forget_series(&self.request_duration, label);
         forget_series(&self.list_requests, label);
@@ -651,6 +660,7 @@ impl Families {
                 .map(|o| self.watch_starts.with_label_values(&[l, o.label()])),
             freshness_checks: self.freshness_checks.clone(),
             freshness_duration: self.freshness_duration.with_label_values(&[l]),
+            freshness_waits: self.freshness_waits.with_label_values(&[l]),
             fanout: Mutex::new(Fanout::default()),
             label: label.clone(),
         };
@@ -660,7 +670,7 @@ impl Families {
         for reason in ["initial", "expired"] {
             self.upstream_relists.with_label_values(&[l, reason]);
         }
-        for verb in ["list", "watch"] {
+        for verb in ["list", "watch", "freshness"] {
             self.upstream_requests.with_label_values(&[l, verb, "200"]);
         }
         for source in SOURCES {
@@ -686,6 +696,20 @@ impl Families {
     }
 }
 
+/// The lookups of the delegated-authz caches (`watchmux_authz_cache_requests_total`), one
+/// pre-bound counter per review and result.
+#[derive(Debug, Clone)]
+pub struct AuthzMetrics {
+    lookups: [[IntCounter; 3]; 2],
+}
+
+impl AuthzMetrics {
+    /// One lookup of `review`'s cache, answered as `result`.
+    pub fn lookup(&self, review: Review, result: Lookup) {
+        self.lookups[review as usize][result as usize].inc();
+    }
+}
+
 /// The proxy's metrics registry and health state.
 pub struct Metrics {
     registry: Registry,
@@ -701,6 +725,7 @@ pub struct Metrics {
     list_duration: HistogramVec,
     passthrough_bytes: IntCounterVec,
     reads: IntCounterVec,
+    authz: AuthzMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -759,7 +784,7 @@ impl Metrics {
         let upstream_requests = counter_vec(
             r,
             "watchmux_upstream_requests_total",
-            "Upstream LIST page and WATCH requests made by the reflectors, by HTTP code (error: no answer).",
+            "Upstream requests made for a cached resource, by verb (list: a page of the reflector's LIST; watch: its watch; freshness: a freshness check's consistent LIST or short watch, which consistent reads share) and HTTP code (error: no answer).",
             &["resource", "verb", "code"],
         );
         let upstream_list_duration = histogram_vec(
@@ -818,6 +843,12 @@ impl Metrics {
             &["resource"],
             REQUEST_BUCKETS,
         );
+        let freshness_waits = counter_vec(
+            r,
+            "watchmux_freshness_waits_total",
+            "Consistent reads (LIST, GET or watch-list without a resourceVersion) that waited for a freshness check; the readers that arrive within cache.consistent_read_check_interval_ms share one (its upstream requests: watchmux_upstream_requests_total{verb=\"freshness\"}).",
+            &["resource"],
+        );
         let reads = counter_vec(
             r,
             "watchmux_reads_total",
@@ -862,6 +893,19 @@ impl Metrics {
             "Response body bytes passed through from the upstream to clients, by verb.",
             &["verb"],
         );
+        let authz_lookups = counter_vec(
+            r,
+            "watchmux_authz_cache_requests_total",
+            "Lookups of the delegated-authz caches (server.authz = \"delegated\"), by review (token: TokenReview, access: SubjectAccessReview) and result: hit (a cached verdict), miss (the lookup sent the review upstream: the upstream's reviews), shared (it waited for a concurrent lookup's review of the same key).",
+            &["review", "result"],
+        );
+        let authz = AuthzMetrics {
+            lookups: Review::ALL.map(|review| {
+                Lookup::ALL.map(|result| {
+                    authz_lookups.with_label_values(&[review.as_str(), result.as_str()])
+                })
+            }),
+        };
         let epoch = Instant::now();
         let families = Families {
             epoch,
@@ -876,6 +920,7 @@ impl Metrics {
             watch_starts,
             freshness_checks,
             freshness_duration,
+            freshness_waits,
             reads: reads.clone(),
             request_duration: request_duration.clone(),
             list_requests: list_requests.clone(),
@@ -946,7 +991,13 @@ impl Metrics {
             list_duration,
             passthrough_bytes,
             reads,
+            authz,
         }
+    }
+
+    /// The counters of the delegated-authz caches' lookups.
+    pub fn authz(&self) -> AuthzMetrics {
+        self.authz.clone()
     }
 
     /// The metrics of a cached kind (cached now or before).

@@ -198,6 +198,9 @@ pub struct CacheSettings {
     /// A consistent read is proven by comparing states while the cache holds at most this many
     /// objects (`cache.consistent_read_state_max_objects`; see `reflector::freshness`).
     pub state_proof_max_objects: usize,
+    /// The least time between the starts of two freshness checks of consistent reads
+    /// (`cache.consistent_read_check_interval_ms`; see `reflector::freshness`).
+    pub consistent_read_check_interval: Duration,
     /// Per-watcher queue bound before the watcher switches to reading the log.
     pub watcher_queue: usize,
     /// A watcher lagging by more than this many bytes of events is closed.
@@ -221,6 +224,7 @@ impl Default for CacheSettings {
             window_bytes: 32 << 20,
             window_age: Duration::from_secs(75),
             state_proof_max_objects: 200,
+            consistent_read_check_interval: Duration::from_millis(250),
             watcher_queue: 1024,
             max_lag_bytes: 64 << 20,
             retention: Retention {

@@ -12,14 +12,45 @@
 //!   `metadata.name` field selector or legacy watch path). Denied: kube's 403.
 //!
 //! Both reviews are made with watchmux's own credentials. Their results are cached (moka): allow
-//! and deny with their own TTLs, bounded in size, keyed on the token or on identity + attributes;
-//! concurrent misses for one key make a single review. Upstream failures are not cached.
+//! and deny with their own TTLs (`server.authz_allow_ttl_secs`, 300, and
+//! `server.authz_deny_ttl_secs`, 30: kube's webhook authorizer's defaults for authorized and
+//! unauthorized answers), each cache bounded in entries. Upstream failures are not cached.
+//! Concurrent lookups of one key that is not cached make a single review, which they all wait
+//! for (kube's cached token authenticator does the same; its webhook authorizer does not).
+//! Every lookup is counted by its result (`watchmux_authz_cache_requests_total`): `hit`, `miss`
+//! (it sent the review: the upstream's reviews are the misses) or `shared` (it waited for a
+//! concurrent identical one).
+//!
+//! **Sized for a fleet.** A kubelet opens one watch per ConfigMap and Secret its pods mount,
+//! scoped by name, so each is its own SubjectAccessReview key (user × verb × resource ×
+//! namespace × name): about 150,000 for 5,000 nodes, plus each node's few other reads.
+//! kube-apiserver answers those in-process (its Node authorizer); its webhook authorizer keeps
+//! only 8,192 answers (an LRU), which such a fleet would churn through. So the access cache
+//! holds `server.authz_access_cache_size` (262,144) entries, the token cache
+//! `server.authz_token_cache_size` (65,536: kubelets usually present certificates, which need
+//! no TokenReview; bearer-token kubelets and workloads do). Memory follows the entries held,
+//! not the bound. An access entry is its key in one allocation (each string length-prefixed:
+//! 166 bytes for a kubelet's per-object watch) with moka's own share (its maps, deques and
+//! timer wheel): about 460 bytes asked of the allocator per entry for such keys, measured
+//! (`entries_stay_small`), so a full default cache holds about 120 MB; a key over
+//! [`MAX_CACHED_KEY_BYTES`] (kube's bound on the requester's attributes) is reviewed every time
+//! instead of cached. A token entry is keyed on an HMAC-SHA256 of the token under a key drawn
+//! at start (kube's token cache does the same): 32 bytes whatever the token's length (a
+//! service account's JWT is about a kilobyte), and no token kept in memory; with the user it
+//! names, about 500 bytes, so about 33 MB full.
+//!
+//! The allow TTL, not the size, decides how often such a fleet's watches are reviewed again:
+//! client-go ends each watch after 5 to 10 minutes and re-watches, so with kube's 300 s most
+//! re-watches find their entry expired (a miss, one review each); a longer allow TTL trades
+//! the time a revoked grant is still honoured for fewer reviews.
 //!
 //! Owns the reviews and their caches. Failures are [`AuthzError`]s (`crate::error` makes them
 //! kube's 401, 403 or 500); it must not build answers, nor look at pass-through requests (the
 //! upstream authorizes those itself, with the client's own credentials).
 
+use std::hash::Hash;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use http::header::CONTENT_TYPE;
@@ -31,6 +62,7 @@ use serde_json::{Value, json};
 
 use crate::auth::PeerAuth;
 use crate::config::ServerConfig;
+use crate::metrics::AuthzMetrics;
 use crate::upstream::{Upstream, UpstreamError};
 use kube_wire::access::{AUTHENTICATED, Attributes, Credential, UserInfo, credential};
 use kube_wire::response::full;
@@ -100,14 +132,108 @@ pub enum ReviewError {
     },
 }
 
+/// Which review a cache lookup is for (the `review` label of the lookup counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Review {
+    /// A TokenReview (authentication of a bearer token).
+    Token,
+    /// A SubjectAccessReview (authorization of a request).
+    Access,
+}
+
+impl Review {
+    /// Every review, in label order.
+    pub const ALL: [Review; 2] = [Review::Token, Review::Access];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Review::Token => "token",
+            Review::Access => "access",
+        }
+    }
+}
+
+/// How a cache lookup was answered (the `result` label of the lookup counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// From the cache.
+    Hit,
+    /// By a review this lookup sent upstream.
+    Miss,
+    /// By a concurrent lookup's review of the same key, which this one waited for.
+    Shared,
+}
+
+impl Lookup {
+    /// Every result, in label order.
+    pub const ALL: [Lookup; 3] = [Lookup::Hit, Lookup::Miss, Lookup::Shared];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lookup::Hit => "hit",
+            Lookup::Miss => "miss",
+            Lookup::Shared => "shared",
+        }
+    }
+}
+
+/// A SubjectAccessReview's verdict; the authorizer's reason is kept for a denial only (it goes
+/// into the 403's message).
 #[derive(Debug, Clone)]
 struct Decision {
     allowed: bool,
-    reason: String,
+    reason: Option<Arc<str>>,
 }
 
 /// A TokenReview's verdict: who the token belongs to, or `None` when it is not authenticated.
 type TokenVerdict = Option<UserInfo>;
+
+/// The token cache's key: an HMAC-SHA256 of the token.
+type TokenKey = [u8; 32];
+
+/// The access cache's key: the identity and the attributes, each string length-prefixed, in
+/// one allocation (a struct of ten `String`s costs half as much again).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct AccessKey(Box<[u8]>);
+
+/// Keys longer than this are not cached (reviewed every time): kube's webhook authorizer does
+/// not cache requests whose requester-controlled attributes reach 10,000 bytes, so that a
+/// client cannot fill the cache with huge entries.
+pub const MAX_CACHED_KEY_BYTES: usize = 10_000;
+
+impl AccessKey {
+    fn new(u: &UserInfo, a: &Attributes) -> AccessKey {
+        let strings = [
+            &u.user,
+            &u.uid,
+            &a.verb,
+            &a.group,
+            &a.version,
+            &a.resource,
+            &a.subresource,
+            &a.namespace,
+            &a.name,
+        ];
+        let len = strings
+            .into_iter()
+            .chain(&u.groups)
+            .map(|s| 4 + s.len())
+            .sum();
+        let mut b = Vec::with_capacity(len);
+        let mut put = |s: &str| {
+            // Lengths past u32 cannot occur (a request's header and URL limits are far below).
+            b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        };
+        // The groups last: what follows the attributes is all groups.
+        for s in strings.into_iter().chain(&u.groups) {
+            put(s);
+        }
+        AccessKey(b.into_boxed_slice())
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Ttls {
@@ -115,19 +241,14 @@ struct Ttls {
     deny: Duration,
 }
 
-impl Expiry<String, TokenVerdict> for Ttls {
-    fn expire_after_create(&self, _: &String, v: &TokenVerdict, _: Instant) -> Option<Duration> {
+impl Expiry<TokenKey, TokenVerdict> for Ttls {
+    fn expire_after_create(&self, _: &TokenKey, v: &TokenVerdict, _: Instant) -> Option<Duration> {
         Some(if v.is_some() { self.allow } else { self.deny })
     }
 }
 
-impl Expiry<(UserInfo, Attributes), Decision> for Ttls {
-    fn expire_after_create(
-        &self,
-        _: &(UserInfo, Attributes),
-        v: &Decision,
-        _: Instant,
-    ) -> Option<Duration> {
+impl Expiry<AccessKey, Decision> for Ttls {
+    fn expire_after_create(&self, _: &AccessKey, v: &Decision, _: Instant) -> Option<Duration> {
         Some(if v.allowed { self.allow } else { self.deny })
     }
 }
@@ -135,8 +256,11 @@ impl Expiry<(UserInfo, Attributes), Decision> for Ttls {
 /// Delegated authentication and authorization with cached results.
 pub struct Authorizer {
     upstream: Upstream,
-    tokens: Cache<String, TokenVerdict>,
-    decisions: Cache<(UserInfo, Attributes), Decision>,
+    tokens: Cache<TokenKey, TokenVerdict>,
+    /// The HMAC key of the token cache's keys, drawn at start.
+    token_hmac: ring::hmac::Key,
+    decisions: Cache<AccessKey, Decision>,
+    metrics: AuthzMetrics,
 }
 
 impl std::fmt::Debug for Authorizer {
@@ -158,23 +282,62 @@ const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
 impl Authorizer {
-    /// From `[server]`'s `authz_*` keys; reviews go to `upstream` as watchmux.
-    pub fn new(upstream: Upstream, server: &ServerConfig) -> Authorizer {
+    /// From `[server]`'s `authz_*` keys; reviews go to `upstream` as watchmux, lookups are
+    /// counted in `metrics`.
+    pub fn new(upstream: Upstream, server: &ServerConfig, metrics: AuthzMetrics) -> Authorizer {
         let ttls = Ttls {
             allow: server.authz_allow_ttl,
             deny: server.authz_deny_ttl,
         };
+        let rng = ring::rand::SystemRandom::new();
         Authorizer {
             upstream,
             tokens: Cache::builder()
-                .max_capacity(server.authz_cache_size)
+                .max_capacity(server.authz_token_cache_size)
                 .expire_after(ttls)
                 .build(),
+            token_hmac: ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
+                .expect("the system's random numbers"),
             decisions: Cache::builder()
-                .max_capacity(server.authz_cache_size)
+                .max_capacity(server.authz_access_cache_size)
                 .expire_after(ttls)
                 .build(),
+            metrics,
         }
+    }
+
+    /// The cached verdict of `key`, else `review`'s, made once for every concurrent lookup of
+    /// `key` (see the module doc); the lookup counted by how it was answered.
+    async fn lookup<K, V>(
+        &self,
+        cache: &Cache<K, V>,
+        which: Review,
+        key: K,
+        review: impl Future<Output = Result<V, ReviewError>>,
+    ) -> Result<V, Arc<ReviewError>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        if let Some(v) = cache.get(&key).await {
+            self.metrics.lookup(which, Lookup::Hit);
+            return Ok(v);
+        }
+        let sent = AtomicBool::new(false);
+        let entry = cache
+            .entry(key)
+            .or_try_insert_with(async {
+                sent.store(true, Ordering::Relaxed);
+                review.await
+            })
+            .await;
+        let how = if sent.load(Ordering::Relaxed) {
+            Lookup::Miss
+        } else {
+            Lookup::Shared
+        };
+        self.metrics.lookup(which, how);
+        entry.map(|e| e.into_value())
     }
 
     /// Who the request is made by.
@@ -197,9 +360,10 @@ impl Authorizer {
             Credential::Invalid => return Err(AuthzError::MalformedCredential),
             Credential::Token(t) => t,
         };
+        let key = ring::hmac::sign(&self.token_hmac, token.as_bytes());
+        let key: TokenKey = key.as_ref().try_into().expect("SHA-256 is 32 bytes");
         let r = self
-            .tokens
-            .try_get_with(token.clone(), self.token_review(token))
+            .lookup(&self.tokens, Review::Token, key, self.token_review(token))
             .await;
         match r {
             Ok(Some(u)) => Ok(u),
@@ -210,15 +374,21 @@ impl Authorizer {
 
     /// Whether `user` may do `attrs`.
     pub async fn authorize(&self, user: UserInfo, attrs: &Attributes) -> Result<(), AuthzError> {
-        let name = user.user.clone();
-        let key = (user, attrs.clone());
-        let fut = self.access_review(key.clone());
-        match self.decisions.try_get_with(key, fut).await {
+        let key = AccessKey::new(&user, attrs);
+        let review = self.access_review(&user, attrs);
+        let r = if key.0.len() > MAX_CACHED_KEY_BYTES {
+            self.metrics.lookup(Review::Access, Lookup::Miss);
+            review.await.map_err(Arc::new)
+        } else {
+            self.lookup(&self.decisions, Review::Access, key, review)
+                .await
+        };
+        match r {
             Ok(d) if d.allowed => Ok(()),
             Ok(d) => Err(AuthzError::Forbidden {
-                user: name,
+                user: user.user,
                 attributes: Box::new(attrs.clone()),
-                reason: d.reason,
+                reason: d.reason.as_deref().unwrap_or_default().to_string(),
             }),
             Err(e) => Err(AuthzError::AccessReview(e)),
         }
@@ -282,8 +452,7 @@ impl Authorizer {
         }))
     }
 
-    async fn access_review(&self, key: (UserInfo, Attributes)) -> Result<Decision, ReviewError> {
-        let (u, a) = key;
+    async fn access_review(&self, u: &UserInfo, a: &Attributes) -> Result<Decision, ReviewError> {
         let mut ra = json!({
             "verb": a.verb,
             "group": a.group,
@@ -310,9 +479,244 @@ impl Authorizer {
         });
         let v = self.review(ACCESS_REVIEWS, body).await?;
         let st = &v["status"];
+        let allowed = st["allowed"].as_bool() == Some(true) && st["denied"].as_bool() != Some(true);
         Ok(Decision {
-            allowed: st["allowed"].as_bool() == Some(true) && st["denied"].as_bool() != Some(true),
-            reason: st["reason"].as_str().unwrap_or_default().to_string(),
+            allowed,
+            reason: st["reason"]
+                .as_str()
+                .filter(|r| !allowed && !r.is_empty())
+                .map(Arc::from),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::config::{Config, UpstreamConfig};
+    use crate::metrics::Metrics;
+
+    /// An authorizer whose upstream is never asked (the tests make their own reviews), with
+    /// the metrics it counts in.
+    fn authorizer(server: &ServerConfig) -> (Authorizer, Metrics) {
+        let up = Upstream::new(&UpstreamConfig {
+            url: Some("http://127.0.0.1:9".parse().unwrap()),
+            ..UpstreamConfig::default()
+        })
+        .unwrap();
+        let metrics = Metrics::new(&Config::default());
+        (Authorizer::new(up, server, metrics.authz()), metrics)
+    }
+
+    /// The lookups of `review`'s cache counted as `result`.
+    fn counted(metrics: &Metrics, review: Review, result: Lookup) -> u64 {
+        let series = format!(
+            "watchmux_authz_cache_requests_total{{result=\"{}\",review=\"{}\"}} ",
+            result.as_str(),
+            review.as_str()
+        );
+        metrics
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series}"))
+    }
+
+    /// A kubelet's watch of one ConfigMap by name: the access key of a 5,000-node fleet.
+    fn kubelet_watch(i: usize) -> (UserInfo, Attributes) {
+        let node = i / 30;
+        let user = UserInfo {
+            user: format!(
+                "system:node:ip-10-0-{}-{}.eu-west-1.compute.internal",
+                node / 250,
+                node % 250
+            ),
+            groups: vec!["system:nodes".into(), AUTHENTICATED.into()],
+            uid: String::new(),
+        };
+        let attrs = Attributes {
+            verb: "watch".into(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            namespace: format!("team-{}", i % 300),
+            name: format!("app-config-{i:06}"),
+            ..Attributes::default()
+        };
+        (user, attrs)
+    }
+
+    /// Concurrent lookups of a key that is not cached make one review and share it; the later
+    /// lookup hits. The first lookup's review is held until every lookup has started (a
+    /// current-thread runtime: a task that counted itself in ran on to where it waits).
+    #[tokio::test(flavor = "current_thread")]
+    async fn concurrent_lookups_of_one_key_share_one_review() {
+        const N: usize = 20;
+        let (authz, metrics) = authorizer(&ServerConfig::default());
+        let authz = Arc::new(authz);
+        let (user, attrs) = kubelet_watch(1);
+        let reviews = Arc::new(AtomicUsize::new(0));
+        let arrived = Arc::new(AtomicUsize::new(0));
+        let (release, held) = tokio::sync::watch::channel(false);
+        let mut lookups = Vec::new();
+        for _ in 0..N {
+            let (authz, reviews, arrived) = (authz.clone(), reviews.clone(), arrived.clone());
+            let key = AccessKey::new(&user, &attrs);
+            let mut held = held.clone();
+            lookups.push(tokio::spawn(async move {
+                arrived.fetch_add(1, Ordering::Relaxed);
+                let review = async {
+                    reviews.fetch_add(1, Ordering::Relaxed);
+                    let _ = held.wait_for(|go| *go).await;
+                    Ok(Decision {
+                        allowed: true,
+                        reason: None,
+                    })
+                };
+                authz
+                    .lookup(&authz.decisions, Review::Access, key, review)
+                    .await
+                    .map(|d| d.allowed)
+            }));
+        }
+        while arrived.load(Ordering::Relaxed) < N {
+            tokio::task::yield_now().await;
+        }
+        release.send_replace(true);
+        for l in lookups {
+            assert!(l.await.unwrap().unwrap(), "allowed");
+        }
+        assert_eq!(
+            reviews.load(Ordering::Relaxed),
+            1,
+            "one review for {N} lookups"
+        );
+        let count = |r| counted(&metrics, Review::Access, r);
+        assert_eq!(
+            (
+                count(Lookup::Miss),
+                count(Lookup::Shared),
+                count(Lookup::Hit)
+            ),
+            (1, N as u64 - 1, 0)
+        );
+        // Cached now: a hit, no review.
+        let key = AccessKey::new(&user, &attrs);
+        let review = async { unreachable!("a cached key is not reviewed") };
+        let d = authz
+            .lookup(&authz.decisions, Review::Access, key, review)
+            .await
+            .unwrap();
+        assert!(d.allowed);
+        assert_eq!(count(Lookup::Hit), 1);
+        assert_eq!(counted(&metrics, Review::Token, Lookup::Miss), 0);
+    }
+
+    /// A review that fails is shared by the lookups waiting for it, and not cached: the next
+    /// lookup reviews again.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failed_review_is_shared_and_not_cached() {
+        let (authz, metrics) = authorizer(&ServerConfig::default());
+        let (user, attrs) = kubelet_watch(2);
+        let key = || AccessKey::new(&user, &attrs);
+        let (release, held) = tokio::sync::watch::channel(false);
+        let failing = || {
+            let mut held = held.clone();
+            async move {
+                let _ = held.wait_for(|go| *go).await;
+                Err::<Decision, _>(ReviewError::Body("the upstream hung up".into()))
+            }
+        };
+        // One task: both lookups run to where they wait before the review is let go.
+        let (a, b, ()) = tokio::join!(
+            authz.lookup(&authz.decisions, Review::Access, key(), failing()),
+            authz.lookup(&authz.decisions, Review::Access, key(), failing()),
+            async {
+                tokio::task::yield_now().await;
+                release.send_replace(true);
+            }
+        );
+        assert!(a.is_err() && b.is_err());
+        let count = |r| counted(&metrics, Review::Access, r);
+        assert_eq!((count(Lookup::Miss), count(Lookup::Shared)), (1, 1));
+        let denied = async {
+            Ok(Decision {
+                allowed: false,
+                reason: Some("no".into()),
+            })
+        };
+        let d = authz
+            .lookup(&authz.decisions, Review::Access, key(), denied)
+            .await
+            .unwrap();
+        assert!(!d.allowed);
+        assert_eq!(count(Lookup::Miss), 2, "the failure was not cached");
+    }
+
+    #[test]
+    fn access_keys_tell_every_field_apart() {
+        let (u, a) = kubelet_watch(3);
+        let base = AccessKey::new(&u, &a);
+        assert_eq!(base, AccessKey::new(&u.clone(), &a.clone()));
+        // Moving a byte from one field to the next makes another key.
+        let mut other = a.clone();
+        other.namespace = format!("{}{}", a.namespace, &a.name[..1]);
+        other.name = a.name[1..].to_string();
+        assert_ne!(AccessKey::new(&u, &other), base);
+        let mut groups = u.clone();
+        groups.groups = vec![format!("{}{}", u.groups[0], u.groups[1])];
+        assert_ne!(AccessKey::new(&groups, &a), base);
+        let mut verb = a.clone();
+        verb.verb = "list".into();
+        assert_ne!(AccessKey::new(&u, &verb), base);
+        assert_eq!(base.0.len(), 166, "a kubelet's per-object watch");
+    }
+
+    /// What an entry costs, as config.toml and the module doc say: a fleet's worth of kubelet
+    /// per-object access keys, and as many token keys naming a kubelet, inserted into the
+    /// authorizer's own caches (with their expiry), counted by the allocator on this thread.
+    #[test]
+    fn entries_stay_small() {
+        const N: usize = 50_000;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (authz, _) = authorizer(&ServerConfig::default());
+        let fleet: Vec<(UserInfo, Attributes)> = (0..N).map(kubelet_watch).collect();
+        let keys: Vec<AccessKey> = fleet.iter().map(|(u, a)| AccessKey::new(u, a)).collect();
+        let access = allocation_counter::measure(|| {
+            rt.block_on(async {
+                for k in &keys {
+                    let d = Decision {
+                        allowed: true,
+                        reason: None,
+                    };
+                    authz.decisions.insert(k.clone(), d).await;
+                }
+                authz.decisions.run_pending_tasks().await;
+            })
+        });
+        let tokens = allocation_counter::measure(|| {
+            rt.block_on(async {
+                for (i, (u, _)) in fleet.iter().enumerate() {
+                    let tag = ring::hmac::sign(&authz.token_hmac, format!("token-{i}").as_bytes());
+                    let key: TokenKey = tag.as_ref().try_into().unwrap();
+                    authz.tokens.insert(key, Some(u.clone())).await;
+                }
+                authz.tokens.run_pending_tasks().await;
+            })
+        });
+        assert_eq!(authz.decisions.entry_count(), N as u64);
+        assert_eq!(authz.tokens.entry_count(), N as u64);
+        for (what, held, most) in [("access", access, 512), ("token", tokens, 512)] {
+            let per_entry = held.bytes_current / N as i64;
+            eprintln!(
+                "{what}: {per_entry} bytes and {} allocations per entry",
+                held.count_current / N as i64
+            );
+            assert!(per_entry <= most, "{what}: {per_entry} bytes per entry");
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! Consistent reads from the cache: proving, with one or two upstream requests shared by every
-//! reader that waits, that the cache holds every write the upstream acknowledged before a
-//! moment (kube-apiserver's "consistent reads from cache", KEP-2340, as a proxy can do it).
+//! reader that waits (at most one such check per resource per
+//! `cache.consistent_read_check_interval_ms`), that the cache holds every write the upstream
+//! acknowledged before a moment (kube-apiserver's "consistent reads from cache", KEP-2340, as
+//! a proxy can do it).
 //!
 //! kube-apiserver asks etcd for its current revision and waits until its watch cache reaches
 //! it, making etcd send progress notifications meanwhile. A proxy cannot ask the upstream for
@@ -45,18 +47,35 @@
 //!    bookmark — a [`Progress`] notification, the counterpart of etcd's. Meanwhile the cache's
 //!    own watch may reach `R` first, which ends the check at once.
 //!
-//! **Why it is linearizable.** A read that arrives at `t` waits for the next check whose LIST is
-//! sent after `t` (checks already under way started too early). That LIST's `R` covers every
-//! write acknowledged before `t`; the proof shows the snapshot handed out holds the resource's
-//! state at some resourceVersion `≥ R` (by step 2), or exactly its state at `R` (by step 0,
-//! stamped `R`), which is a state the upstream had at or after `t` and before the answer.
-//! Checks run one at a time per resource and every reader that arrived while one ran shares
-//! the next, so the upstream sees at most two small requests per batch of readers, never
-//! one per reader. A check that cannot finish within kube's 3 s fails ([`NotFresh`]) and the
-//! caller does what kube-apiserver does: the upstream answers the read.
+//! **Sharing the checks.** A read that arrives at `t` waits for the next check whose LIST is
+//! sent after `t` (checks already under way started too early), and every reader waiting then
+//! shares it. Checks run one at a time per resource, and each starts at least
+//! `cache.consistent_read_check_interval_ms` (250 ms) after the one before: a read that arrives
+//! within that of the last check's start waits for the check that starts when it has passed,
+//! with every other reader that arrived meanwhile; a read that arrives later (a lone `kubectl
+//! get`) starts one at once. Without the interval, a check against a kube-apiserver takes a
+//! few milliseconds, so readers that arrive spread out (a kubelet starting one name-scoped
+//! watch-list per ConfigMap and Secret it mounts, a fleet of them at once) each found none
+//! running and paid for their own: about one upstream request per reader. With it, a herd
+//! costs at most one check (one or two small requests) per interval per resource, however
+//! many readers it has, and a read waits at most the interval more than a check takes.
+//! kube-apiserver does the same where it pays per request: each consistent read asks etcd for
+//! its current revision (cheap, in-process), but the progress notifications that make its watch
+//! cache catch up are requested at most every 100 ms while readers wait (`progressRequestPeriod`
+//! of its `ConditionalProgressRequester`). For a proxy the target is itself an upstream request,
+//! so the interval paces the whole check.
 //!
-//! Owns the check and its batching. It must not write to the cache (the reflector applies the
-//! [`Progress`] it sends) nor answer clients.
+//! **Why it is linearizable.** The check a read waits for sends its LIST after the read
+//! arrived, so its `R` covers every write acknowledged before `t`; the proof shows the snapshot
+//! handed out holds the resource's state at some resourceVersion `≥ R` (by step 2), or exactly
+//! its state at `R` (by step 0, stamped `R`), which is a state the upstream had at or after `t`
+//! and before the answer. Waiting for the interval only delays that check; it never hands a
+//! reader the result of a check that began before it arrived. A check that cannot finish
+//! within kube's 3 s fails ([`NotFresh`]) and the caller does what kube-apiserver does: the
+//! upstream answers the read.
+//!
+//! Owns the check, its batching and its pace. It must not write to the cache (the reflector
+//! applies the [`Progress`] it sends) nor answer clients.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -133,13 +152,84 @@ impl Proof {
     }
 }
 
-type Outcome = Option<Result<Snapshot, NotFresh>>;
+/// Readers that share the rounds of a job (here, a freshness check): each waits for the next
+/// round that starts after it arrived. Rounds run one at a time, each started at least
+/// `interval` after the one before; the first after a quiet spell starts at once.
+struct Rounds<T> {
+    interval: Duration,
+    state: Mutex<RoundsState<T>>,
+}
 
-/// The readers waiting for the next check, and whether one runs.
-#[derive(Default)]
-struct Rounds {
+struct RoundsState<T> {
+    /// A task runs rounds while readers wait for one.
     running: bool,
-    next: Option<watch::Sender<Outcome>>,
+    /// The readers waiting for the next round.
+    next: Option<watch::Sender<Option<T>>>,
+    /// When the last round started.
+    last_start: Option<Instant>,
+}
+
+impl<T: Clone + Send + Sync + 'static> Rounds<T> {
+    fn new(interval: Duration) -> Arc<Rounds<T>> {
+        Arc::new(Rounds {
+            interval,
+            state: Mutex::new(RoundsState {
+                running: false,
+                next: None,
+                last_start: None,
+            }),
+        })
+    }
+
+    /// Joins the next round; its outcome arrives through the receiver. `run` is one round: the
+    /// task that runs them is started by the reader that finds none running.
+    fn join<F, Fut>(self: &Arc<Self>, run: F) -> watch::Receiver<Option<T>>
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = T> + Send,
+    {
+        let mut s = self.state.lock();
+        let rx = s
+            .next
+            .get_or_insert_with(|| watch::channel(None).0)
+            .subscribe();
+        if !s.running {
+            s.running = true;
+            let me = self.clone();
+            tokio::spawn(async move { me.drive(run).await });
+        }
+        rx
+    }
+
+    /// Runs rounds while readers wait for one, each `interval` after the last one's start.
+    async fn drive<F, Fut>(self: Arc<Self>, mut run: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        loop {
+            // Readers that arrive meanwhile join the round that starts then.
+            let not_before = self.state.lock().last_start.map(|t| t + self.interval);
+            if let Some(t) = not_before.filter(|t| *t > Instant::now()) {
+                tokio::time::sleep_until(t).await;
+            }
+            // Taken just before the round starts: every reader in it arrived before.
+            let round = {
+                let mut s = self.state.lock();
+                match s.next.take() {
+                    Some(tx) => {
+                        s.last_start = Some(Instant::now());
+                        tx
+                    }
+                    None => {
+                        s.running = false;
+                        return;
+                    }
+                }
+            };
+            round.send_replace(Some(run().await));
+        }
+    }
 }
 
 /// The freshness check of one resource (see the module doc), shared by its readers.
@@ -149,7 +239,7 @@ pub struct Freshness {
     cache: Arc<ResourceCache>,
     progress: mpsc::Sender<Progress>,
     metrics: Arc<ResourceMetrics>,
-    rounds: Mutex<Rounds>,
+    rounds: Arc<Rounds<Result<Snapshot, NotFresh>>>,
     unchecked: AtomicBool,
     /// The last check found the cache behind the upstream: begin with the state (step 0).
     state_first: AtomicBool,
@@ -173,13 +263,14 @@ impl Freshness {
         progress: mpsc::Sender<Progress>,
         metrics: Arc<ResourceMetrics>,
     ) -> Arc<Freshness> {
+        let interval = cache.settings().consistent_read_check_interval;
         Arc::new(Freshness {
             up,
             path,
             cache,
             progress,
             metrics,
-            rounds: Mutex::new(Rounds::default()),
+            rounds: Rounds::new(interval),
             unchecked: AtomicBool::new(false),
             state_first: AtomicBool::new(true),
         })
@@ -200,48 +291,27 @@ impl Freshness {
             return Ok(self.cache.snapshot());
         }
         let deadline = Instant::now() + within;
-        let mut rx = {
-            let mut r = self.rounds.lock();
-            let tx = r.next.get_or_insert_with(|| watch::channel(None).0);
-            let rx = tx.subscribe();
-            if !r.running {
-                r.running = true;
-                let me = self.clone();
-                tokio::spawn(async move { me.drive().await });
-            }
-            rx
-        };
+        self.metrics.freshness_wait();
+        let me = self.clone();
+        let mut rx = self.rounds.join(move || me.clone().round());
         match timeout_at(deadline, rx.wait_for(Option::is_some)).await {
             Ok(Ok(outcome)) => outcome.clone().unwrap_or(Err(NotFresh::Timeout(within))),
             _ => Err(NotFresh::Timeout(within)),
         }
     }
 
-    /// Runs checks one after the other while readers wait for one.
-    async fn drive(self: Arc<Self>) {
-        loop {
-            // Taken just before the LIST goes out: every reader in this round arrived before it.
-            let round = {
-                let mut r = self.rounds.lock();
-                match r.next.take() {
-                    Some(tx) => tx,
-                    None => {
-                        r.running = false;
-                        return;
-                    }
-                }
-            };
-            let started = Instant::now();
-            let result = self.check(started + CHECK_BUDGET).await;
-            self.metrics.freshness_checked(
-                result.as_ref().map(|(_, p)| p.as_str()).unwrap_or("failed"),
-                started.elapsed(),
-            );
-            if let Err(e) = &result {
-                tracing::debug!(resource = %self.cache.info.group_resource(), error = %e, "freshness check failed");
-            }
-            round.send_replace(Some(result.map(|(snap, _)| snap)));
+    /// One round: a check, counted.
+    async fn round(self: Arc<Self>) -> Result<Snapshot, NotFresh> {
+        let started = Instant::now();
+        let result = self.check(started + CHECK_BUDGET).await;
+        self.metrics.freshness_checked(
+            result.as_ref().map(|(_, p)| p.as_str()).unwrap_or("failed"),
+            started.elapsed(),
+        );
+        if let Err(e) = &result {
+            tracing::debug!(resource = %self.cache.info.group_resource(), error = %e, "freshness check failed");
         }
+        result.map(|(snap, _)| snap)
     }
 
     /// One check (see the module doc), bounded by `deadline`.
@@ -507,5 +577,100 @@ impl UpstreamState {
                     .get(key.as_str())
                     .is_some_and(|o| o.rec.rv == *rv)
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How long each round of the tests' job takes: readers arrive while one runs.
+    const ROUND: Duration = Duration::from_millis(20);
+
+    /// The rounds' job: records when each round starts and ends, and answers its start.
+    fn job(log: &Arc<Mutex<Vec<(Instant, Instant)>>>) -> impl FnMut() -> RoundFuture + use<> {
+        let log = log.clone();
+        move || {
+            let log = log.clone();
+            Box::pin(async move {
+                let start = Instant::now();
+                tokio::time::sleep(ROUND).await;
+                log.lock().push((start, Instant::now()));
+                start
+            })
+        }
+    }
+
+    type RoundFuture = std::pin::Pin<Box<dyn Future<Output = Instant> + Send>>;
+
+    /// Joins the next round of `rounds` and waits for it: when it started.
+    async fn wait_round(
+        rounds: &Arc<Rounds<Instant>>,
+        log: &Arc<Mutex<Vec<(Instant, Instant)>>>,
+    ) -> Instant {
+        let mut rx = rounds.join(job(log));
+        let out = *rx.wait_for(Option::is_some).await.expect("a round");
+        out.expect("its start")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_reader_starts_a_round_at_once() {
+        let rounds = Rounds::new(Duration::from_millis(250));
+        let log = Arc::default();
+        let t0 = Instant::now();
+        assert_eq!(wait_round(&rounds, &log).await, t0, "the first round");
+        // Once the interval has passed since the last start, the next reader starts one at once
+        // too.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let t1 = Instant::now();
+        assert_eq!(wait_round(&rounds, &log).await, t1, "after a quiet spell");
+        assert_eq!(log.lock().len(), 2);
+    }
+
+    /// Readers arriving one every 5 ms for 1.5 s while each round takes 20 ms: each waits for
+    /// a round that started after it arrived (what makes a consistent read linearizable), not a
+    /// round under way, and the rounds start the interval apart: 7 for 300 readers, where
+    /// starting one whenever none runs (interval 0) makes one after the other: 76.
+    #[tokio::test(start_paused = true)]
+    async fn readers_share_rounds_that_start_after_them_and_the_interval_apart() {
+        for (interval, most) in [(Duration::from_millis(250), 7), (Duration::ZERO, 76)] {
+            let rounds = Rounds::new(interval);
+            let log = Arc::default();
+            let t0 = Instant::now();
+            let mut readers = Vec::new();
+            for i in 0..300u32 {
+                let (rounds, log) = (rounds.clone(), Arc::clone(&log));
+                readers.push(tokio::spawn(async move {
+                    tokio::time::sleep_until(t0 + Duration::from_millis(5) * i).await;
+                    let arrived = Instant::now();
+                    (arrived, wait_round(&rounds, &log).await)
+                }));
+            }
+            let mut starts = Vec::new();
+            for r in readers {
+                let (arrived, started) = r.await.unwrap();
+                assert!(
+                    started >= arrived,
+                    "{interval:?}: a round that began before it"
+                );
+                // Not kept waiting longer than needed: the round that serves it starts at once,
+                // or once the interval since the last start has passed.
+                assert!(
+                    started - arrived <= interval.max(ROUND),
+                    "{interval:?}: waited {:?}",
+                    started - arrived
+                );
+                starts.push(started);
+            }
+            let log = log.lock().clone();
+            assert_eq!(log.len(), most, "{interval:?}: rounds");
+            for w in log.windows(2) {
+                let ((s0, e0), (s1, _)) = (w[0], w[1]);
+                assert!(s1 >= e0, "{interval:?}: one round at a time");
+                assert!(s1 - s0 >= interval, "{interval:?}: {:?} apart", s1 - s0);
+            }
+            starts.dedup();
+            assert_eq!(starts.len(), most, "every round served a reader");
+        }
     }
 }

@@ -106,6 +106,36 @@ fn stats(sim: &Simulator) -> (u64, u64) {
     )
 }
 
+/// The status of a GET of `url` with the bearer `token`.
+async fn get_as(url: &str, token: &str) -> StatusCode {
+    let auth = format!("Bearer {token}");
+    crate::common::request(Method::GET, url, &[("authorization", &auth)], "")
+        .await
+        .0
+}
+
+/// watchmux's count of review-cache lookups of `review` (`token`, `access`) answered as
+/// `result` (`hit`, `miss`, `shared`).
+fn lookups(px: &crate::common::TestProxy, review: &str, result: &str) -> u64 {
+    let series =
+        format!("watchmux_authz_cache_requests_total{{result=\"{result}\",review=\"{review}\"}} ");
+    px.proxy
+        .metrics
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series}"))
+}
+
+/// Every lookup count of `review`: (hits, misses, shared).
+fn lookup_counts(px: &crate::common::TestProxy, review: &str) -> (u64, u64, u64) {
+    (
+        lookups(px, review, "hit"),
+        lookups(px, review, "miss"),
+        lookups(px, review, "shared"),
+    )
+}
+
 fn names(body: &[u8]) -> Vec<String> {
     let v: Value = serde_json::from_slice(body).unwrap();
     let mut n: Vec<String> = v["items"]
@@ -325,31 +355,61 @@ async fn decisions_are_cached_per_identity_and_attributes() {
     assert!(tokens <= 100, "{tokens} token reviews");
     assert!(sars <= 100, "{sars} access reviews");
     assert!(tokens >= 100 && sars >= 100, "each identity was reviewed");
+    // Every lookup is counted once; the misses are exactly the reviews the upstream answered,
+    // the rest were cached or shared with a concurrent lookup of the same key.
+    for (review, upstream) in [("token", tokens), ("access", sars)] {
+        let (hit, miss, shared) = lookup_counts(&px, review);
+        eprintln!(
+            "{review} lookups: {hit} hits, {miss} misses, {shared} shared ({:.0} % answered without a review)",
+            100.0 * (hit + shared) as f64 / 1000.0
+        );
+        assert_eq!(hit + miss + shared, 1000, "{review}");
+        assert_eq!(
+            miss, upstream,
+            "{review}: misses are the upstream's reviews"
+        );
+    }
+    let (token_hits, _, _) = lookup_counts(&px, "token");
+    let (access_hits, access_misses, _) = lookup_counts(&px, "access");
     // Other attributes are another decision; a denied one is cached too.
     for _ in 0..5 {
-        let (s, _, _) = crate::common::request(
-            Method::GET,
-            &format!(
-                "{}/api/v1/namespaces/a/configmaps?resourceVersion=0",
-                px.url
-            ),
-            &[("authorization", "Bearer user-0-token")],
-            "",
-        )
-        .await;
-        assert_eq!(s, StatusCode::FORBIDDEN);
+        let url = format!(
+            "{}/api/v1/namespaces/a/configmaps?resourceVersion=0",
+            px.url
+        );
+        assert_eq!(get_as(&url, "user-0-token").await, StatusCode::FORBIDDEN);
     }
     assert_eq!(stats(&sim), (t1, s1 + 1));
+    assert_eq!(lookups(&px, "token", "hit"), token_hits + 5);
+    assert_eq!(lookups(&px, "access", "miss"), access_misses + 1);
+    assert_eq!(lookups(&px, "access", "hit"), access_hits + 4);
     // Pass-through is not reviewed by watchmux.
-    let (s, _, _) = crate::common::request(
-        Method::GET,
-        &format!("{}/api/v1/namespaces/a/pods", px.url),
-        &[("authorization", "Bearer user-1-token")],
-        "",
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK);
+    let url = format!("{}/api/v1/namespaces/a/pods", px.url);
+    assert_eq!(get_as(&url, "user-1-token").await, StatusCode::OK);
     assert_eq!(stats(&sim), (t1, s1 + 1));
+}
+
+/// A review whose user and attributes take more than `MAX_CACHED_KEY_BYTES` is made every time
+/// rather than cached (as kube's webhook authorizer does): no client fills the cache with huge
+/// entries. Its token is cached as any other (the key is the token's HMAC).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn huge_review_keys_are_reviewed_every_time() {
+    let sim = sim_with_pods().await;
+    let long_user = "u".repeat(watchmux::downstream::authz::MAX_CACHED_KEY_BYTES);
+    let mut p = policy(0);
+    p.tokens
+        .insert("long-token".into(), (long_user, vec!["readers".into()]));
+    sim.state().set_policy(p);
+    let dir = tempfile::tempdir().unwrap();
+    let px = delegated(&sim, dir.path(), |_| {}).await;
+    let (t0, s0) = stats(&sim);
+    let url = format!("{}/api/v1/namespaces/a/pods?resourceVersion=0", px.url);
+    for _ in 0..3 {
+        assert_eq!(get_as(&url, "long-token").await, StatusCode::OK);
+    }
+    assert_eq!(stats(&sim), (t0 + 1, s0 + 3));
+    assert_eq!(lookup_counts(&px, "access"), (0, 3, 0));
+    assert_eq!(lookup_counts(&px, "token"), (2, 1, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -362,28 +422,21 @@ async fn a_policy_change_is_seen_after_the_ttl() {
     })
     .await;
     let url = format!("{}/api/v1/namespaces/a/pods?resourceVersion=0", px.url);
-    let as_alice = || {
-        crate::common::request(
-            Method::GET,
-            &url,
-            &[("authorization", "Bearer alice-token")],
-            "",
-        )
-    };
-    assert_eq!(as_alice().await.0, StatusCode::OK);
+    let as_alice = || get_as(&url, "alice-token");
+    assert_eq!(as_alice().await, StatusCode::OK);
     // Revoke alice's grant: the cached allow holds until its TTL…
     let mut p = policy(100);
     p.rules.retain(|r| r.subject != "alice");
     sim.state().set_policy(p);
-    assert_eq!(as_alice().await.0, StatusCode::OK);
+    assert_eq!(as_alice().await, StatusCode::OK);
     // …then the upstream's new answer is seen.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(as_alice().await.0, StatusCode::FORBIDDEN);
+    assert_eq!(as_alice().await, StatusCode::FORBIDDEN);
     // Restore it: the cached deny holds until its TTL, then allowed again.
     sim.state().set_policy(policy(100));
-    assert_eq!(as_alice().await.0, StatusCode::FORBIDDEN);
+    assert_eq!(as_alice().await, StatusCode::FORBIDDEN);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(as_alice().await.0, StatusCode::OK);
+    assert_eq!(as_alice().await, StatusCode::OK);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -488,7 +541,9 @@ fn authz_config_defaults_and_refusals() {
     assert_eq!(c.server.authz_mode(), AuthzMode::None, "loopback default");
     assert_eq!(c.server.authz_allow_ttl, Duration::from_secs(300));
     assert_eq!(c.server.authz_deny_ttl, Duration::from_secs(30));
-    assert_eq!(c.server.authz_cache_size, 10_000);
+    // Sized for a 5,000-node fleet's per-object kubelet watches (see config.toml).
+    assert_eq!(c.server.authz_token_cache_size, 65_536);
+    assert_eq!(c.server.authz_access_cache_size, 262_144);
     let c = Config::from_toml_str(
         "[server]\nlisten = \"0.0.0.0:8443\"\nauth = \"client\"\n",
         "t",
@@ -507,10 +562,12 @@ fn authz_config_defaults_and_refusals() {
     .to_string();
     assert!(e.contains("server.authz") && e.contains("loopback"), "{e}");
     assert!(e.contains("t.toml"), "{e}");
-    let e = Config::from_toml_str("[server]\nauthz_cache_size = 0\n", "t")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("server.authz_cache_size"), "{e}");
+    for key in ["authz_token_cache_size", "authz_access_cache_size"] {
+        let e = Config::from_toml_str(&format!("[server]\n{key} = 0\n"), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("server.{key}")), "{e}");
+    }
     let e = Config::from_toml_str("[server]\nauthz = \"maybe\"\n", "t")
         .unwrap_err()
         .to_string();

@@ -600,3 +600,176 @@ async fn an_empty_kind_is_proven_fresh_and_its_consistent_reads_stay_in_the_cach
         );
     }
 }
+
+/// How a reader of the herd reads its configmap.
+#[derive(Debug, Clone, Copy)]
+enum HerdRead {
+    /// A consistent LIST scoped by `fieldSelector=metadata.name=`.
+    List,
+    /// A consistent watch-list scoped the same way (how the kubelet's ConfigMap and Secret
+    /// managers start one watch per referenced object).
+    WatchList,
+}
+
+/// The `data.i` a name-scoped consistent read through `base` shows for configmap `name`.
+async fn scoped_read_sees(base: &str, name: &str, how: HerdRead) -> Option<usize> {
+    let scoped = format!(
+        "{}?fieldSelector=metadata.name%3D{name}",
+        cm_url(base, None)
+    );
+    match how {
+        HerdRead::List => {
+            let (code, v) = get_json(&scoped).await;
+            assert_eq!(code, StatusCode::OK, "{v}");
+            let items = v["items"].as_array().expect("items");
+            assert!(items.len() <= 1, "{name}: {v}");
+            items.first().and_then(data_i)
+        }
+        HerdRead::WatchList => {
+            let mut w = watch(&format!(
+                "{scoped}&watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=30"
+            ))
+            .await;
+            assert_eq!(w.status, StatusCode::OK, "{name}");
+            let mut seen = None;
+            loop {
+                let ev = w.next_event(Duration::from_secs(10)).await;
+                if ev["type"] == "BOOKMARK" {
+                    if ev["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"]
+                        == "true"
+                    {
+                        return seen;
+                    }
+                    continue;
+                }
+                assert_eq!(ev["object"]["metadata"]["name"], name, "{ev}");
+                seen = data_i(&ev["object"]);
+            }
+        }
+    }
+}
+
+/// The sum of watchmux's `watchmux_upstream_requests_total` series of configmaps' freshness
+/// checks (every code).
+fn freshness_requests(p: &TestProxy) -> f64 {
+    series_sum(
+        p,
+        "watchmux_upstream_requests_total",
+        &["resource=\"configmaps\"", "verb=\"freshness\""],
+    )
+}
+
+/// A kubelet-like herd: 300 readers arriving one every 5 ms (1.5 s in all), each writing its own
+/// configmap through the upstream and then, once the write is acknowledged, reading it back
+/// through watchmux with a name-scoped consistent LIST or watch-list. Every read shows its own
+/// write (linearizable), every read is answered from the cache, and the herd's freshness proofs
+/// cost the upstream a few requests, not one per reader (each check, started every few
+/// milliseconds against an idle upstream, would otherwise be over before the next reader came).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_herd_of_spread_consistent_reads_shares_a_few_freshness_checks() {
+    const READERS: usize = 300;
+    let sim = sim_with(|c| c.bookmark_interval = Duration::from_secs(60)).await;
+    let cms = sim.resource("", "v1", "configmaps").unwrap();
+    for i in 0..READERS {
+        let obj =
+            json!({"metadata": {"name": format!("herd-{i}"), "namespace": NS}, "data": {"i": "0"}});
+        sim.ops().create(&cms, Some(NS), obj, false).unwrap();
+    }
+    let p = proxy_for(&sim, |_| {}).await;
+    let reads_before = |p: &TestProxy| {
+        (
+            series_sum(
+                p,
+                "watchmux_reads_total",
+                &["resource=\"configmaps\"", "source=\"cache\""],
+            ),
+            series_sum(
+                p,
+                "watchmux_reads_total",
+                &["resource=\"configmaps\"", "source=\"pass_through\""],
+            ),
+        )
+    };
+    let (cached0, passed0) = reads_before(&p);
+    let requests0 = freshness_requests(&p);
+    let checks0 = series_sum(
+        &p,
+        "watchmux_freshness_checks_total",
+        &["resource=\"configmaps\""],
+    );
+    let waits0 = series_sum(
+        &p,
+        "watchmux_freshness_waits_total",
+        &["resource=\"configmaps\""],
+    );
+    let before = configmaps(&sim);
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..READERS {
+        let (sim_url, proxy_url) = (sim.url(), p.url.clone());
+        tasks.push(tokio::spawn(async move {
+            // Arrivals spread over 1.5 s: load, not a wait for anything.
+            tokio::time::sleep_until(start + Duration::from_millis(5 * i as u64)).await;
+            let name = format!("herd-{i}");
+            let v = 1_000 + i;
+            let obj = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":name,"namespace":NS},"data":{"i":v.to_string()}});
+            let (code, body) =
+                send_json(Method::PUT, &cm_url(&sim_url, Some(&name)), "application/json", &obj)
+                    .await;
+            assert!(code.is_success(), "write {name}: {code} {body}");
+            let how = if i % 2 == 0 { HerdRead::List } else { HerdRead::WatchList };
+            let seen = scoped_read_sees(&proxy_url, &name, how).await;
+            (name, how, v, seen)
+        }));
+    }
+    let mut missed = Vec::new();
+    for t in tasks {
+        let (name, how, v, seen) = t.await.unwrap();
+        if seen != Some(v) {
+            missed.push(format!("{how:?} of {name} after writing {v} saw {seen:?}"));
+        }
+    }
+    let spread = start.elapsed();
+    assert!(missed.is_empty(), "read-your-writes violated: {missed:#?}");
+    let (cached, passed) = reads_before(&p);
+    assert_eq!(
+        passed - passed0,
+        0.0,
+        "every read was answered from the cache"
+    );
+    assert_eq!(cached - cached0, READERS as f64);
+    let requests = freshness_requests(&p) - requests0;
+    let checks = series_sum(
+        &p,
+        "watchmux_freshness_checks_total",
+        &["resource=\"configmaps\""],
+    ) - checks0;
+    let after = configmaps(&sim);
+    let delta = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    let (lists, watches) = (delta("listRequests"), delta("watchRequests"));
+    eprintln!(
+        "{READERS} consistent reads over {spread:?}: {checks} freshness checks, {requests} \
+         upstream freshness requests ({lists} LISTs, {watches} watches at the simulator)"
+    );
+    // Every upstream LIST and watch of configmaps in the meantime was a freshness check's
+    // (watchmux counts those answered: a short watch the check gave up on before its answer,
+    // the cache having caught up meanwhile, reached the simulator only).
+    let upstream = (lists + watches) as f64;
+    assert!(requests <= upstream, "{requests} counted");
+    let waits = series_sum(
+        &p,
+        "watchmux_freshness_waits_total",
+        &["resource=\"configmaps\""],
+    ) - waits0;
+    assert_eq!(waits, READERS as f64, "each read waited for a check");
+    // Checks start at least the interval apart, so no more of them started than the interval
+    // fits in the time the herd took (however slow the machine, which only loosens this); each
+    // costs one or two requests (rarely a few), far fewer than one per reader in all.
+    let interval = watchmux::config::CacheConfig::default().consistent_read_check_interval;
+    let most_checks = (spread.as_secs_f64() / interval.as_secs_f64()).floor() + 1.0;
+    assert!(
+        checks <= most_checks && upstream <= 30.0,
+        "{READERS} consistent reads in {spread:?} cost {upstream} upstream freshness requests \
+         in {checks} checks (at most {most_checks} checks fit the {interval:?} interval)"
+    );
+}
