@@ -15,6 +15,7 @@ mod consistency;
 mod crd_tables;
 mod deploy;
 mod exec_plugin;
+mod fleet;
 mod kube;
 mod kubeconfig;
 mod kubectl;

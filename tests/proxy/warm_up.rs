@@ -10,14 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
-use k8s_pb::apimachinery::pkg::apis::meta::v1::{
-    PartialObjectMetadata, PartialObjectMetadataList, Status as PbStatus, WatchEvent,
-};
+use k8s_pb::apimachinery::pkg::apis::meta::v1::{PartialObjectMetadataList, Status as PbStatus};
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use kube_sim::Simulator;
 use kube_sim::fleet::{FleetSpec, node_name};
@@ -25,13 +23,9 @@ use prost::Message as _;
 use serde_json::{Value, json};
 use watchmux::config::KindPattern;
 
+use crate::common::kubelet::{Frames, KUBELET, WATCH_LIST, metadata_of};
 use crate::common::*;
 
-/// What a kubelet's client-go sends.
-const KUBELET: &str = "application/vnd.kubernetes.protobuf,application/json";
-/// The query of a kubelet's watch-list (client-go's reflector with `WatchListClient`).
-const WATCH_LIST: &str =
-    "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
 /// kube-apiserver's answer to a read its cacher refuses while not ready, for the first 11 s.
 const NOT_READY: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"storage is (re)initializing","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}"#;
 /// The header of every answer from the cache.
@@ -513,53 +507,10 @@ async fn served(
     unreachable!()
 }
 
-/// The protobuf frames of a watch body (a 4-byte big-endian length, then a WatchEvent).
-struct Frames {
-    body: Incoming,
-    buf: BytesMut,
-}
-
-impl Frames {
-    async fn next(&mut self, what: &str) -> WatchEvent {
-        loop {
-            if self.buf.len() >= 4 {
-                let n = u32::from_be_bytes(self.buf[..4].try_into().unwrap()) as usize;
-                if self.buf.len() >= 4 + n {
-                    self.buf.advance(4);
-                    let frame = self.buf.split_to(n);
-                    return WatchEvent::decode(&frame[..]).expect("a WatchEvent");
-                }
-            }
-            let frame = tokio::time::timeout(Duration::from_secs(30), self.body.frame())
-                .await
-                .unwrap_or_else(|_| panic!("{what}: no event within 30 s"))
-                .unwrap_or_else(|| panic!("{what}: the watch ended"))
-                .expect("a frame");
-            if let Ok(d) = frame.into_data() {
-                self.buf.extend_from_slice(&d);
-            }
-        }
-    }
-}
-
-/// The metadata of a protobuf object (`k8s\0` + Unknown): every kind's field 1 is its
-/// ObjectMeta, as PartialObjectMetadata's.
-fn metadata_of(raw: &[u8]) -> k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-    assert_eq!(raw.get(..4), Some(&b"k8s\0"[..]));
-    let u = Unknown::decode(&raw[4..]).expect("runtime.Unknown");
-    PartialObjectMetadata::decode(u.raw.as_deref().unwrap_or_default())
-        .expect("an object")
-        .metadata
-        .unwrap_or_default()
-}
-
 /// A watch-list's initial events (`namespace/name` of each ADDED), up to the bookmark that
 /// ends them.
 async fn initial_events(body: Incoming, what: &str) -> BTreeSet<String> {
-    let mut frames = Frames {
-        body,
-        buf: BytesMut::new(),
-    };
+    let mut frames = Frames::new(body);
     let mut added = BTreeSet::new();
     loop {
         let ev = frames.next(what).await;

@@ -9,6 +9,7 @@ pub use kube_sim::testkit::*;
 pub use relay::Relay;
 
 mod informer;
+pub mod kubelet;
 mod relay;
 pub use informer::Informer;
 pub mod watch_log;
