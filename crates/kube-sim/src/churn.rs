@@ -3,8 +3,9 @@
 //! object ([`fleet::WRITE_TIME_ANNOTATION`]) so watchers can measure delivery latency.
 //!
 //! Every write goes through [`Ops`](super::ops::Ops), as a client's would, so churn never
-//! bypasses the write rules. It only picks among the pods present when it started and those it
-//! created itself.
+//! bypasses the write rules. Over the flat fleet it only picks among the pods present when it
+//! started and those it created itself; over the CL2 shape the writes are
+//! [`cl2::scaling`]'s (Deployments scaled through their pods, kubelet status updates).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
 use super::SimState;
+use super::cl2;
 use super::fleet;
 use super::semantics::DeleteOptions;
 use super::util::now_unix_nanos;
@@ -114,34 +116,20 @@ async fn run(state: Arc<SimState>, spec: ChurnSpec) {
     if spec.per_second <= 0.0 {
         return;
     }
-    let mut rng = StdRng::seed_from_u64(spec.seed);
-    let pods = state.registry.core("pods").clone();
-    let nodes: Vec<String> = {
-        let nrt = state.registry.core("nodes");
-        let page = state
-            .store
-            .list(&nrt, None, None, None, 0, &|_| true, false);
-        page.map(|p| p.items.iter().map(|o| o.name.clone()).collect())
-            .unwrap_or_default()
-    };
-    let namespaces: Vec<String> = state
-        .config
-        .fleet
-        .as_ref()
-        .map(fleet::namespace_names)
-        .unwrap_or_else(|| vec!["default".to_string()]);
-    // The pods churn picks from: loaded once, then kept up to date with churn's own writes.
-    let mut live: Vec<(String, String)> = state
-        .store
-        .list(&pods, None, None, None, 0, &|_| true, false)
-        .map(|p| {
-            p.items
-                .iter()
-                .map(|o| (o.namespace.clone(), o.name.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut created = 0usize;
+    match state.config.cl2 {
+        Some(shape) => {
+            let mut scaler = cl2::scaling::Scaler::new(&state, &shape, &spec);
+            at_rate(&state, spec.per_second, || scaler.step(&state)).await;
+        }
+        None => {
+            let mut flat = Flat::new(&state, &spec);
+            at_rate(&state, spec.per_second, || flat.step(&state)).await;
+        }
+    }
+}
+
+/// Calls `write` `per_second` times a second (in 10 ms ticks) until the simulator stops.
+async fn at_rate(state: &SimState, per_second: f64, mut write: impl FnMut()) {
     let tick = Duration::from_millis(10);
     let mut interval = tokio::time::interval(tick);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -151,76 +139,132 @@ async fn run(state: Arc<SimState>, spec: ChurnSpec) {
             _ = state.cancel.cancelled() => return,
             _ = interval.tick() => {}
         }
-        budget += spec.per_second * tick.as_secs_f64();
+        budget += per_second * tick.as_secs_f64();
         while budget >= 1.0 {
             budget -= 1.0;
-            let idx = (!live.is_empty()).then(|| rng.random_range(0..live.len()));
-            let target = idx.map(|i| live[i].clone());
-            let op = match (spec.mix, &target) {
-                (_, None) => ChurnOp::Create,
-                (ChurnMix::Status, _) => ChurnOp::Status,
-                (ChurnMix::Realistic, _) => pick_op(&mut rng),
-            };
-            let stamp = |v: &mut Value| fleet::stamp_write_time(v, now_unix_nanos());
-            let result = match (op, target) {
-                (ChurnOp::Create, _) => {
-                    let ns = &namespaces[rng.random_range(0..namespaces.len())];
-                    let node = if nodes.is_empty() {
-                        String::new()
-                    } else {
-                        nodes[rng.random_range(0..nodes.len())].clone()
-                    };
-                    let mut p = fleet::pod(1_000_000 + created, ns, &node, &mut rng);
-                    created += 1;
-                    let name = format!("churn-{}-{created}", spec.seed);
-                    p["metadata"]["name"] = Value::String(name.clone());
-                    stamp(&mut p);
-                    let r = state.ops.create(&pods, Some(ns), p, true).map(|_| ());
-                    if r.is_ok() {
-                        live.push((ns.clone(), name));
-                    }
-                    r
+            write();
+        }
+    }
+}
+
+/// Churn over the flat fleet's pods ([`pick_op`]'s mix, or status updates only).
+struct Flat {
+    rng: StdRng,
+    mix: ChurnMix,
+    seed: u64,
+    nodes: Vec<String>,
+    namespaces: Vec<String>,
+    /// The pods churn picks from: loaded once, then kept up to date with churn's own writes.
+    live: Vec<(String, String)>,
+    created: usize,
+}
+
+impl Flat {
+    fn new(state: &SimState, spec: &ChurnSpec) -> Flat {
+        let pods = state.registry.core("pods");
+        let nodes: Vec<String> = {
+            let nrt = state.registry.core("nodes");
+            let page = state
+                .store
+                .list(&nrt, None, None, None, 0, &|_| true, false);
+            page.map(|p| p.items.iter().map(|o| o.name.clone()).collect())
+                .unwrap_or_default()
+        };
+        let namespaces: Vec<String> = state
+            .config
+            .fleet
+            .as_ref()
+            .map(fleet::namespace_names)
+            .unwrap_or_else(|| vec!["default".to_string()]);
+        let live: Vec<(String, String)> = state
+            .store
+            .list(&pods, None, None, None, 0, &|_| true, false)
+            .map(|p| {
+                p.items
+                    .iter()
+                    .map(|o| (o.namespace.clone(), o.name.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Flat {
+            rng: StdRng::seed_from_u64(spec.seed),
+            mix: spec.mix,
+            seed: spec.seed,
+            nodes,
+            namespaces,
+            live,
+            created: 0,
+        }
+    }
+
+    fn random_node(&mut self) -> String {
+        if self.nodes.is_empty() {
+            String::new()
+        } else {
+            self.nodes[self.rng.random_range(0..self.nodes.len())].clone()
+        }
+    }
+
+    fn step(&mut self, state: &SimState) {
+        let pods = state.registry.core("pods").clone();
+        let idx = (!self.live.is_empty()).then(|| self.rng.random_range(0..self.live.len()));
+        let target = idx.map(|i| self.live[i].clone());
+        let op = match (self.mix, &target) {
+            (_, None) => ChurnOp::Create,
+            (ChurnMix::Status, _) => ChurnOp::Status,
+            (ChurnMix::Realistic, _) => pick_op(&mut self.rng),
+        };
+        let stamp = |v: &mut Value| fleet::stamp_write_time(v, now_unix_nanos());
+        let result = match (op, target) {
+            (ChurnOp::Create, _) => {
+                let ns = self.namespaces[self.rng.random_range(0..self.namespaces.len())].clone();
+                let node = self.random_node();
+                let mut p = fleet::pod(1_000_000 + self.created, &ns, &node, &mut self.rng);
+                self.created += 1;
+                let name = format!("churn-{}-{}", self.seed, self.created);
+                p["metadata"]["name"] = Value::String(name.clone());
+                stamp(&mut p);
+                let r = state.ops.create(&pods, Some(&ns), p, true).map(|_| ());
+                if r.is_ok() {
+                    self.live.push((ns, name));
                 }
-                (ChurnOp::Delete, Some((ns, name))) => {
-                    if let Some(i) = idx {
-                        live.swap_remove(i);
-                    }
-                    state
-                        .ops
-                        .delete(&pods, Some(&ns), &name, &DeleteOptions::default())
-                        .map(|_| ())
-                }
-                (op, Some((ns, name))) => {
-                    let node = if nodes.is_empty() {
-                        String::new()
-                    } else {
-                        nodes[rng.random_range(0..nodes.len())].clone()
-                    };
-                    let seed: u64 = rng.random();
-                    state
-                        .ops
-                        .modify(&pods, Some(&ns), &name, |v| {
-                            let mut r = StdRng::seed_from_u64(seed);
-                            match op {
-                                ChurnOp::Relabel => fleet::relabel(v, &mut r),
-                                ChurnOp::Reassign => fleet::reassign(v, &node),
-                                _ => fleet::touch_status(v, &mut r),
-                            }
-                            stamp(v);
-                        })
-                        .map(|_| ())
-                }
-                (_, None) => Ok(()),
-            };
-            // Someone else deleted it: forget it.
-            if let (Err(e), Some(i)) = (result, idx)
-                && e.code == 404
-                && i < live.len()
-                && op != ChurnOp::Create
-                && op != ChurnOp::Delete
-            {
-                live.swap_remove(i);
+                r
             }
+            (ChurnOp::Delete, Some((ns, name))) => {
+                if let Some(i) = idx {
+                    self.live.swap_remove(i);
+                }
+                state
+                    .ops
+                    .delete(&pods, Some(&ns), &name, &DeleteOptions::default())
+                    .map(|_| ())
+            }
+            (op, Some((ns, name))) => {
+                let node = self.random_node();
+                let seed: u64 = self.rng.random();
+                state
+                    .ops
+                    .modify(&pods, Some(&ns), &name, |v| {
+                        let mut r = StdRng::seed_from_u64(seed);
+                        match op {
+                            ChurnOp::Relabel => fleet::relabel(v, &mut r),
+                            ChurnOp::Reassign => fleet::reassign(v, &node),
+                            _ => fleet::touch_status(v, &mut r),
+                        }
+                        stamp(v);
+                    })
+                    .map(|_| ())
+            }
+            (_, None) => Ok(()),
+        };
+        // Someone else deleted it: forget it.
+        if let (Err(e), Some(i)) = (result, idx)
+            && e.code == 404
+            && i < self.live.len()
+            && op != ChurnOp::Create
+            && op != ChurnOp::Delete
+        {
+            self.live.swap_remove(i);
         }
     }
 }

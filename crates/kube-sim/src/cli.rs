@@ -11,9 +11,21 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::churn::ChurnSpec;
+use crate::cl2::Cl2Spec;
 use crate::fleet::FleetSpec;
 use crate::kinds::CustomType;
 use crate::{SimConfig, SimError, Simulator};
+
+/// The kind of cluster the simulator loads.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shape {
+    /// `--nodes` nodes and `--pods` pods over `--namespaces` namespaces, nothing else.
+    #[default]
+    Flat,
+    /// Kubernetes' 5,000-node load test scaled to `--nodes`: Deployments, ReplicaSets, pods,
+    /// ConfigMaps, Secrets, Services, EndpointSlices, Leases ([`crate::cl2`]).
+    Cl2,
+}
 
 /// `kube-sim` flags.
 #[derive(clap::Args, Debug, Clone)]
@@ -21,16 +33,21 @@ pub struct SimArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8001")]
     pub listen: SocketAddr,
-    /// Nodes in the synthetic fleet.
+    /// The cluster loaded at start.
+    #[arg(long, value_enum, default_value_t = Shape::Flat)]
+    pub shape: Shape,
+    /// Nodes (both shapes; `cl2` makes at least one).
     #[arg(long, default_value_t = 0)]
     pub nodes: usize,
-    /// Pods in the synthetic fleet, spread over nodes and namespaces.
+    /// Pods in the flat fleet, spread over nodes and namespaces (`flat` only).
     #[arg(long, default_value_t = 0)]
     pub pods: usize,
-    /// Namespaces the fleet's pods are spread over.
+    /// Namespaces the flat fleet's pods are spread over (`flat` only).
     #[arg(long, default_value_t = 10)]
     pub namespaces: usize,
-    /// Pod writes per second (status updates, relabels, moves, creates, deletes).
+    /// Pod writes per second (`flat`: status updates, relabels, moves, creates, deletes;
+    /// `cl2`: Deployments scaled through their pods' creates, binds, runs and deletes, and
+    /// status updates).
     #[arg(long, default_value_t = 0.0)]
     pub churn: f64,
     /// Seed for the fleet and churn.
@@ -74,7 +91,12 @@ impl SimArgs {
         };
         cfg.history.window = Duration::from_secs(self.history_window_secs);
         cfg.history.max_events = self.history_max_events.max(1);
-        if self.nodes > 0 || self.pods > 0 {
+        if self.shape == Shape::Cl2 {
+            cfg.cl2 = Some(Cl2Spec {
+                nodes: self.nodes,
+                seed: self.seed,
+            });
+        } else if self.nodes > 0 || self.pods > 0 {
             cfg.fleet = Some(FleetSpec {
                 nodes: self.nodes,
                 pods: self.pods,
@@ -106,6 +128,7 @@ pub async fn run(args: &SimArgs) -> Result<(), SimError> {
         url = %sim.url(),
         revision = sim.store().revision(),
         load_secs = started.elapsed().as_secs_f64(),
+        rss_mib = resident_mib().unwrap_or(0),
         "simulated kube-apiserver ready; try: kubectl --server {} get pods -A",
         sim.url()
     );
@@ -116,6 +139,14 @@ pub async fn run(args: &SimArgs) -> Result<(), SimError> {
     tracing::info!("shutting down");
     sim.shutdown().await;
     Ok(())
+}
+
+/// The process's resident memory in MiB (`VmRSS` of `/proc/self/status`; Linux only).
+fn resident_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
 }
 
 /// Serves `sim` over HTTPS on `addr` too, with the certificate chain and key in `cert` and `key`

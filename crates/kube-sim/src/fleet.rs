@@ -74,7 +74,7 @@ pub fn pod_node(spec: &FleetSpec, index: usize) -> String {
 // Small deterministic helpers
 
 /// FNV-1a, for values derived from names rather than from the RNG.
-fn fnv(parts: &[&str]) -> u64 {
+pub(crate) fn fnv(parts: &[&str]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
         for b in p.bytes().chain(std::iter::once(0xff)) {
@@ -88,7 +88,7 @@ fn fnv(parts: &[&str]) -> u64 {
 /// Alphabet of kube's generated name suffixes (`k8s.io/apimachinery/pkg/util/rand`).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-fn alphabet_string(mut n: u64, len: usize) -> String {
+pub(crate) fn alphabet_string(mut n: u64, len: usize) -> String {
     let mut s = String::with_capacity(len);
     for _ in 0..len {
         s.push(NAME_ALPHABET[(n % 27) as usize] as char);
@@ -97,7 +97,7 @@ fn alphabet_string(mut n: u64, len: usize) -> String {
     s
 }
 
-fn hex(rng: &mut impl Rng, bytes: usize) -> String {
+pub(crate) fn hex(rng: &mut impl Rng, bytes: usize) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes * 2);
     for _ in 0..bytes {
@@ -108,7 +108,7 @@ fn hex(rng: &mut impl Rng, bytes: usize) -> String {
     s
 }
 
-fn uuid_from(a: u64, b: u64) -> String {
+pub(crate) fn uuid_from(a: u64, b: u64) -> String {
     let x = (u128::from(a) << 64) | u128::from(b);
     let h = format!("{x:032x}");
     // Version 4 / RFC 4122 variant nibbles, like the apiserver's UIDs.
@@ -127,7 +127,7 @@ fn uuid(rng: &mut impl Rng) -> String {
     uuid_from(rng.random(), rng.random())
 }
 
-fn ts(unix: i64) -> String {
+pub(crate) fn ts(unix: i64) -> String {
     format_rfc3339(i128::from(unix) * NS)
 }
 
@@ -152,7 +152,7 @@ fn pod_cidr_base(index: usize) -> u32 {
 }
 
 /// Node index of a node name: the trailing number of `node-00042`, else a hash.
-fn node_index(node: &str) -> usize {
+pub(crate) fn node_index(node: &str) -> usize {
     let digits: String = node
         .chars()
         .rev()
@@ -199,6 +199,11 @@ const INSTANCE_TYPES: &[InstanceType] = &[
 
 const REGION: &str = "us-east-1";
 const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
+
+/// The zone (`topology.kubernetes.io/zone`) of node `index`.
+pub fn node_zone(index: usize) -> &'static str {
+    ZONES[index % ZONES.len()]
+}
 const KUBELET_VERSIONS: &[&str] = &["v1.34.2", "v1.34.2", "v1.34.2", "v1.34.1"];
 const NODE_IMAGES: &[(&str, &str, u64)] = &[
     ("registry.k8s.io/kube-proxy", "v1.34.2", 30_912_411),
@@ -215,7 +220,7 @@ const NODE_IMAGES: &[(&str, &str, u64)] = &[
 pub fn node(index: usize, rng: &mut impl Rng) -> Value {
     let name = node_name(index);
     let it = &INSTANCE_TYPES[rng.random_range(0..INSTANCE_TYPES.len())];
-    let zone = ZONES[index % ZONES.len()];
+    let zone = node_zone(index);
     let kubelet = KUBELET_VERSIONS[rng.random_range(0..KUBELET_VERSIONS.len())];
     let ip = node_ip(index);
     let cidr_base = pod_cidr_base(index);
@@ -514,15 +519,15 @@ fn probe(path: &str, port: u16, initial: u32, period: u32) -> Value {
     })
 }
 
-/// The app's own container. Pods with sidecars get a leaner main container, which keeps every
-/// pod within 3–8 KB of JSON.
-/// The app's own container, by richness: 2 = probes, env, config mount (single-container
-/// pods); 1 = readiness probe only (pods with one sidecar); 0 = lean, no probes or ports
-/// (workers, pods with two sidecars). This keeps every pod within 3–8 KB of JSON.
+/// The app's own container, by richness: 2 = probes, env (single-container pods); 1 =
+/// readiness probe only (pods with one sidecar); 0 = lean, no probes or ports (workers, pods
+/// with two sidecars). This keeps every pod within 3–8 KB of JSON. It mounts `mounts` (volume
+/// name, path); the service-account token's mount is the admission plugin's
+/// ([`pod_from_template`]).
 fn main_container(
     app: &App,
     image: &str,
-    api_mount: &str,
+    mounts: &[(&str, &str)],
     richness: u8,
     rng: &mut impl Rng,
 ) -> Value {
@@ -542,11 +547,10 @@ fn main_container(
     } else {
         json!({"limits": {"memory": format!("{}Mi", app.mem_mi * 2)}, "requests": {"cpu": cpu, "memory": mem}})
     };
-    let mut mounts = Vec::new();
-    if richness == 2 {
-        mounts.push(json!({"name": "config", "readOnly": true, "mountPath": "/etc/app"}));
-    }
-    mounts.push(json!({"name": api_mount, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}));
+    let mounts: Vec<Value> = mounts
+        .iter()
+        .map(|(name, path)| json!({"name": name, "readOnly": true, "mountPath": path}))
+        .collect();
 
     let mut c = Map::new();
     c.insert("name".into(), json!(app.name));
@@ -575,7 +579,8 @@ fn main_container(
     Value::Object(c)
 }
 
-fn sidecar_container(idx: usize, api_mount: &str, n_containers: usize) -> Value {
+/// A sidecar; its only mount is the service-account token's ([`pod_from_template`]).
+fn sidecar_container(idx: usize, n_containers: usize) -> Value {
     let (name, image, port) = SIDECARS[idx];
     let mut c = Map::new();
     c.insert("name".into(), json!(name));
@@ -590,10 +595,7 @@ fn sidecar_container(idx: usize, api_mount: &str, n_containers: usize) -> Value 
         "resources".into(),
         json!({"requests": {"cpu": "50m", "memory": "64Mi"}}),
     );
-    c.insert(
-        "volumeMounts".into(),
-        json!([{"name": api_mount, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]),
-    );
+    c.insert("volumeMounts".into(), json!([]));
     c.insert(
         "terminationMessagePath".into(),
         json!("/dev/termination-log"),
@@ -702,43 +704,39 @@ fn container_status(c: &Value, started_at: i64, rng: &mut impl Rng) -> Value {
     })
 }
 
-/// A realistic Pod (3–8 KB of JSON) of a Deployment in `namespace`, bound to `node`, with a
-/// `Running` status; timestamps are based on [`FLEET_EPOCH_UNIX`]. Deterministic given the RNG.
-/// Names are unique per `index` (`<app>-<template-hash>-<suffix from index>`).
-pub fn pod(index: usize, namespace: &str, node: &str, rng: &mut impl Rng) -> Value {
-    pod_at(index, namespace, node, FLEET_EPOCH_UNIX, rng)
+/// Where kube's ServiceAccount admission plugin mounts the `kube-api-access-<5>` volume.
+const SA_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// How many apps [`pod_template`] knows (its `app` argument is taken modulo this).
+pub const APP_COUNT: usize = APPS.len();
+
+/// A volume of a pod template, mounted read-only in the template's main container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateVolume {
+    /// Volume name (`spec.volumes[].name`).
+    pub name: String,
+    /// Where the main container mounts it.
+    pub mount_path: String,
+    /// The volume source, e.g. `{"configMap": {"name": "x", "defaultMode": 420}}`.
+    pub source: Value,
 }
 
-/// [`pod`] with its timestamps around `base_unix` (seconds since the UNIX epoch) instead of
-/// the fixed fleet epoch, e.g. the current time for pods created during a run.
-pub fn pod_at(
-    index: usize,
-    namespace: &str,
-    node: &str,
-    base_unix: i64,
+/// A workload's pod template (`spec.template` of a Deployment or ReplicaSet) as kube stores it
+/// after defaulting: `labels`, a few annotations, app number `app` (modulo [`APP_COUNT`]) in 1–3
+/// containers (the app's own, with env, resources and probes, and 0–2 sidecars), `volumes`
+/// mounted in the app's container, and `service_account` when given. The image tag comes from
+/// `version_seed`. Deterministic given the RNG.
+pub fn pod_template(
+    app: usize,
+    version_seed: u64,
+    labels: Map<String, Value>,
+    volumes: &[TemplateVolume],
+    service_account: Option<&str>,
     rng: &mut impl Rng,
 ) -> Value {
-    let app = &APPS[(fnv(&[namespace]) as usize).wrapping_add(index / 7) % APPS.len()];
-    // One ReplicaSet per (namespace, app): same hash and owner UID for all its pods.
-    let rs_seed = fnv(&[namespace, app.name]);
-    let hash = alphabet_string(rs_seed, 10);
-    let rs_name = format!("{}-{}", app.name, hash);
-    let rs_uid = uuid_from(rs_seed, fnv(&[app.name, namespace, "rs"]));
-    // Bijective in `index` below 27^5 (the multiplier is coprime with 3^15).
-    let suffix = alphabet_string(
-        (index as u64 % 14_348_907).wrapping_mul(7_654_321) % 14_348_907,
-        5,
-    );
-    let name = format!("{rs_name}-{suffix}");
-    let version = format!("v1.{}.{}", rs_seed % 12, rs_seed % 7);
+    let app = &APPS[app % APPS.len()];
+    let version = format!("v1.{}.{}", version_seed % 12, version_seed % 7);
     let image = format!("ghcr.io/acme/{}:{}", app.name, version);
-
-    let created = base_unix - rng.random_range(60..86_400 * 14);
-    let scheduled = created + 1;
-    let started = scheduled + rng.random_range(2..15);
-    let ready_at = started + rng.random_range(3..30);
-
-    let api_mount = format!("kube-api-access-{}", alphabet_string(rng.random(), 5));
     let n_containers = match rng.random_range(0..20) {
         0..=9 => 1,
         10..=16 => 2,
@@ -749,82 +747,167 @@ pub fn pod_at(
         1 | 3 => 0,
         _ => 1,
     };
-    let mut containers = vec![main_container(app, &image, &api_mount, richness, rng)];
+    let mounts: Vec<(&str, &str)> = volumes
+        .iter()
+        .map(|v| (v.name.as_str(), v.mount_path.as_str()))
+        .collect();
+    let mut containers = vec![main_container(app, &image, &mounts, richness, rng)];
     let first_sidecar = rng.random_range(0..SIDECARS.len());
     for i in 1..n_containers {
         containers.push(sidecar_container(
             (first_sidecar + i) % SIDECARS.len(),
-            &api_mount,
             n_containers,
         ));
     }
-    let guaranteed = app.guaranteed && n_containers == 1;
-
-    let track = if rng.random_bool(0.1) {
-        "canary"
-    } else {
-        "stable"
-    };
-    let labels = json!({
-        "app": app.name,
-        "pod-template-hash": hash,
-        "tier": app.tier,
-        "track": track
-    });
     let mut annotations = Map::new();
     if rng.random_bool(0.3) {
-        let at = ts(created - rng.random_range(0..86_400 * 30));
+        let at = ts(FLEET_EPOCH_UNIX - rng.random_range(0..86_400 * 30));
         annotations.insert("kubectl.kubernetes.io/restartedAt".into(), json!(at));
     }
     annotations.insert("prometheus.io/scrape".into(), json!("true"));
-    let annotations = Value::Object(annotations);
-    let owner = json!([{
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": rs_name,
-        "uid": rs_uid,
-        "controller": true,
-        "blockOwnerDeletion": true
-    }]);
-
-    let mut volumes = Vec::new();
-    if richness == 2 {
-        volumes.push(json!({"name": "config", "configMap": {"name": format!("{}-config", app.name), "defaultMode": 420}}));
+    let volumes: Vec<Value> = volumes
+        .iter()
+        .map(|v| {
+            let mut m = Map::new();
+            m.insert("name".into(), json!(v.name));
+            if let Some(src) = v.source.as_object() {
+                m.extend(src.clone());
+            }
+            Value::Object(m)
+        })
+        .collect();
+    let mut spec = Map::new();
+    if !volumes.is_empty() {
+        spec.insert("volumes".into(), Value::Array(volumes));
     }
-    volumes.push(json!({"name": api_mount, "projected": {
+    spec.insert("containers".into(), Value::Array(containers));
+    spec.insert("restartPolicy".into(), json!("Always"));
+    spec.insert("terminationGracePeriodSeconds".into(), json!(30));
+    spec.insert("dnsPolicy".into(), json!("ClusterFirst"));
+    if let Some(sa) = service_account {
+        spec.insert("serviceAccountName".into(), json!(sa));
+        spec.insert("serviceAccount".into(), json!(sa));
+    }
+    spec.insert("securityContext".into(), json!({}));
+    spec.insert("schedulerName".into(), json!("default-scheduler"));
+    json!({"metadata": {"labels": labels, "annotations": annotations}, "spec": spec})
+}
+
+/// Who makes a pod from a template: the pod's name, `generateName` and namespace, and the
+/// controller's owner reference.
+#[derive(Debug, Clone, Copy)]
+pub struct PodOrigin<'a> {
+    /// `metadata.name`.
+    pub name: &'a str,
+    /// `metadata.generateName` (the owner's name and a dash).
+    pub generate_name: &'a str,
+    /// `metadata.namespace`.
+    pub namespace: &'a str,
+    /// The controller's entry of `metadata.ownerReferences`.
+    pub owner: &'a Value,
+}
+
+/// kube's QoS class of a pod spec: Guaranteed when every container's requests equal its limits
+/// for both cpu and memory, BestEffort when none has any, else Burstable.
+fn qos_class(spec: &Value) -> &'static str {
+    let containers = spec["containers"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let guaranteed = containers.iter().all(|c| {
+        ["cpu", "memory"].iter().all(|r| {
+            let limit = &c["resources"]["limits"][r];
+            !limit.is_null() && c["resources"]["requests"][r] == *limit
+        })
+    });
+    let any = containers.iter().any(|c| {
+        c["resources"].as_object().is_some_and(|r| {
+            r.values()
+                .any(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+        })
+    });
+    match (guaranteed && !containers.is_empty(), any) {
+        (true, _) => "Guaranteed",
+        (false, true) => "Burstable",
+        (false, false) => "BestEffort",
+    }
+}
+
+/// A pod as a cluster makes it from `template`: the controller's create (the template's labels
+/// and annotations, `origin`'s name and owner), what admission adds (service account `default`
+/// unless the template names one, its `kube-api-access-<5>` projected volume mounted in every
+/// container, the not-ready/unreachable tolerations, priority), the scheduler's `node`, and the
+/// kubelet's `Running` status with pod IP `<node's pod CIDR>.<ip_host>` (`ip_host` in 1..=254);
+/// it was created at `created` (seconds since the UNIX epoch) and was ready within a minute;
+/// managed fields are those of the controller-manager and the kubelet. Deterministic given the
+/// RNG.
+pub fn pod_from_template(
+    template: &Value,
+    origin: &PodOrigin<'_>,
+    node: &str,
+    ip_host: u32,
+    created: i64,
+    rng: &mut impl Rng,
+) -> Value {
+    let scheduled = created + 1;
+    let started = scheduled + rng.random_range(2..15);
+    let ready_at = started + rng.random_range(3..30);
+    let api_mount = format!("kube-api-access-{}", alphabet_string(rng.random(), 5));
+
+    let mut spec = template["spec"].as_object().cloned().unwrap_or_default();
+    let mount = json!({"name": api_mount, "readOnly": true, "mountPath": SA_MOUNT_PATH});
+    if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+        for c in containers.iter_mut().filter_map(Value::as_object_mut) {
+            match c.get_mut("volumeMounts").and_then(Value::as_array_mut) {
+                Some(mounts) => mounts.push(mount.clone()),
+                None => {
+                    c.insert("volumeMounts".into(), json!([mount.clone()]));
+                }
+            }
+        }
+    }
+    let api_volume = json!({"name": api_mount, "projected": {
         "sources": [
             {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
             {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
             {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
         ],
         "defaultMode": 420
-    }}));
-    let spec = json!({
-        "volumes": volumes,
-        "containers": containers,
-        "restartPolicy": "Always",
-        "terminationGracePeriodSeconds": 30,
-        "dnsPolicy": "ClusterFirst",
-        "serviceAccountName": app.name,
-        "serviceAccount": app.name,
-        "nodeName": node,
-        "securityContext": {},
-        "schedulerName": "default-scheduler",
-        "tolerations": [
+    }});
+    match spec.get_mut("volumes").and_then(Value::as_array_mut) {
+        Some(volumes) => volumes.push(api_volume),
+        None => {
+            spec.insert("volumes".into(), json!([api_volume]));
+        }
+    }
+    let sa = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    spec.insert("serviceAccountName".into(), json!(sa));
+    spec.insert("serviceAccount".into(), json!(sa));
+    spec.insert("nodeName".into(), json!(node));
+    spec.insert(
+        "tolerations".into(),
+        json!([
             {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
             {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-        ],
-        "priority": 0,
-        "enableServiceLinks": true,
-        "preemptionPolicy": "PreemptLowerPriority"
-    });
+        ]),
+    );
+    spec.insert("priority".into(), json!(0));
+    spec.insert("enableServiceLinks".into(), json!(true));
+    spec.insert("preemptionPolicy".into(), json!("PreemptLowerPriority"));
+    let spec = Value::Object(spec);
 
     let node_idx = node_index(node);
     let host_ip = node_ip(node_idx);
-    let pod_ip = ipv4(pod_cidr_base(node_idx) + rng.random_range(2..254u32));
+    let pod_ip = ipv4(pod_cidr_base(node_idx) + ip_host.clamp(1, 254));
     let condition = |ty: &str, at: i64| json!({"type": ty, "status": "True", "lastProbeTime": null, "lastTransitionTime": ts(at)});
-    let statuses: Vec<Value> = containers
-        .iter()
+    let statuses: Vec<Value> = spec["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .map(|c| container_status(c, started, rng))
         .collect();
     let status = json!({
@@ -842,16 +925,21 @@ pub fn pod_at(
         "podIPs": [{"ip": pod_ip}],
         "startTime": ts(scheduled),
         "containerStatuses": statuses,
-        "qosClass": if guaranteed { "Guaranteed" } else { "Burstable" }
+        "qosClass": qos_class(&spec)
     });
 
     let mut metadata = Map::new();
-    metadata.insert("name".into(), json!(name));
-    metadata.insert("generateName".into(), json!(format!("{rs_name}-")));
-    metadata.insert("namespace".into(), json!(namespace));
-    metadata.insert("labels".into(), labels);
-    metadata.insert("annotations".into(), annotations);
-    metadata.insert("ownerReferences".into(), owner);
+    metadata.insert("name".into(), json!(origin.name));
+    metadata.insert("generateName".into(), json!(origin.generate_name));
+    metadata.insert("namespace".into(), json!(origin.namespace));
+    metadata.insert("labels".into(), template["metadata"]["labels"].clone());
+    if let Some(a) = template["metadata"]["annotations"]
+        .as_object()
+        .filter(|a| !a.is_empty())
+    {
+        metadata.insert("annotations".into(), Value::Object(a.clone()));
+    }
+    metadata.insert("ownerReferences".into(), json!([origin.owner]));
     let metadata_v = Value::Object(metadata.clone());
     metadata.insert(
         "managedFields".into(),
@@ -883,6 +971,77 @@ pub fn pod_at(
     pod.insert("spec".into(), spec);
     pod.insert("status".into(), status);
     Value::Object(pod)
+}
+
+/// A realistic Pod (3–8 KB of JSON) of a Deployment in `namespace`, bound to `node`, with a
+/// `Running` status; timestamps are based on [`FLEET_EPOCH_UNIX`]. Deterministic given the RNG.
+/// Names are unique per `index` (`<app>-<template-hash>-<suffix from index>`).
+pub fn pod(index: usize, namespace: &str, node: &str, rng: &mut impl Rng) -> Value {
+    pod_at(index, namespace, node, FLEET_EPOCH_UNIX, rng)
+}
+
+/// [`pod`] with its timestamps around `base_unix` (seconds since the UNIX epoch) instead of
+/// the fixed fleet epoch, e.g. the current time for pods created during a run.
+pub fn pod_at(
+    index: usize,
+    namespace: &str,
+    node: &str,
+    base_unix: i64,
+    rng: &mut impl Rng,
+) -> Value {
+    let app_index = (fnv(&[namespace]) as usize).wrapping_add(index / 7) % APPS.len();
+    let app = &APPS[app_index];
+    // One ReplicaSet per (namespace, app): same hash and owner UID for all its pods.
+    let rs_seed = fnv(&[namespace, app.name]);
+    let hash = alphabet_string(rs_seed, 10);
+    let rs_name = format!("{}-{}", app.name, hash);
+    let rs_uid = uuid_from(rs_seed, fnv(&[app.name, namespace, "rs"]));
+    let name = format!("{rs_name}-{}", pod_suffix(index));
+    let track = if rng.random_bool(0.1) {
+        "canary"
+    } else {
+        "stable"
+    };
+    let labels = json!({
+        "app": app.name,
+        "pod-template-hash": hash,
+        "tier": app.tier,
+        "track": track
+    });
+    let config = TemplateVolume {
+        name: "config".into(),
+        mount_path: "/etc/app".into(),
+        source: json!({"configMap": {"name": format!("{}-config", app.name), "defaultMode": 420}}),
+    };
+    let labels = labels.as_object().cloned().unwrap_or_default();
+    let template = pod_template(app_index, rs_seed, labels, &[config], Some(app.name), rng);
+    let owner = json!({
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": rs_name,
+        "uid": rs_uid,
+        "controller": true,
+        "blockOwnerDeletion": true
+    });
+    let origin = PodOrigin {
+        name: &name,
+        generate_name: &format!("{rs_name}-"),
+        namespace,
+        owner: &owner,
+    };
+    let ip_host = rng.random_range(2..254u32);
+    let created = base_unix - rng.random_range(60..86_400 * 14);
+    pod_from_template(&template, &origin, node, ip_host, created, rng)
+}
+
+/// The 5-character name suffix of pod number `index` of its owner: distinct for every index
+/// below 27^5, in kube's generated-name alphabet.
+pub fn pod_suffix(index: usize) -> String {
+    // Bijective in `index` below 27^5 (the multiplier is coprime with 3^15).
+    alphabet_string(
+        (index as u64 % 14_348_907).wrapping_mul(7_654_321) % 14_348_907,
+        5,
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 pub mod authz;
 pub mod churn;
+pub mod cl2;
 pub mod cli;
 pub mod discovery;
 pub mod exec;
@@ -78,8 +79,12 @@ pub struct SimConfig {
     pub custom_types: Vec<CustomType>,
     /// Simulated kubelet and namespace controller timings.
     pub timings: ControllerTimings,
-    /// A synthetic fleet loaded at start.
+    /// A synthetic fleet loaded at start (the flat shape: nodes and pods).
     pub fleet: Option<fleet::FleetSpec>,
+    /// A cluster of the CL2 shape loaded at start (workloads, services, endpoint slices, leases,
+    /// … scaled from a node count, see [`cl2`]), with its simulated controllers; churn then
+    /// scales its Deployments.
+    pub cl2: Option<cl2::Cl2Spec>,
     /// Continuous churn over the fleet's pods.
     pub churn: Option<churn::ChurnSpec>,
     /// Serve HTTPS (optionally requiring a client certificate and/or a bearer token).
@@ -97,6 +102,7 @@ impl Default for SimConfig {
             custom_types: Vec::new(),
             timings: ControllerTimings::default(),
             fleet: None,
+            cl2: None,
             churn: None,
             tls: None,
         }
@@ -237,7 +243,10 @@ impl Simulator {
             churn_control: parking_lot::Mutex::new(None),
         });
         let sim = Simulator { state };
-        sim.load()?;
+        let workloads = sim.load()?;
+        if let Some(model) = workloads {
+            cl2::controllers::spawn(&sim.state, model);
+        }
         sim.spawn_compactor();
         if let Some(spec) = sim.state.config.churn.clone() {
             churn::spawn(&sim.state, spec);
@@ -249,7 +258,9 @@ impl Simulator {
         Ok(sim)
     }
 
-    fn load(&self) -> Result<(), SimError> {
+    /// Loads the system namespaces, custom types' CRDs and the configured shape; returns the
+    /// CL2 shape's controllers' starting point when it loaded one.
+    fn load(&self) -> Result<Option<cl2::controllers::Model>, SimError> {
         let nsrt = self.state.registry.core("namespaces").clone();
         for ns in SYSTEM_NAMESPACES {
             self.state
@@ -288,7 +299,12 @@ impl Simulator {
         if let Some(spec) = &self.state.config.fleet {
             fleet_load(&self.state, spec).map_err(SimError::Load)?;
         }
-        Ok(())
+        self.state
+            .config
+            .cl2
+            .map(|spec| cl2::load(&self.state, &spec))
+            .transpose()
+            .map_err(SimError::Load)
     }
 
     fn spawn_compactor(&self) {

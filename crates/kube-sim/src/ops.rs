@@ -172,6 +172,34 @@ impl Ops {
         Ok(out.object)
     }
 
+    /// Loads objects at start-up as a restored etcd holds them ([`Store::restore`]): each goes
+    /// through the create path's defaulting and validation with its status kept, as an
+    /// in-process [`create`](Self::create), but keeps the `uid` and `creationTimestamp` it
+    /// carries (so a seeded loader makes the same objects every time); no event is logged. The
+    /// namespace is not checked: the loader creates namespaces first.
+    pub fn restore(&self, rt: &ResourceType, objects: Vec<Value>) -> Result<(), Status> {
+        let prepared = crate::util::par_map(objects, |obj| {
+            let meta = &obj["metadata"];
+            let ns = meta["namespace"].as_str().map(str::to_string);
+            let kept = [
+                meta.get("uid").cloned(),
+                meta.get("creationTimestamp").cloned(),
+            ];
+            let mut obj = semantics::prepare_create(rt, ns.as_deref(), obj, true)?;
+            for (k, v) in ["uid", "creationTimestamp"].into_iter().zip(kept) {
+                if let Some(v) = v {
+                    obj["metadata"][k] = v;
+                }
+            }
+            Ok(obj)
+        });
+        let prepared = prepared.into_iter().collect::<Result<Vec<_>, Status>>()?;
+        if self.dry_run {
+            return Ok(());
+        }
+        self.store.restore(rt, prepared)
+    }
+
     /// PUT: replaces the object (or its status).
     pub fn update(
         &self,
