@@ -305,8 +305,8 @@ struct RunArgs {
     /// [default: tls].
     #[arg(long)]
     nodefleet_wire: Option<watchmux_bench::nodefleet::Wire>,
-    /// S12 cluster shape: flat (the simulator's fleet, 30 pods per node) or cl2
-    /// (clusterloader2's load shape) [default: flat].
+    /// S12 cluster shape: cl2 (clusterloader2's load shape) or flat (the simulator's older
+    /// fleet, 30 pods per node) [default: cl2].
     #[arg(long)]
     nodefleet_shape: Option<watchmux_bench::nodefleet::Shape>,
     /// S12 seconds of the steady-churn phase [default: 60; --smoke: 2].

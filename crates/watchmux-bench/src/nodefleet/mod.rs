@@ -94,7 +94,9 @@ pub enum Shape {
     /// The simulator's flat fleet: 30 pods per node over one namespace per 100 nodes, no
     /// Services, EndpointSlices, ConfigMaps or Secrets of their own.
     Flat,
-    /// clusterloader2's load shape (`kube-sim --shape cl2`).
+    /// clusterloader2's load shape (`kube-sim --shape cl2`): 30 pods per node, 100 nodes per
+    /// namespace, Deployments with their own ConfigMap and Secret, Services and EndpointSlices,
+    /// a Lease per node, a RuntimeClass and a CSIDriver.
     Cl2,
 }
 
@@ -182,7 +184,7 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
         .map(|n| fmt_num(*n as f64))
         .collect();
     let common = format!(
-        "{} nodes (cases `N · phase`), cluster shape `{}` (`kube-sim {}` for N nodes), {} pod writes/s of the simulator's churn throughout (status updates, relabels, moves between nodes, creates, deletes; each stamps its write time). Each node is a kubelet (its pods by `spec.nodeName`, its Node, Services `spec.clusterIP!=None`, RuntimeClasses, CSIDrivers, one informer per ConfigMap and Secret its pods reference, opened and closed with the pods, `kube-root-ca.crt` included; a Lease PUT every 10 s) and a kube-proxy (Services and EndpointSlices without `service.kubernetes.io/service-proxy-name` and `service.kubernetes.io/headless`, its Node), all on one {} connection per node, in protobuf; every informer starts with a watch-list (ending at the `k8s.io/initial-events-end` bookmark), re-watches from its last resourceVersion when a stream ends, relists on 410 and waits `Retry-After` on 429. Targets: `watchmux` (on-demand caches, `core/secrets` included, `persist_dir` set) and `direct` (the simulator itself, a fresh one per target). Phases: cold start = every node at once against a just-started target, until every informer has synced; restart on persist_dir = watchmux stopped with SIGTERM and started on the directory it wrote, then every node at once again (watchmux only); steady churn = {} s; upstream down = the simulator refuses connections and drops its watches for {} s, then until every informer streams and is synced again.",
+        "{} nodes (cases `N · phase`), cluster shape `{}` (`kube-sim {}` for N nodes), {} pod writes/s of the simulator's churn throughout ({}; each stamps its write time). Each node is a kubelet (its pods by `spec.nodeName`, its Node, Services `spec.clusterIP!=None`, RuntimeClasses, CSIDrivers, one informer per ConfigMap and Secret its pods reference, opened and closed with the pods, `kube-root-ca.crt` included; a Lease PUT every 10 s) and a kube-proxy (Services and EndpointSlices without `service.kubernetes.io/service-proxy-name` and `service.kubernetes.io/headless`, its Node), all on one {} connection per node, in protobuf; every informer starts with a watch-list (ending at the `k8s.io/initial-events-end` bookmark), re-watches from its last resourceVersion when a stream ends, relists on 410 and waits `Retry-After` on 429. Targets: `watchmux` (on-demand caches, `core/secrets` included, `persist_dir` set) and `direct` (the simulator itself, a fresh one per target). Phases: cold start = every node at once against a just-started target, until every informer has synced; restart on persist_dir = watchmux stopped with SIGTERM and started on the directory it wrote, then every node at once again (watchmux only); steady churn = {} s; upstream down = the simulator refuses connections and drops its watches for {} s, then until every informer streams and is synced again.",
         sizes.join(", "),
         match s.nodefleet_shape {
             Shape::Flat => "flat",
@@ -194,6 +196,11 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
             .replace("--pods 30", "--pods 30·N")
             .replace("--namespaces 1", "--namespaces N/100"),
         s.nodefleet_churn,
+        match s.nodefleet_shape {
+            Shape::Flat => "status updates, relabels, moves between nodes, creates, deletes",
+            Shape::Cl2 =>
+                "Deployments scaled as clusterloader2's load test scales them, through their pods' creates, binds, runs and deletes, and kubelet status updates",
+        },
         s.nodefleet_wire.name(),
         s.nodefleet_window_secs,
         s.nodefleet_outage_secs,
