@@ -181,7 +181,14 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
     let sizes: Vec<String> = s
         .nodefleet_nodes
         .iter()
-        .map(|n| fmt_num(*n as f64))
+        // Counts: no decimals below 1,000 (fmt_num's three digits would show 5 as 5.00).
+        .map(|&n| {
+            if n < 1000 {
+                n.to_string()
+            } else {
+                fmt_num(n as f64)
+            }
+        })
         .collect();
     let common = format!(
         "{} nodes (cases `N · phase`), cluster shape `{}` (`kube-sim {}` for N nodes), {} pod writes/s of the simulator's churn throughout ({}; each stamps its write time). Each node is a kubelet (its pods by `spec.nodeName`, its Node, Services `spec.clusterIP!=None`, RuntimeClasses, CSIDrivers, one informer per ConfigMap and Secret its pods reference, opened and closed with the pods, `kube-root-ca.crt` included; a Lease PUT every 10 s) and a kube-proxy (Services and EndpointSlices without `service.kubernetes.io/service-proxy-name` and `service.kubernetes.io/headless`, its Node), all on one {} connection per node, in protobuf; every informer starts with a watch-list (ending at the `k8s.io/initial-events-end` bookmark), re-watches from its last resourceVersion when a stream ends, relists on 410 and waits `Retry-After` on 429. Targets: `watchmux` (on-demand caches, `core/secrets` included, `persist_dir` set) and `direct` (the simulator itself, a fresh one per target). Phases: cold start = every node at once against a just-started target, until every informer has synced; restart on persist_dir = watchmux stopped with SIGTERM and started on the directory it wrote, then every node at once again (watchmux only); steady churn = {} s; upstream down = the simulator refuses connections and drops its watches for {} s, then until every informer streams and is synced again.",
