@@ -245,11 +245,12 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
             COSTS_ID,
             "node fleet: what it cost",
             format!(
-                "The same runs as {CLIENTS_ID}. Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`. Authz hit % = watchmux's authorization cache hits ÷ lookups when it exports them (– otherwise; these runs use `authz = \"none\"` on loopback). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
+                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until the simulator has as many watches open as before it (for watchmux, its own reflectors'). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Authz hit % = watchmux's authorization cache hits ÷ lookups when it exports them (– otherwise; these runs use `authz = \"none\"` on loopback). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
             ),
             "nodes · phase",
             vec![
                 m("secs", "phase s", false),
+                m("up_recover_s", "upstream watches back s", false),
                 m("up_requests", "upstream requests", false),
                 m("up_mb", "upstream MB", false),
                 m("up_watches", "upstream watches open", false),
@@ -260,6 +261,8 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
                 m("peak_rss_mb", "peak RSS MB", false),
                 m("kb_per_informer", "KB/informer", false),
                 m("watchers_closed", "watchers closed", false),
+                m("reflector_requests", "reflector requests", false),
+                m("reflector_relists", "reflector relists", false),
                 m("authz_hit_pct", "authz hit %", true),
                 m("sim_cpu_cores", "simulator CPU cores", false),
                 m("client_cpu_cores", "bench clients CPU cores", false),
@@ -374,6 +377,7 @@ struct Run<'a> {
 struct Extra {
     sync_s: Option<f64>,
     recover_s: Option<f64>,
+    up_recover_s: Option<f64>,
     converged_pct: Option<f64>,
 }
 
@@ -502,14 +506,7 @@ impl Run<'_> {
             ("converged_pct", opt(extra.converged_pct)),
         ];
         let total = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
-        let open: i64 = sim["resources"]
-            .as_object()
-            .map(|r| {
-                r.values()
-                    .map(|x| x["openWatches"].as_i64().unwrap_or(0))
-                    .sum()
-            })
-            .unwrap_or(0);
+        let open = open_watches(&sim);
         let cpu_s = u1.cpu_secs - b.target.cpu_secs;
         let metric_delta = |name: &str| match (&metrics, &b.metrics) {
             (Some(a), Some(z)) => a.sum(name, &[]) - z.sum(name, &[]),
@@ -518,6 +515,7 @@ impl Run<'_> {
         };
         let costs = vec![
             ("secs", secs),
+            ("up_recover_s", opt(extra.up_recover_s)),
             (
                 "up_requests",
                 total(&sim, "requests").saturating_sub(total(&b.sim, "requests")) as f64,
@@ -539,6 +537,14 @@ impl Run<'_> {
             (
                 "watchers_closed",
                 metric_delta("watchmux_slow_watchers_closed_total"),
+            ),
+            (
+                "reflector_requests",
+                metric_delta("watchmux_upstream_requests_total"),
+            ),
+            (
+                "reflector_relists",
+                metric_delta("watchmux_upstream_relists_total"),
             ),
             (
                 "authz_hit_pct",
@@ -588,6 +594,18 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// The simulator's open watches over every resource, in a `/sim/stats` answer.
+fn open_watches(stats: &Value) -> i64 {
+    stats["resources"]
+        .as_object()
+        .map(|r| {
+            r.values()
+                .map(|x| x["openWatches"].as_i64().unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// A quantile of a latency histogram in ms; NaN when empty.
@@ -742,6 +760,19 @@ impl Run<'_> {
         }
         let recover = running.until(self.sync_bound(), Running::streaming).await;
         let extra_recover = recover.map(|_| back.elapsed().as_secs_f64());
+        // And the target's own upstream watches (watchmux's reflectors) open again, as many as
+        // before the outage.
+        let open_before = open_watches(&b.sim);
+        let mut up_recover = None;
+        while back.elapsed() < self.sync_bound() {
+            if let Ok(now) = targets::sim_stats(self.sim.addr).await
+                && open_watches(&now) >= open_before
+            {
+                up_recover = Some(back.elapsed().as_secs_f64());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         // Deliveries of what was written meanwhile.
         tokio::time::sleep(Duration::from_secs(1)).await;
 
@@ -762,6 +793,7 @@ impl Run<'_> {
         }
         let extra = Extra {
             recover_s: extra_recover,
+            up_recover_s: up_recover,
             converged_pct: Some(100.0 * outcome.converged as f64 / outcome.checked.max(1) as f64),
             ..Extra::default()
         };
