@@ -245,7 +245,7 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
             COSTS_ID,
             "node fleet: what it cost",
             format!(
-                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until the simulator has as many watches open as before it (for watchmux, its own reflectors'). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Authz hit % = watchmux's authorization cache hits ÷ lookups when it exports them (– otherwise; these runs use `authz = \"none\"` on loopback). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
+                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until watchmux's own upstream watches are all up again (`watchmux_upstream_watch_up`; for `direct`, recover s: the nodes are the simulator's watchers). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Authz hit % = watchmux's authorization cache hits ÷ lookups when it exports them (– otherwise; these runs use `authz = \"none\"` on loopback). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
             ),
             "nodes · phase",
             vec![
@@ -760,18 +760,21 @@ impl Run<'_> {
         }
         let recover = running.until(self.sync_bound(), Running::streaming).await;
         let extra_recover = recover.map(|_| back.elapsed().as_secs_f64());
-        // And the target's own upstream watches (watchmux's reflectors) open again, as many as
-        // before the outage.
-        let open_before = open_watches(&b.sim);
-        let mut up_recover = None;
-        while back.elapsed() < self.sync_bound() {
-            if let Ok(now) = targets::sim_stats(self.sim.addr).await
-                && open_watches(&now) >= open_before
-            {
-                up_recover = Some(back.elapsed().as_secs_f64());
-                break;
+        // And watchmux's own upstream watches up again (`watchmux_upstream_watch_up` 1 for every
+        // kind it caches); the simulator's watchers are the nodes themselves.
+        let mut up_recover = extra_recover;
+        if t.kind == TargetKind::Watchmux {
+            up_recover = None;
+            while back.elapsed() < self.sync_bound() {
+                if let Some(m) = self.metrics(t).await {
+                    let up = m.series("watchmux_upstream_watch_up");
+                    if !up.is_empty() && up.iter().all(|(_, v)| *v == 1.0) {
+                        up_recover = Some(back.elapsed().as_secs_f64());
+                        break;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // Deliveries of what was written meanwhile.
         tokio::time::sleep(Duration::from_secs(1)).await;
