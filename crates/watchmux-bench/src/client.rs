@@ -114,7 +114,10 @@ impl std::fmt::Debug for Endpoint {
 
 /// A TCP connection to `addr` with Nagle off, and TLS over it when `tls` is given (the server
 /// name is the address: the run's certificate names 127.0.0.1).
-async fn dial_tls(addr: SocketAddr, tls: &TlsConnector) -> std::io::Result<TlsStream<TcpStream>> {
+pub(crate) async fn dial_tls(
+    addr: SocketAddr,
+    tls: &TlsConnector,
+) -> std::io::Result<TlsStream<TcpStream>> {
     let tcp = TcpStream::connect(addr).await?;
     tcp.set_nodelay(true)?;
     tls.connect(ServerName::IpAddress(addr.ip().into()), tcp)
@@ -485,8 +488,20 @@ impl WatchStats {
     /// Accounts one protobuf watch event (a frame without its length prefix), as
     /// [`WatchStats::on_line`] does a JSON one.
     pub fn on_protobuf(&self, event: &[u8]) {
-        self.frames.fetch_add(1, Ordering::Relaxed);
         let ty = pbframe::event_type(event);
+        self.on_protobuf_read(event.len(), ty, || pbframe::object_meta(event));
+    }
+
+    /// [`WatchStats::on_protobuf`] for a caller that has read the event already: `len` is the
+    /// event's size without its length prefix, `ty` its type, `meta` its object's encoded
+    /// `ObjectMeta` (asked only for an object's event).
+    pub fn on_protobuf_read<'a>(
+        &self,
+        len: usize,
+        ty: &[u8],
+        meta: impl FnOnce() -> Option<&'a [u8]>,
+    ) {
+        self.frames.fetch_add(1, Ordering::Relaxed);
         match ty {
             b"BOOKMARK" => {
                 self.bookmarks.fetch_add(1, Ordering::Relaxed);
@@ -498,11 +513,11 @@ impl WatchStats {
             }
             _ => {}
         }
-        let now = self.received(event.len() + 4);
+        let now = self.received(len + 4);
         if ty == b"DELETED" {
             return;
         }
-        let Some(meta) = pbframe::object_meta(event) else {
+        let Some(meta) = meta() else {
             return;
         };
         let Some(stamp) = pbframe::annotation(meta, WRITE_TIME_ANNOTATION) else {
@@ -821,6 +836,19 @@ pub async fn list_at(ep: &Endpoint, path_and_query: &str) -> std::io::Result<Lis
 /// One GET on a new connection, keeping the whole body (small answers only: `/metrics`).
 pub async fn get_body(addr: SocketAddr, path_and_query: &str) -> std::io::Result<(u16, Vec<u8>)> {
     let (head, body) = get_body_as(addr, path_and_query, Encoding::Json).await?;
+    Ok((head.status, body))
+}
+
+/// [`get_body`] on a new connection to `ep` (over TLS when it says so).
+pub async fn get_body_at(ep: &Endpoint, path_and_query: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    let Some(tls) = &ep.tls else {
+        return get_body(ep.addr, path_and_query).await;
+    };
+    let mut c = Conn::connect_tls(ep.addr, tls).await?;
+    c.get(path_and_query).await?;
+    let head = c.read_head().await?;
+    let mut body = Vec::new();
+    c.read_body(&head, |p| body.extend_from_slice(p)).await?;
     Ok((head.status, body))
 }
 

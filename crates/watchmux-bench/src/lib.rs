@@ -18,6 +18,7 @@ pub mod hist;
 pub mod httpfuzz;
 pub mod limit;
 pub mod nginx;
+pub mod nodefleet;
 pub mod ondemand;
 pub mod pbframe;
 pub mod pbnative;
@@ -98,6 +99,9 @@ pub enum Scenario {
     /// S11: two watchmux builds side by side (`--baseline-exe` and this one) on the targets of
     /// a cache keeping protobuf bytes: memory against the JSON, first LISTs, delivery CPU, sync.
     PbNative,
+    /// S12: N simulated nodes (kubelet and kube-proxy each) through watchmux and directly: cold
+    /// starts, a restart on `persist_dir`, steady churn, the upstream down.
+    NodeFleet,
 }
 
 impl Scenario {
@@ -130,9 +134,10 @@ impl std::str::FromStr for Scenario {
             "s9" | "watchcost" => Scenario::WatchCost,
             "s10" | "ondemand" | "on-demand" => Scenario::OnDemand,
             "s11" | "pbnative" => Scenario::PbNative,
+            "s12" | "nodefleet" | "nodes" => Scenario::NodeFleet,
             other => {
                 return Err(format!(
-                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand, s11 pbnative)"
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand, s11 pbnative, s12 nodefleet)"
                 ));
             }
         })
@@ -218,6 +223,22 @@ pub struct Sizes {
     pub pbnative_watchers: usize,
     /// S11: pods of the sync figures (a simulator of its own).
     pub pbnative_sync_pods: usize,
+    /// S12: fleet sizes (nodes), one case each.
+    pub nodefleet_nodes: Vec<usize>,
+    /// S12: the simulator's pod writes per second, throughout.
+    pub nodefleet_churn: f64,
+    /// S12: how the nodes' HTTP/2 connections are carried (TLS or h2c).
+    pub nodefleet_wire: nodefleet::Wire,
+    /// S12: the simulated cluster's shape.
+    pub nodefleet_shape: nodefleet::Shape,
+    /// S12: seconds of the steady-churn phase.
+    pub nodefleet_window_secs: f64,
+    /// S12: seconds the upstream is down.
+    pub nodefleet_outage_secs: f64,
+    /// S12: bound on a cold start's sync and on the recovery after the outage, seconds.
+    pub nodefleet_sync_timeout_secs: f64,
+    /// S12: repeats (each a fresh simulator per target).
+    pub nodefleet_repeats: usize,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -271,6 +292,14 @@ impl Sizes {
             pbnative_pods: 100_000,
             pbnative_watchers: 1000,
             pbnative_sync_pods: 150_000,
+            nodefleet_nodes: vec![500, 2000, 5000],
+            nodefleet_churn: 10.0,
+            nodefleet_wire: nodefleet::Wire::Tls,
+            nodefleet_shape: nodefleet::Shape::Cl2,
+            nodefleet_window_secs: 60.0,
+            nodefleet_outage_secs: 30.0,
+            nodefleet_sync_timeout_secs: 1800.0,
+            nodefleet_repeats: 1,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -317,6 +346,14 @@ impl Sizes {
             pbnative_pods: 300,
             pbnative_watchers: 10,
             pbnative_sync_pods: 400,
+            nodefleet_nodes: vec![5],
+            nodefleet_churn: 10.0,
+            nodefleet_wire: nodefleet::Wire::Tls,
+            nodefleet_shape: nodefleet::Shape::Cl2,
+            nodefleet_window_secs: 2.0,
+            nodefleet_outage_secs: 2.0,
+            nodefleet_sync_timeout_secs: 60.0,
+            nodefleet_repeats: 1,
             window_secs: 0.5,
             repeats: 2,
         }
@@ -402,7 +439,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     let mut big: Option<procs::Proc> = None;
     for sc in &opts.scenarios {
         let t0 = Instant::now();
-        // A scenario reports one table, S7 two, S8 three, S11 five.
+        // A scenario reports one table, S7 two, S8 and S12 three, S11 five.
         let mine = match sc {
             Scenario::Broadcast => vec![scenarios::broadcast_spec(s)],
             Scenario::Fleet => vec![scenarios::fleet_spec(s)],
@@ -415,6 +452,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::WatchCost => vec![watchcost::spec(s)],
             Scenario::OnDemand => vec![ondemand::spec(s)],
             Scenario::PbNative => pbnative::specs(s, opts.baseline_exe.as_deref(), &opts.exe),
+            Scenario::NodeFleet => nodefleet::specs(s),
         };
         let title = mine
             .iter()
@@ -451,6 +489,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
                 let baseline = pbnative::check_baseline(opts.baseline_exe.as_deref())?;
                 pbnative::run(&env, s, baseline, kinds, &mut samples).await?
             }
+            Scenario::NodeFleet => nodefleet::run(&env, s, kinds, &mut samples).await?,
         }
         eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
         specs.extend(mine);
@@ -480,10 +519,15 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     }
     for spec in &specs {
         let mine: Vec<&Sample> = samples.iter().filter(|x| x.scenario == spec.id).collect();
-        if pbnative::reports(spec) {
-            md.push_str(&pbnative::markdown(spec, &mine, s.repeats));
+        let repeats = if nodefleet::reports(spec) {
+            s.nodefleet_repeats
         } else {
-            md.push_str(&report::markdown(spec, &mine, s.repeats));
+            s.repeats
+        };
+        if pbnative::reports(spec) {
+            md.push_str(&pbnative::markdown(spec, &mine, repeats));
+        } else {
+            md.push_str(&report::markdown(spec, &mine, repeats));
         }
         let skipped: Vec<&NotRun> = not_run.iter().filter(|n| n.scenario == spec.id).collect();
         md.push_str(&report::not_run_markdown(&skipped));

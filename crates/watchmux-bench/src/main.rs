@@ -162,9 +162,14 @@ struct PersistArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync s7|consistent
-    /// s8|protobuf s9|watchcost s10|ondemand s11|pbnative, or `all` (all but s10 and s11).
+    /// s8|protobuf s9|watchcost s10|ondemand s11|pbnative s12|nodefleet, or `all` (all but
+    /// s10, s11 and s12).
     #[arg(default_value = "all")]
     scenarios: Vec<String>,
+    /// Scenarios, as the positional list takes them (`--scenario S12`); stands for it when
+    /// given.
+    #[arg(long = "scenario", value_delimiter = ',')]
+    scenario: Vec<String>,
     /// Tiny sizes that run in seconds (what the test suite runs).
     #[arg(long)]
     smoke: bool,
@@ -290,6 +295,32 @@ struct RunArgs {
     /// S11 pods of the sync figures [default: 150000; --smoke: 400].
     #[arg(long)]
     pbnative_sync_pods: Option<usize>,
+    /// S12 fleet sizes in nodes, comma separated [default: 500,2000,5000; --smoke: 5].
+    #[arg(long, visible_alias = "nodes", value_delimiter = ',')]
+    nodefleet_nodes: Option<Vec<usize>>,
+    /// S12 pod writes per second of the simulator's churn, throughout [default: 10].
+    #[arg(long)]
+    nodefleet_churn: Option<f64>,
+    /// S12 transport of the nodes' HTTP/2 connections: tls (as in production) or h2c
+    /// [default: tls].
+    #[arg(long)]
+    nodefleet_wire: Option<watchmux_bench::nodefleet::Wire>,
+    /// S12 cluster shape: cl2 (clusterloader2's load shape) or flat (the simulator's older
+    /// fleet, 30 pods per node) [default: cl2].
+    #[arg(long)]
+    nodefleet_shape: Option<watchmux_bench::nodefleet::Shape>,
+    /// S12 seconds of the steady-churn phase [default: 60; --smoke: 2].
+    #[arg(long)]
+    nodefleet_window_secs: Option<f64>,
+    /// S12 seconds the upstream is down [default: 30; --smoke: 2].
+    #[arg(long)]
+    nodefleet_outage_secs: Option<f64>,
+    /// S12 bound on a cold start's sync and the recovery, seconds [default: 1800; --smoke: 60].
+    #[arg(long)]
+    nodefleet_sync_timeout_secs: Option<f64>,
+    /// S12 repeats [default: 1].
+    #[arg(long)]
+    nodefleet_repeats: Option<usize>,
 }
 
 #[tokio::main]
@@ -388,7 +419,15 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         ondemand_secs,
         pbnative_pods,
         pbnative_watchers,
-        pbnative_sync_pods
+        pbnative_sync_pods,
+        nodefleet_nodes,
+        nodefleet_churn,
+        nodefleet_wire,
+        nodefleet_shape,
+        nodefleet_window_secs,
+        nodefleet_outage_secs,
+        nodefleet_sync_timeout_secs,
+        nodefleet_repeats
     );
     if let Some(r) = a.watchcost_repeats {
         sizes.watchcost_repeats = Some(r);
@@ -402,10 +441,15 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         sizes.broadcast_transports = t.clone();
         sizes.idle_transports = t.clone();
     }
-    let scenarios: Vec<Scenario> = if a.scenarios.iter().any(|s| s == "all") {
+    let named = if a.scenario.is_empty() {
+        &a.scenarios
+    } else {
+        &a.scenario
+    };
+    let scenarios: Vec<Scenario> = if named.iter().any(|s| s == "all") {
         Scenario::ALL.to_vec()
     } else {
-        a.scenarios
+        named
             .iter()
             .map(|s| s.parse().map_err(anyhow::Error::msg))
             .collect::<anyhow::Result<_>>()?

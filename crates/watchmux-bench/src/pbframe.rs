@@ -136,12 +136,17 @@ pub fn event_type(event: &[u8]) -> &[u8] {
     field(event, 1).unwrap_or_default()
 }
 
-/// The encoded `metadata` (field 1 of every kube object) of the event's object, through the
-/// event's `RawExtension` and the object's envelope.
-pub fn object_meta(event: &[u8]) -> Option<&[u8]> {
+/// The encoded object of the event (its message, inside the event's `RawExtension` and the
+/// object's envelope).
+pub fn object(event: &[u8]) -> Option<&[u8]> {
     let raw = field(field(event, 2)?, 1)?;
     let unknown = raw.strip_prefix(MAGIC)?;
-    field(field(unknown, 2)?, 1)
+    field(unknown, 2)
+}
+
+/// The encoded `metadata` (field 1 of every kube object) of the event's object.
+pub fn object_meta(event: &[u8]) -> Option<&[u8]> {
+    field(object(event)?, 1)
 }
 
 /// The value of annotation `key` in an encoded `ObjectMeta`.

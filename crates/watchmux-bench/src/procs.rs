@@ -274,6 +274,28 @@ pub fn kernel_socket_memory() -> (u64, u64) {
     (tcp_pages * page_size(), slab_kb * 1024)
 }
 
+/// TCP connections (IPv4) established to a server listening on one of `ports`, counted on the
+/// server's side (`/proc/net/tcp` rows whose local port is one of them): on loopback each
+/// connection also has a client row, which is not counted. 0 when unreadable.
+pub fn established_to(ports: &[u16]) -> u64 {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return 0;
+    };
+    table
+        .lines()
+        .skip(1)
+        .filter(|row| {
+            let f: Vec<&str> = row.split_whitespace().collect();
+            // sl local_address rem_address st …; state 01 is ESTABLISHED.
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit_once(':'))
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            f.get(3) == Some(&"01") && local_port.is_some_and(|p| ports.contains(&p))
+        })
+        .count() as u64
+}
+
 #[allow(
     clippy::disallowed_methods,
     reason = "getconf runs once per process and returns at once"
@@ -343,6 +365,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(
+        clippy::disallowed_types,
+        reason = "a synchronous test outside any runtime opens one loopback connection"
+    )]
     fn usage_of_this_process_is_plausible() {
         let a = usage(&[0]);
         // Burn a little CPU so the counter moves.
@@ -360,6 +386,13 @@ mod tests {
             "the machine ran this process"
         );
         assert_eq!(usage(&[u32::MAX]), Usage::default());
+        // A connection of this test's own is counted once, on its server's side.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _accepted = l.accept().unwrap();
+        assert_eq!(established_to(&[port]), 1);
+        drop(c);
         // The kernel holds some slab on any running machine.
         let (_, slab) = kernel_socket_memory();
         assert!(slab > 1 << 20, "slab {slab}");

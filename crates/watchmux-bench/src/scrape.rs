@@ -53,6 +53,17 @@ impl Metrics {
             .map(|(_, _, v)| v)
             .sum()
     }
+
+    /// Every sample whose metric name passes `keep`: its name, labels and value.
+    pub fn matching(
+        &self,
+        keep: impl Fn(&str) -> bool,
+    ) -> impl Iterator<Item = (&str, &[(String, String)], f64)> {
+        self.samples
+            .iter()
+            .filter(move |(n, _, _)| keep(n))
+            .map(|(n, ls, v)| (n.as_str(), ls.as_slice(), *v))
+    }
 }
 
 /// `name{k="v",…} value [timestamp]` or `name value`.
@@ -98,7 +109,12 @@ fn parse_line(line: &str) -> Option<Line> {
 
 /// GETs `/metrics` from watchmux at `addr`.
 pub async fn scrape(addr: SocketAddr) -> Result<Metrics, BenchError> {
-    let (status, body) = client::get_body(addr, "/metrics")
+    scrape_at(&client::Endpoint::plain(addr)).await
+}
+
+/// GETs `/metrics` from watchmux at `ep` (over TLS when it says so).
+pub async fn scrape_at(ep: &client::Endpoint) -> Result<Metrics, BenchError> {
+    let (status, body) = client::get_body_at(ep, "/metrics")
         .await
         .map_err(|e| BenchError::io("reading watchmux's /metrics", e))?;
     if status != 200 {

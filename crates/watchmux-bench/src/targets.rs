@@ -401,7 +401,8 @@ pub async fn start_watchmux_gvr(
     start_watchmux_full(env, sim, resources, cache_extra, log, &Launch::default()).await
 }
 
-async fn start_watchmux_full(
+/// [`start_watchmux_gvr`] as `launch` says (TLS, a heap file, another build).
+pub async fn start_watchmux_full(
     env: &Env,
     sim: &Proc,
     resources: &[Gvr<'_>],
@@ -607,6 +608,20 @@ impl Target {
                 )));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops watchmux or the limit program cleanly: SIGTERM, then killed if it has not exited
+    /// after `grace` (nginx and `direct` as [`Target::stop`]). Returns whether it exited on its
+    /// own.
+    pub async fn terminate(self, grace: Duration) -> bool {
+        match self.running {
+            Running::Proc(p) => p.terminate(grace).await,
+            Running::Nginx(n) => {
+                n.stop().await;
+                true
+            }
+            Running::Direct => true,
         }
     }
 

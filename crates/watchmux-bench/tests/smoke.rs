@@ -300,6 +300,57 @@ async fn smoke_bench_on_demand_kinds() {
     }
 }
 
+/// S12 at smoke sizes: 5 nodes (kubelet and kube-proxy each, one HTTP/2 connection per node)
+/// through watchmux and against the simulator directly, every phase. Every cold start synced;
+/// after the upstream's outage every node checked holds what the simulator holds (its pods, one
+/// synced informer per ConfigMap/Secret they reference, holding the object when it exists);
+/// no client met an error status or an ERROR event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_bench_node_fleet() {
+    let (report, _) = smoke_bench(&[Scenario::NodeFleet], &["S12.1", "S12.2", "S12.3"]).await;
+    let sizes = Sizes::smoke();
+    let n = sizes.nodefleet_nodes[0];
+    let s = &report.samples;
+    let row = |t: TargetKind, phase: &str| -> Vec<(&'static str, f64)> {
+        let case = format!("{n} · {phase}");
+        let rows: Vec<&Sample> = s
+            .iter()
+            .filter(|x| x.scenario == "S12.1" && x.target == t && x.case == case)
+            .collect();
+        assert_eq!(rows.len(), sizes.nodefleet_repeats, "{t} {case}: {s:?}");
+        rows[0].values.clone()
+    };
+    let get = |v: &[(&'static str, f64)], k: &str| {
+        v.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, x)| *x)
+            .unwrap_or(f64::NAN)
+    };
+    for t in [TargetKind::Watchmux, TargetKind::Direct] {
+        let mut phases = vec!["cold start", "steady churn", "upstream down"];
+        if t == TargetKind::Watchmux {
+            phases.push("restart on persist_dir");
+        }
+        for phase in phases {
+            let v = row(t, phase);
+            assert_eq!(get(&v, "errors"), 0.0, "{t} {phase}: {v:?}");
+            // Five kubelets and kube-proxies: eight fixed informers each, and the per-object
+            // ones of their pods (kube-root-ca.crt of the pods' namespace at least).
+            assert!(get(&v, "informers") > (8 * n) as f64, "{t} {phase}: {v:?}");
+            if phase == "cold start" || phase == "restart on persist_dir" {
+                assert!(get(&v, "sync_s").is_finite(), "{t} {phase}: {v:?}");
+                assert!(get(&v, "initial_mb") > 0.0, "{t} {phase}: {v:?}");
+            }
+        }
+        let last = row(t, "upstream down");
+        assert!(get(&last, "recover_s").is_finite(), "{t}: {last:?}");
+        assert_eq!(get(&last, "converged_pct"), 100.0, "{t}: {last:?}");
+    }
+    // The cold starts' upstream requests per kind, for each target.
+    let kinds = s.iter().filter(|x| x.scenario == "S12.3").count();
+    assert_eq!(kinds, 9 * 3 * sizes.nodefleet_repeats, "{s:?}");
+}
+
 /// S9's figures that do not depend on timing: every watch established over plain HTTP/1.1,
 /// TLS and HTTP/2 (the limit program: not HTTP/2, recorded as not run), a heap figure for the
 /// bench's own roles and none for nginx.

@@ -1,0 +1,388 @@
+//! One informer of a simulated node, as client-go ≥ 0.35's reflector runs it: its initial sync
+//! is a watch-list (`watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&
+//! allowWatchBookmarks=true`, resourceVersion unset) that ends at the BOOKMARK annotated
+//! `k8s.io/initial-events-end`, and the stream then goes on; a stream that ends cleanly (its
+//! `timeoutSeconds`, or the server) is re-watched from the last resourceVersion seen; a 410
+//! (answered or as an ERROR event) starts a new watch-list (a relist); a 429 waits its
+//! `Retry-After` (1 s when absent) and tries again; anything else, and a lost connection, waits
+//! the reflector's back-off and re-watches from the last resourceVersion.
+//!
+//! Every request asks for protobuf (`Accept: application/vnd.kubernetes.protobuf;stream=watch`)
+//! and `timeoutSeconds` drawn as client-go draws it (between the informer's minimum and twice
+//! that). Events are split into frames and read only as far as the informer's [`Store`] needs
+//! ([`super::wire`]); what happened is counted in [`Fleet`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::super::pbframe::Frames;
+use super::conn::{Backoff, NodeConn, retry_after};
+use super::counters::Fleet;
+use super::wire::{self, Event};
+
+/// What a watch asks for.
+pub const ACCEPT: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// What one informer watches.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The collection's path (`/api/v1/pods`, `/api/v1/namespaces/ns/configmaps`).
+    pub path: String,
+    /// Its selector parameters, URL-encoded (`fieldSelector=…`), or empty.
+    pub selector: String,
+    /// client-go's minimum watch timeout for it (5 min; the kubelet's per-object ConfigMap and
+    /// Secret reflectors 30 min).
+    pub min_timeout: Duration,
+}
+
+impl Spec {
+    /// The request's path and query: a watch-list, or a watch from `rv`.
+    pub fn query(&self, rv: Option<&str>, timeout_secs: u64) -> String {
+        let sel = if self.selector.is_empty() {
+            String::new()
+        } else {
+            format!("&{}", self.selector)
+        };
+        match rv {
+            None => format!(
+                "{}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={timeout_secs}{sel}",
+                self.path
+            ),
+            Some(rv) => format!(
+                "{}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout_secs}{sel}",
+                self.path
+            ),
+        }
+    }
+}
+
+/// What an informer keeps of the objects it receives.
+pub trait Store: Send {
+    /// A watch-list starts: its initial events rebuild the store.
+    fn begin_list(&mut self);
+    /// An ADDED, MODIFIED or DELETED event of `object` (its encoded message).
+    fn apply(&mut self, ty: &[u8], object: &[u8], meta: &[u8]);
+    /// The watch-list's initial events are all in.
+    fn end_list(&mut self);
+}
+
+/// A store that only counts its objects (ADDED +1, DELETED −1; a watch-list starts from 0):
+/// what the bench needs of the Node, Service, EndpointSlice, RuntimeClass, CSIDriver and
+/// per-object informers, without keeping the objects.
+#[derive(Debug, Default)]
+pub struct Counted {
+    /// Objects now.
+    pub objects: Arc<AtomicI64>,
+}
+
+impl Store for Counted {
+    fn begin_list(&mut self) {
+        self.objects.store(0, Ordering::Relaxed);
+    }
+    fn apply(&mut self, ty: &[u8], _: &[u8], _: &[u8]) {
+        match ty {
+            b"ADDED" => self.objects.fetch_add(1, Ordering::Relaxed),
+            b"DELETED" => self.objects.fetch_sub(1, Ordering::Relaxed),
+            _ => 0,
+        };
+    }
+    fn end_list(&mut self) {}
+}
+
+/// What others may read of a running informer.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Its current (first or re-) watch-list has ended.
+    pub synced: AtomicBool,
+    /// A watch stream is open.
+    pub streaming: AtomicBool,
+}
+
+/// How a stream ended.
+enum End {
+    /// Cleanly: re-watch from the last resourceVersion.
+    Clean,
+    /// A 410: relist.
+    Gone,
+    /// Broken or an ERROR event: back off, then re-watch.
+    Failed,
+}
+
+/// Starts one informer in a task of `tasks`, running until `stop`; counted as running and
+/// waiting for its sync from now on (not from when its task first runs: a fleet whose tasks
+/// have not run yet must not look synced).
+pub fn spawn(
+    tasks: &TaskTracker,
+    spec: Spec,
+    conn: NodeConn,
+    fleet: Arc<Fleet>,
+    store: impl Store + 'static,
+    stop: CancellationToken,
+) -> Arc<State> {
+    let state = Arc::new(State::default());
+    fleet.informers.fetch_add(1, Ordering::Relaxed);
+    fleet.pending_sync.fetch_add(1, Ordering::Relaxed);
+    tasks.spawn(run(spec, conn, fleet, store, state.clone(), stop));
+    state
+}
+
+/// Runs one informer until `stop` (counted by [`spawn`]).
+async fn run(
+    spec: Spec,
+    mut conn: NodeConn,
+    fleet: Arc<Fleet>,
+    mut store: impl Store,
+    state: Arc<State>,
+    stop: CancellationToken,
+) {
+    let mut rv: Option<String> = None;
+    let mut listing = true;
+    let mut listed_before = false;
+    let mut backoff = Backoff::default();
+    'requests: loop {
+        let Some(mut sender) = conn.sender(&stop).await else {
+            break;
+        };
+        let min = spec.min_timeout.as_secs().max(1);
+        let timeout = min + rand::random_range(0..=min);
+        let pq = spec.query(if listing { None } else { rv.as_deref() }, timeout);
+        let req = http::Request::get(format!("{}{pq}", conn.base))
+            .header(http::header::ACCEPT, ACCEPT)
+            .header(http::header::USER_AGENT, super::USER_AGENT)
+            .body(Full::new(Bytes::new()));
+        let Ok(req) = req else {
+            fleet.error(|| format!("bad request URI {pq}"));
+            break;
+        };
+        Fleet::add(&fleet.counts.watch_requests);
+        if listing {
+            Fleet::add(&fleet.counts.watch_lists);
+            if listed_before {
+                Fleet::add(&fleet.counts.relists);
+            }
+            listed_before = true;
+        }
+        let sent = async {
+            sender.ready().await?;
+            sender.send_request(req).await
+        };
+        let resp = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = sent => r,
+        };
+        let resp = match resp {
+            Ok(r) => r,
+            Err(_) => {
+                Fleet::add(&fleet.counts.send_failures);
+                if !pause(backoff.next_wait(), &stop).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        match resp.status().as_u16() {
+            200 => {}
+            429 => {
+                Fleet::add(&fleet.counts.watch_429);
+                let wait = retry_after(resp.headers()).unwrap_or(1);
+                if !pause(Duration::from_secs(wait), &stop).await {
+                    break;
+                }
+                continue;
+            }
+            410 => {
+                Fleet::add(&fleet.counts.gone_410);
+                start_relist(&mut listing, &state, &fleet);
+                continue;
+            }
+            code => {
+                Fleet::add(&fleet.counts.watch_other_status);
+                fleet.error(|| format!("watch {pq} answered {code}"));
+                if !pause(backoff.next_wait(), &stop).await {
+                    break;
+                }
+                continue;
+            }
+        }
+        backoff.reset();
+        let opened = Instant::now();
+        if listing {
+            store.begin_list();
+        }
+        state.streaming.store(true, Ordering::Relaxed);
+        fleet.streaming.fetch_add(1, Ordering::Relaxed);
+        let mut body = resp.into_body();
+        let mut frames = Frames::default();
+        let mut end: Option<End> = None;
+        while end.is_none() {
+            let frame = tokio::select! {
+                _ = stop.cancelled() => {
+                    fleet.streaming.fetch_sub(1, Ordering::Relaxed);
+                    break 'requests;
+                }
+                f = body.frame() => f,
+            };
+            let data = match frame {
+                None => {
+                    end = Some(End::Clean);
+                    break;
+                }
+                Some(Err(_)) => {
+                    Fleet::add(&fleet.counts.broken);
+                    end = Some(End::Failed);
+                    break;
+                }
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+            };
+            fleet
+                .counts
+                .bytes
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
+            let whole = frames.push(&data, |frame| {
+                if end.is_some() {
+                    return;
+                }
+                let e = Event::read(frame);
+                fleet.stats.on_protobuf_read(frame.len(), e.ty, || e.meta());
+                match e.ty {
+                    b"ADDED" | b"MODIFIED" | b"DELETED" => {
+                        if let (Some(obj), Some(meta)) = (e.object, e.meta()) {
+                            store.apply(e.ty, obj, meta);
+                            set_rv(&mut rv, wire::resource_version(meta));
+                        }
+                    }
+                    b"BOOKMARK" => {
+                        if let Some(meta) = e.meta() {
+                            set_rv(&mut rv, wire::resource_version(meta));
+                            if listing && wire::ends_initial_events(meta) {
+                                store.end_list();
+                                listing = false;
+                                state.synced.store(true, Ordering::Relaxed);
+                                fleet.pending_sync.fetch_sub(1, Ordering::Relaxed);
+                                Fleet::add(&fleet.counts.syncs);
+                            }
+                        }
+                    }
+                    b"ERROR" => {
+                        let code = e.object.map(wire::status_code).unwrap_or(0);
+                        if code == 410 {
+                            Fleet::add(&fleet.counts.gone_410);
+                            end = Some(End::Gone);
+                        } else {
+                            Fleet::add(&fleet.counts.error_events);
+                            fleet.error(|| format!("ERROR event {code} on {pq}"));
+                            end = Some(End::Failed);
+                        }
+                    }
+                    other => {
+                        Fleet::add(&fleet.counts.error_events);
+                        fleet.error(|| {
+                            format!(
+                                "unreadable event type {:?} on {pq}",
+                                String::from_utf8_lossy(other)
+                            )
+                        });
+                    }
+                }
+            });
+            if !whole {
+                fleet.error(|| format!("a protobuf frame over 64 MiB on {pq}"));
+                Fleet::add(&fleet.counts.broken);
+                end = Some(End::Failed);
+            }
+        }
+        fleet.streaming.fetch_sub(1, Ordering::Relaxed);
+        state.streaming.store(false, Ordering::Relaxed);
+        match end {
+            Some(End::Clean) => {
+                if opened.elapsed() + Duration::from_secs(1) < Duration::from_secs(timeout) {
+                    Fleet::add(&fleet.counts.ended_early);
+                } else {
+                    Fleet::add(&fleet.counts.ended_timeout);
+                }
+                // A watch-list cut before its end starts over (its resourceVersion is none).
+            }
+            Some(End::Gone) => start_relist(&mut listing, &state, &fleet),
+            Some(End::Failed) | None => {
+                if !pause(backoff.next_wait(), &stop).await {
+                    break;
+                }
+            }
+        }
+    }
+    fleet.informers.fetch_sub(1, Ordering::Relaxed);
+    if !state.synced.load(Ordering::Relaxed) {
+        fleet.pending_sync.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// After a 410: the next request is a watch-list, and the informer is not synced until it ends.
+fn start_relist(listing: &mut bool, state: &State, fleet: &Fleet) {
+    if !*listing {
+        *listing = true;
+        state.synced.store(false, Ordering::Relaxed);
+        fleet.pending_sync.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Keeps `rv` as the last resourceVersion seen (its allocation reused).
+fn set_rv(rv: &mut Option<String>, seen: &[u8]) {
+    if seen.is_empty() {
+        return;
+    }
+    let Ok(seen) = std::str::from_utf8(seen) else {
+        return;
+    };
+    match rv {
+        Some(r) => {
+            r.clear();
+            r.push_str(seen);
+        }
+        None => *rv = Some(seen.to_string()),
+    }
+}
+
+/// Sleeps `d` unless `stop` comes first; false when stopped.
+async fn pause(d: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = stop.cancelled() => false,
+        _ = tokio::time::sleep(d) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_are_client_gos() {
+        let s = Spec {
+            path: "/api/v1/pods".into(),
+            selector: "fieldSelector=spec.nodeName%3Dnode-00001".into(),
+            min_timeout: Duration::from_secs(300),
+        };
+        assert_eq!(
+            s.query(None, 301),
+            "/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=301&fieldSelector=spec.nodeName%3Dnode-00001"
+        );
+        assert_eq!(
+            s.query(Some("42"), 400),
+            "/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion=42&timeoutSeconds=400&fieldSelector=spec.nodeName%3Dnode-00001"
+        );
+        let mut rv = None;
+        set_rv(&mut rv, b"7");
+        set_rv(&mut rv, b"");
+        assert_eq!(rv.as_deref(), Some("7"));
+        set_rv(&mut rv, b"12");
+        assert_eq!(rv.as_deref(), Some("12"));
+    }
+}
