@@ -326,8 +326,9 @@ pub struct CacheConfig {
     /// `consistent_read_check_interval_ms`: the least time between the starts of two freshness
     /// checks of one resource. A consistent read that arrives within it of the last check's
     /// start waits for the check that starts when it has passed (shared by every reader that
-    /// arrived meanwhile); one that arrives later starts a check at once. Zero: a check starts
-    /// as soon as the one before ended. At most [`MAX_CONSISTENT_READ_CHECK_INTERVAL`].
+    /// arrived meanwhile); one that arrives later starts a check at once. A check does not wait
+    /// for the one before it to end (a few overlap at most). Zero: no pacing. At most
+    /// [`MAX_CONSISTENT_READ_CHECK_INTERVAL`].
     pub consistent_read_check_interval: Duration,
     /// `max_staleness_secs`: how long cached reads are served while the cache does not follow
     /// the upstream (its list/watch failing, or restored from disk and not reconciled yet),

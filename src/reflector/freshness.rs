@@ -49,16 +49,19 @@
 //!
 //! **Sharing the checks.** A read that arrives at `t` waits for the next check whose LIST is
 //! sent after `t` (checks already under way started too early), and every reader waiting then
-//! shares it. Checks run one at a time per resource, and each starts at least
+//! shares it. Each check of a resource starts at least
 //! `cache.consistent_read_check_interval_ms` (250 ms) after the one before: a read that arrives
 //! within that of the last check's start waits for the check that starts when it has passed,
 //! with every other reader that arrived meanwhile; a read that arrives later (a lone `kubectl
-//! get`) starts one at once. Without the interval, a check against a kube-apiserver takes a
+//! get`) starts one at once. A check does not wait for the one before it to end (a check whose
+//! proof waits for the upstream's bookmark takes about a second: run one after the other, a
+//! reader arriving just after one began would wait for two, and a herd's reads would pass
+//! kube's 3 s); a few overlap at most. Without the interval, a check against a kube-apiserver takes a
 //! few milliseconds, so readers that arrive spread out (a kubelet starting one name-scoped
 //! watch-list per ConfigMap and Secret it mounts, a fleet of them at once) each found none
 //! running and paid for their own: about one upstream request per reader. With it, a herd
 //! costs at most one check (one or two small requests) per interval per resource, however
-//! many readers it has, and a read waits at most the interval more than a check takes.
+//! many readers it has, and a read waits at most the interval more than its check takes.
 //! kube-apiserver does the same where it pays per request: each consistent read asks etcd for
 //! its current revision (cheap, in-process), but the progress notifications that make its watch
 //! cache catch up are requested at most every 100 ms while readers wait (`progressRequestPeriod`
@@ -152,16 +155,25 @@ impl Proof {
     }
 }
 
+/// Most rounds of one job in flight at once. A round (a freshness check) can take a second or
+/// more (its short watch waits for the upstream's bookmark); were rounds run one at a time, a
+/// reader arriving just after one started would wait for it to end and then for its own, and
+/// under a herd that pushed reads past kube's 3 s. Rounds still start `interval` apart, so this
+/// only bounds how many of those overlap.
+const MAX_ROUNDS_IN_FLIGHT: usize = 8;
+
 /// Readers that share the rounds of a job (here, a freshness check): each waits for the next
-/// round that starts after it arrived. Rounds run one at a time, each started at least
-/// `interval` after the one before; the first after a quiet spell starts at once.
+/// round that starts after it arrived. Each round starts at least `interval` after the one
+/// before (the first after a quiet spell at once), without waiting for the one before to end,
+/// at most [`MAX_ROUNDS_IN_FLIGHT`] at a time.
 struct Rounds<T> {
     interval: Duration,
+    in_flight: Arc<tokio::sync::Semaphore>,
     state: Mutex<RoundsState<T>>,
 }
 
 struct RoundsState<T> {
-    /// A task runs rounds while readers wait for one.
+    /// A task starts rounds while readers wait for one.
     running: bool,
     /// The readers waiting for the next round.
     next: Option<watch::Sender<Option<T>>>,
@@ -173,6 +185,7 @@ impl<T: Clone + Send + Sync + 'static> Rounds<T> {
     fn new(interval: Duration) -> Arc<Rounds<T>> {
         Arc::new(Rounds {
             interval,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_ROUNDS_IN_FLIGHT)),
             state: Mutex::new(RoundsState {
                 running: false,
                 next: None,
@@ -182,11 +195,11 @@ impl<T: Clone + Send + Sync + 'static> Rounds<T> {
     }
 
     /// Joins the next round; its outcome arrives through the receiver. `run` is one round: the
-    /// task that runs them is started by the reader that finds none running.
+    /// task that starts them is started by the reader that finds none running.
     fn join<F, Fut>(self: &Arc<Self>, run: F) -> watch::Receiver<Option<T>>
     where
         F: FnMut() -> Fut + Send + 'static,
-        Fut: Future<Output = T> + Send,
+        Fut: Future<Output = T> + Send + 'static,
     {
         let mut s = self.state.lock();
         let rx = s
@@ -201,11 +214,12 @@ impl<T: Clone + Send + Sync + 'static> Rounds<T> {
         rx
     }
 
-    /// Runs rounds while readers wait for one, each `interval` after the last one's start.
+    /// Starts rounds while readers wait for one, each `interval` after the last one's start
+    /// and while fewer than [`MAX_ROUNDS_IN_FLIGHT`] run.
     async fn drive<F, Fut>(self: Arc<Self>, mut run: F)
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = T>,
+        Fut: Future<Output = T> + Send + 'static,
     {
         loop {
             // Readers that arrive meanwhile join the round that starts then.
@@ -213,6 +227,9 @@ impl<T: Clone + Send + Sync + 'static> Rounds<T> {
             if let Some(t) = not_before.filter(|t| *t > Instant::now()) {
                 tokio::time::sleep_until(t).await;
             }
+            let Ok(permit) = self.in_flight.clone().acquire_owned().await else {
+                return;
+            };
             // Taken just before the round starts: every reader in it arrived before.
             let round = {
                 let mut s = self.state.lock();
@@ -227,7 +244,11 @@ impl<T: Clone + Send + Sync + 'static> Rounds<T> {
                     }
                 }
             };
-            round.send_replace(Some(run().await));
+            let fut = run();
+            tokio::spawn(async move {
+                round.send_replace(Some(fut.await));
+                drop(permit);
+            });
         }
     }
 }
@@ -584,17 +605,22 @@ impl UpstreamState {
 mod tests {
     use super::*;
 
-    /// How long each round of the tests' job takes: readers arrive while one runs.
+    /// How long each round of the tests' job takes, unless a test says otherwise: readers
+    /// arrive while one runs.
     const ROUND: Duration = Duration::from_millis(20);
 
-    /// The rounds' job: records when each round starts and ends, and answers its start.
-    fn job(log: &Arc<Mutex<Vec<(Instant, Instant)>>>) -> impl FnMut() -> RoundFuture + use<> {
+    /// The rounds' job: each round takes `round`, records when it starts and ends, and answers
+    /// its start.
+    fn job(
+        log: &Arc<Mutex<Vec<(Instant, Instant)>>>,
+        round: Duration,
+    ) -> impl FnMut() -> RoundFuture + use<> {
         let log = log.clone();
         move || {
             let log = log.clone();
             Box::pin(async move {
                 let start = Instant::now();
-                tokio::time::sleep(ROUND).await;
+                tokio::time::sleep(round).await;
                 log.lock().push((start, Instant::now()));
                 start
             })
@@ -607,10 +633,19 @@ mod tests {
     async fn wait_round(
         rounds: &Arc<Rounds<Instant>>,
         log: &Arc<Mutex<Vec<(Instant, Instant)>>>,
+        round: Duration,
     ) -> Instant {
-        let mut rx = rounds.join(job(log));
+        let mut rx = rounds.join(job(log, round));
         let out = *rx.wait_for(Option::is_some).await.expect("a round");
         out.expect("its start")
+    }
+
+    /// Most rounds of `log` running at one moment.
+    fn most_in_flight(log: &[(Instant, Instant)]) -> usize {
+        log.iter()
+            .map(|(s, _)| log.iter().filter(|(s1, e1)| s1 <= s && s < e1).count())
+            .max()
+            .unwrap_or(0)
     }
 
     #[tokio::test(start_paused = true)]
@@ -618,22 +653,39 @@ mod tests {
         let rounds = Rounds::new(Duration::from_millis(250));
         let log = Arc::default();
         let t0 = Instant::now();
-        assert_eq!(wait_round(&rounds, &log).await, t0, "the first round");
+        assert_eq!(
+            wait_round(&rounds, &log, ROUND).await,
+            t0,
+            "the first round"
+        );
         // Once the interval has passed since the last start, the next reader starts one at once
         // too.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let t1 = Instant::now();
-        assert_eq!(wait_round(&rounds, &log).await, t1, "after a quiet spell");
+        assert_eq!(
+            wait_round(&rounds, &log, ROUND).await,
+            t1,
+            "after a quiet spell"
+        );
         assert_eq!(log.lock().len(), 2);
     }
 
-    /// Readers arriving one every 5 ms for 1.5 s while each round takes 20 ms: each waits for
-    /// a round that started after it arrived (what makes a consistent read linearizable), not a
-    /// round under way, and the rounds start the interval apart: 7 for 300 readers, where
-    /// starting one whenever none runs (interval 0) makes one after the other: 76.
+    /// Readers arriving one every 5 ms for 1.5 s: each waits for a round that started after it
+    /// arrived (what makes a consistent read linearizable), not a round under way, and the
+    /// rounds start the interval apart: 7 for 300 readers, where no interval makes a round per
+    /// reader (each of 20 ms, so about 4 in flight). A round
+    /// longer than the interval (600 ms: a check waiting for the upstream's bookmark) does not
+    /// hold back the next: a reader still waits at most the interval for its round to start,
+    /// with a few rounds in flight.
     #[tokio::test(start_paused = true)]
     async fn readers_share_rounds_that_start_after_them_and_the_interval_apart() {
-        for (interval, most) in [(Duration::from_millis(250), 7), (Duration::ZERO, 76)] {
+        let long = Duration::from_millis(600);
+        for (interval, round, most, overlap) in [
+            (Duration::from_millis(250), ROUND, 7, 1),
+            (Duration::ZERO, ROUND, 300, 4),
+            (Duration::from_millis(250), long, 7, 3),
+        ] {
+            let case = format!("interval {interval:?}, rounds of {round:?}");
             let rounds = Rounds::new(interval);
             let log = Arc::default();
             let t0 = Instant::now();
@@ -643,34 +695,52 @@ mod tests {
                 readers.push(tokio::spawn(async move {
                     tokio::time::sleep_until(t0 + Duration::from_millis(5) * i).await;
                     let arrived = Instant::now();
-                    (arrived, wait_round(&rounds, &log).await)
+                    (arrived, wait_round(&rounds, &log, round).await)
                 }));
             }
             let mut starts = Vec::new();
             for r in readers {
                 let (arrived, started) = r.await.unwrap();
-                assert!(
-                    started >= arrived,
-                    "{interval:?}: a round that began before it"
-                );
+                assert!(started >= arrived, "{case}: a round that began before it");
                 // Not kept waiting longer than needed: the round that serves it starts at once,
                 // or once the interval since the last start has passed.
+                let bound = interval;
                 assert!(
-                    started - arrived <= interval.max(ROUND),
-                    "{interval:?}: waited {:?}",
+                    started - arrived <= bound,
+                    "{case}: waited {:?}",
                     started - arrived
                 );
                 starts.push(started);
             }
             let log = log.lock().clone();
-            assert_eq!(log.len(), most, "{interval:?}: rounds");
+            assert_eq!(log.len(), most, "{case}: rounds");
             for w in log.windows(2) {
-                let ((s0, e0), (s1, _)) = (w[0], w[1]);
-                assert!(s1 >= e0, "{interval:?}: one round at a time");
-                assert!(s1 - s0 >= interval, "{interval:?}: {:?} apart", s1 - s0);
+                let ((s0, _), (s1, _)) = (w[0], w[1]);
+                assert!(s1 - s0 >= interval, "{case}: {:?} apart", s1 - s0);
             }
+            assert_eq!(most_in_flight(&log), overlap, "{case}: rounds in flight");
             starts.dedup();
-            assert_eq!(starts.len(), most, "every round served a reader");
+            assert_eq!(starts.len(), most, "{case}: every round served a reader");
         }
+    }
+
+    /// However long rounds take, no more than [`MAX_ROUNDS_IN_FLIGHT`] run at once.
+    #[tokio::test(start_paused = true)]
+    async fn rounds_in_flight_are_bounded() {
+        let rounds = Rounds::new(Duration::from_millis(10));
+        let log = Arc::default();
+        let t0 = Instant::now();
+        let mut readers = Vec::new();
+        for i in 0..100u32 {
+            let (rounds, log) = (rounds.clone(), Arc::clone(&log));
+            readers.push(tokio::spawn(async move {
+                tokio::time::sleep_until(t0 + Duration::from_millis(10) * i).await;
+                wait_round(&rounds, &log, Duration::from_secs(5)).await
+            }));
+        }
+        for r in readers {
+            r.await.unwrap();
+        }
+        assert_eq!(most_in_flight(&log.lock()), MAX_ROUNDS_IN_FLIGHT);
     }
 }
