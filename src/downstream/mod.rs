@@ -164,7 +164,11 @@ async fn serve_hyper(
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX))
-        .max_concurrent_streams(http2_max_concurrent_streams);
+        .max_concurrent_streams(http2_max_concurrent_streams)
+        // What one stream may have queued for its client beyond what the client's window
+        // lets out: hyper's default (400 KB) times a kubelet's hundreds of watch-lists, each
+        // sending its initial events at once, made gigabytes at a fleet's cold start.
+        .max_send_buf_size(HTTP2_STREAM_SEND_BUFFER);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     tokio::select! {
@@ -179,6 +183,10 @@ async fn serve_hyper(
         _ = cancel.cancelled() => {}
     }
 }
+
+/// Bytes an HTTP/2 stream may hold queued for its client; beyond this a watch's events wait in
+/// its queue of shared events, where they cost no copy.
+const HTTP2_STREAM_SEND_BUFFER: usize = 64 * 1024;
 
 /// The longest accept queue asked for; the kernel caps it at `net.core.somaxconn` (as Go's
 /// listeners, and so kube-apiserver's, ask for that cap). Rust's default of 128 overflows when a

@@ -93,6 +93,10 @@ pub enum PassReason {
     /// the upstream answered while the cache was starting): only the upstream knows what
     /// happened since.
     BeforeCache,
+    /// A GET with no resourceVersion: kube-apiserver never answers one from its watch cache
+    /// (its cacher hands it to etcd, `CacheDelegator.Get`), so the upstream does, in one
+    /// request, rather than a freshness check that can cost two and wait for a bookmark.
+    ConsistentGet,
 }
 
 impl PassReason {
@@ -106,11 +110,12 @@ impl PassReason {
             PassReason::OutsideWindow => "outside_window",
             PassReason::NotReady => "not_ready",
             PassReason::BeforeCache => "before_cache",
+            PassReason::ConsistentGet => "consistent_get",
         }
     }
 
     /// Every label value (so the metric's series exist from the start).
-    pub const ALL: [PassReason; 7] = [
+    pub const ALL: [PassReason; 8] = [
         PassReason::NotCached,
         PassReason::Representation,
         PassReason::NotFresh,
@@ -118,6 +123,7 @@ impl PassReason {
         PassReason::OutsideWindow,
         PassReason::NotReady,
         PassReason::BeforeCache,
+        PassReason::ConsistentGet,
     ];
 }
 

@@ -606,6 +606,9 @@ async fn route(
     };
     if read == Read::Get {
         let point = ReadPoint::for_get(&opts)?;
+        if point == ReadPoint::Consistent {
+            return Ok(Route::PassThrough(PassReason::ConsistentGet));
+        }
         let snap = match resolve(&slot, &cache, point, app.cache_config.max_staleness).await? {
             Ok(s) => s,
             Err(reason) => return Ok(Route::PassThrough(reason)),

@@ -245,7 +245,7 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
             COSTS_ID,
             "node fleet: what it cost",
             format!(
-                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until watchmux's own upstream watches are all up again (`watchmux_upstream_watch_up`; for `direct`, recover s: the nodes are the simulator's watchers). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Authz hit % = watchmux's authorization cache hits ÷ lookups when it exports them (– otherwise; these runs use `authz = \"none\"` on loopback). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
+                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until watchmux's own upstream watches are all up again (`watchmux_upstream_watch_up`; for `direct`, recover s: the nodes are the simulator's watchers). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Reads from the cache, passed through, refused = its `watchmux_reads_total` by `source` (refused: its own 429s, a cache not ready or a limit); freshness requests = its `watchmux_upstream_requests_total{{verb=\"freshness\"}}` (the upstream requests proving consistent reads fresh). Authz hit % = watchmux's authorization cache hits ÷ lookups when it exports them (– otherwise; these runs use `authz = \"none\"` on loopback). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
             ),
             "nodes · phase",
             vec![
@@ -263,6 +263,10 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
                 m("watchers_closed", "watchers closed", false),
                 m("reflector_requests", "reflector requests", false),
                 m("reflector_relists", "reflector relists", false),
+                m("reads_cache", "reads from the cache", false),
+                m("reads_passed", "reads passed through", false),
+                m("reads_refused", "reads refused (429)", false),
+                m("freshness_requests", "freshness requests", false),
                 m("authz_hit_pct", "authz hit %", true),
                 m("sim_cpu_cores", "simulator CPU cores", false),
                 m("client_cpu_cores", "bench clients CPU cores", false),
@@ -508,11 +512,13 @@ impl Run<'_> {
         let total = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
         let open = open_watches(&sim);
         let cpu_s = u1.cpu_secs - b.target.cpu_secs;
-        let metric_delta = |name: &str| match (&metrics, &b.metrics) {
-            (Some(a), Some(z)) => a.sum(name, &[]) - z.sum(name, &[]),
-            (Some(a), None) => a.sum(name, &[]),
+        let labelled_delta = |name: &str, labels: &[(&str, &str)]| match (&metrics, &b.metrics) {
+            (Some(a), Some(z)) => a.sum(name, labels) - z.sum(name, labels),
+            (Some(a), None) => a.sum(name, labels),
             _ => f64::NAN,
         };
+        let metric_delta = |name: &str| labelled_delta(name, &[]);
+        let reads = |source: &str| labelled_delta("watchmux_reads_total", &[("source", source)]);
         let costs = vec![
             ("secs", secs),
             ("up_recover_s", opt(extra.up_recover_s)),
@@ -546,6 +552,13 @@ impl Run<'_> {
                 "reflector_relists",
                 metric_delta("watchmux_upstream_relists_total"),
             ),
+            ("reads_cache", reads("cache")),
+            ("reads_passed", reads("pass_through")),
+            ("reads_refused", reads("refused")),
+            (
+                "freshness_requests",
+                labelled_delta("watchmux_upstream_requests_total", &[("verb", "freshness")]),
+            ),
             (
                 "authz_hit_pct",
                 metrics.as_ref().map_or(f64::NAN, authz_hit_pct),
@@ -554,6 +567,13 @@ impl Run<'_> {
             ("client_cpu_cores", (me1.cpu_secs - b.me.cpu_secs) / secs),
         ];
         let c = case(self.nodes, phase);
+        if let Some(m) = &metrics {
+            eprintln!(
+                "  {c} {}: reads passed through or refused: {}",
+                self.kind,
+                not_from_cache(m, b.metrics.as_ref())
+            );
+        }
         for (id, values) in [(CLIENTS_ID, clients), (COSTS_ID, costs)] {
             let sample = Sample {
                 scenario: id,
@@ -593,6 +613,41 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// watchmux's reads not answered from its cache during a phase (`after` less `before`), by
+/// source, verb, resource and reason: `pass_through/watch/configmaps/not_fresh=12, …`.
+fn not_from_cache(after: &Metrics, before: Option<&Metrics>) -> String {
+    let mut by: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut add = |m: &Metrics, sign: f64| {
+        for (_, labels, v) in m.matching(|n| n == "watchmux_reads_total") {
+            let l = |k: &str| {
+                labels
+                    .iter()
+                    .find(|(lk, _)| lk == k)
+                    .map_or("", |(_, lv)| lv.as_str())
+            };
+            if l("source") == "cache" {
+                continue;
+            }
+            let key = [l("source"), l("verb"), l("resource"), l("reason")].join("/");
+            *by.entry(key).or_default() += sign * v;
+        }
+    };
+    add(after, 1.0);
+    if let Some(b) = before {
+        add(b, -1.0);
+    }
+    let parts: Vec<String> = by
+        .into_iter()
+        .filter(|(_, v)| *v > 0.0)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
     }
 }
 
