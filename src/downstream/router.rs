@@ -421,8 +421,9 @@ enum Route {
         form: Form,
         /// How its Tables are printed (for the whole watch, as kube's storage does).
         printer: TablePrinter,
-        /// For a consistent watch-list: the state its initial events are proven at.
-        initial: Option<Snapshot>,
+        /// For a consistent watch-list: the state its initial events are proven at, or the
+        /// error it ends with at once (its freshness could not be proven).
+        initial: Option<Result<Snapshot, kube_wire::status::Status>>,
     },
     /// A LIST the cache answers, from `from`.
     List {
@@ -665,7 +666,21 @@ async fn route(
                 // resourceVersion.
                 Ok(snap) => {
                     opts.resource_version = Some(snap.rv.to_string());
-                    initial = Some(snap);
+                    initial = Some(Ok(snap));
+                }
+                // kube's cacher has no storage to hand a watch to: a watch-list it cannot
+                // prove fresh within 3 s gets its ERROR event (504, retry after 1 s), which
+                // client-go answers with a LIST and a watch from its resourceVersion. Passed
+                // upstream, each such watch would hold an upstream watch (and connection) for
+                // its whole life: at a fleet's cold start, thousands, until the descriptors
+                // ran out and the checks themselves failed.
+                Err(PassReason::NotFresh) => {
+                    let seen = slot.freshness().and_then(|f| f.upstream_rv_seen());
+                    let current = cache.rv();
+                    initial = Some(Err(kube_wire::status::Status::too_large_resource_version(
+                        seen.unwrap_or(current + 1).max(current + 1),
+                        current,
+                    )));
                 }
                 Err(reason) => return Ok(Route::PassThrough(reason)),
             }

@@ -94,7 +94,7 @@ pub fn start(
     transport: &'static str,
     form: Form,
     printer: TablePrinter,
-    initial: Option<Snapshot>,
+    initial: Option<Result<Snapshot, Status>>,
 ) -> Result<WatchStream, Status> {
     // A failed start answered with a Status is counted by the server (`Metrics::finish`).
     let rv = opts.cacher_rv()?;
@@ -232,7 +232,12 @@ struct Watcher {
 struct Stop;
 
 impl Watcher {
-    async fn run(mut self, rv: Option<u64>, sie: Option<bool>, initial: Option<Snapshot>) {
+    async fn run(
+        mut self,
+        rv: Option<u64>,
+        sie: Option<bool>,
+        initial: Option<Result<Snapshot, Status>>,
+    ) {
         // Boxed: the initial events' state is not kept, in the watch's own, for its whole life.
         let started = Box::pin(self.start(rv, sie, initial)).await;
         if !self.start_failed {
@@ -255,7 +260,7 @@ impl Watcher {
         &mut self,
         rv: Option<u64>,
         sie: Option<bool>,
-        initial: Option<Snapshot>,
+        initial: Option<Result<Snapshot, Status>>,
     ) -> Result<(u64, Option<Subscription>), Stop> {
         let cache = self.cache.clone();
         match (sie, rv) {
@@ -268,7 +273,13 @@ impl Watcher {
                 // ahead of the cache's: see `reflector::freshness`), else the latest, once the
                 // cache reached the requested resourceVersion.
                 let snap = match initial {
-                    Some(s) => s,
+                    Some(Ok(s)) => s,
+                    Some(Err(s)) => {
+                        self.start_failed = true;
+                        self.metrics.watch_start(WatchOutcome::Error);
+                        self.send(self.error_frame(&s)).await;
+                        return Err(Stop);
+                    }
                     None => {
                         let target = rv.unwrap_or(0);
                         if target > cache.rv() && !cache.wait_rv(target, BLOCK_TIMEOUT).await {

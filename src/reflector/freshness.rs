@@ -262,6 +262,8 @@ pub struct Freshness {
     metrics: Arc<ResourceMetrics>,
     rounds: Arc<Rounds<Result<Snapshot, NotFresh>>>,
     unchecked: AtomicBool,
+    /// The highest resourceVersion the upstream answered a check with (0: none yet).
+    upstream_seen: std::sync::atomic::AtomicU64,
     /// The last check found the cache behind the upstream: begin with the state (step 0).
     state_first: AtomicBool,
 }
@@ -293,6 +295,7 @@ impl Freshness {
             metrics,
             rounds: Rounds::new(interval),
             unchecked: AtomicBool::new(false),
+            upstream_seen: std::sync::atomic::AtomicU64::new(0),
             state_first: AtomicBool::new(true),
         })
     }
@@ -304,14 +307,18 @@ impl Freshness {
         self.unchecked.store(unchecked, Ordering::Relaxed);
     }
 
-    /// Waits, at most `within`, until a check that started after this call proved the cache
-    /// fresh; returns the snapshot that serves a consistent read (the upstream's state at or
-    /// after the call).
+    /// Waits until a check that started after this call proved the cache fresh; returns the
+    /// snapshot that serves a consistent read (the upstream's state at or after the call).
+    /// Gives up after `within` plus the checks' interval: the wait for the check to start is
+    /// the interval's, not the read's, so a read is never given up on while the check that
+    /// serves it still runs within its own `within` (kube's 3 s, [`CHECK_BUDGET`]). A fleet's
+    /// watch-lists of a quiet kind, whose proof waits for the upstream's bookmark, were passed
+    /// upstream as not fresh while their checks succeeded.
     pub async fn ensure_fresh(self: &Arc<Self>, within: Duration) -> Result<Snapshot, NotFresh> {
         if self.unchecked.load(Ordering::Relaxed) {
             return Ok(self.cache.snapshot());
         }
-        let deadline = Instant::now() + within;
+        let deadline = Instant::now() + within + self.rounds.interval;
         self.metrics.freshness_wait();
         let me = self.clone();
         let mut rx = self.rounds.join(move || me.clone().round());
@@ -476,7 +483,17 @@ impl Freshness {
         let malformed = |e| NotFresh::Upstream(Arc::new(ReflectorError::malformed(&q, e)));
         let head: Head =
             serde_json::from_slice(&body).map_err(|e| malformed(MalformedData::from(e)))?;
-        MalformedData::parse_list_rv(&head.metadata.resource_version).map_err(malformed)
+        let rv =
+            MalformedData::parse_list_rv(&head.metadata.resource_version).map_err(malformed)?;
+        self.upstream_seen.fetch_max(rv, Ordering::Relaxed);
+        Ok(rv)
+    }
+
+    /// The highest resourceVersion the upstream answered a check of this resource with, if
+    /// any: what a read the check could not serve waited for (kube's "Too large resource
+    /// version: R" names its storage's revision).
+    pub fn upstream_rv_seen(&self) -> Option<u64> {
+        Some(self.upstream_seen.load(Ordering::Relaxed)).filter(|rv| *rv > 0)
     }
 
     /// Step 2: a short watch from `from`, read until it proves that every event of the resource

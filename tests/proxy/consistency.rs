@@ -339,6 +339,51 @@ async fn an_unprovable_read_goes_to_the_upstream() {
     );
 }
 
+/// A watch-list whose freshness cannot be proven is not passed upstream (where it would hold an
+/// upstream watch for its whole life): it gets kube's ERROR event for a watch cache that could
+/// not catch up (504 `Too large resource version`, retry after 1 s), as from kube-apiserver,
+/// and the client's retry is served from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprovable_watch_list_gets_kubes_error_event_not_an_upstream_watch() {
+    let (sim, p) = setup(Proofs::Watch).await;
+    write(&sim.url(), 3000).await;
+    let before = configmaps(&sim);
+    sim.faults().fail_next(500, 1, 0, "/configmaps");
+    let q = "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dcm-0";
+    let mut w = watch(&format!("{}{q}", p.url)).await;
+    assert_eq!(w.status, StatusCode::OK);
+    let ev = w.next_event(Duration::from_secs(10)).await;
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    let status = &ev["object"];
+    assert_eq!(
+        (&status["code"], &status["reason"]),
+        (&json!(504), &json!("Timeout")),
+        "{ev}"
+    );
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Timeout: Too large resource version: ")),
+        "{ev}"
+    );
+    assert_eq!(status["details"]["retryAfterSeconds"], 1, "{ev}");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"], "ResourceVersionTooLarge",
+        "{ev}"
+    );
+    let after = configmaps(&sim);
+    assert_eq!(
+        after["watchRequests"].as_u64().unwrap() - before["watchRequests"].as_u64().unwrap(),
+        0,
+        "the watch-list was passed upstream"
+    );
+    // The retry (the fault is spent) is proven fresh and served from the cache.
+    let mut w = watch(&format!("{}{q}", p.url)).await;
+    let ev = w.next_event(Duration::from_secs(10)).await;
+    assert_eq!(ev["type"], "ADDED", "{ev}");
+    assert_eq!(ev["object"]["metadata"]["name"], "cm-0", "{ev}");
+}
+
 /// One step of a generated history.
 #[derive(Debug, Clone)]
 enum Step {
