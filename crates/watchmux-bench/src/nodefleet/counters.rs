@@ -57,7 +57,10 @@ counts! {
     gone_410,
     /// Watch requests answered with another status than 200, 410 or 429.
     watch_other_status,
-    /// ERROR events other than 410.
+    /// ERROR events 504 `Too large resource version` (retry after 1 s): kube's answer to a
+    /// watch-list its watch cache could not prove fresh in time, re-watched after a back-off.
+    error_504,
+    /// ERROR events other than 410 and 504.
     error_events,
     /// Watch requests that got no answer (the connection failed or was closed).
     send_failures,

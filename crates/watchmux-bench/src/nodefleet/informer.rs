@@ -277,6 +277,9 @@ async fn run(
                         if code == 410 {
                             Fleet::add(&fleet.counts.gone_410);
                             end = Some(End::Gone);
+                        } else if code == 504 {
+                            Fleet::add(&fleet.counts.error_504);
+                            end = Some(End::Failed);
                         } else {
                             Fleet::add(&fleet.counts.error_events);
                             fleet.error(|| format!("ERROR event {code} on {pq}"));

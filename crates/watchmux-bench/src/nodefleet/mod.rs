@@ -217,7 +217,7 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
             CLIENTS_ID,
             "node fleet: what the nodes saw",
             format!(
-                "{common} Sync s = from the first node's start until every informer of every node has synced (cold starts); recover s = from the upstream's return until every informer streams and is synced again. Initial MB = watch body bytes the nodes received during the cold start; MB/s = that ÷ sync s. Informers = running at the phase's end (fixed ones and per-object ones). Delivery = write-time annotation → receipt by a node, for the writes stamped during the phase (received until 1 s of quiet after it). GET/LIST p99 = the read probe ([`probe`]: a Node by GET, a node's pods by LIST, with and without `resourceVersion=0`, 4/s on its own connection); SLO: 1 s for a single object, 30 s for a list. Lease p99 = the nodes' Lease writes (SLO for mutating calls: 1 s). 429s = watch, Lease and probe requests answered 429; 410s = watch requests answered 410 and ERROR events with code 410; relists = watch-lists after an informer's first; terminated = streams the server ended before their `timeoutSeconds` or that broke; errors = other statuses and ERROR events. Converged % = of up to {CHECKED_NODES} nodes checked against the simulator after the last phase (churn stopped), those whose clients hold exactly the node's pods, one synced informer per ConfigMap/Secret those pods reference holding the object when it exists, and every other informer synced."
+                "{common} Sync s = from the first node's start until every informer of every node has synced (cold starts); recover s = from the upstream's return until every informer streams and is synced again. Initial MB = watch body bytes the nodes received during the cold start; MB/s = that ÷ sync s. Informers = running at the phase's end (fixed ones and per-object ones). Delivery = write-time annotation → receipt by a node, for the writes stamped during the phase (received until 1 s of quiet after it). GET/LIST p99 = the read probe ([`probe`]: a Node by GET, a node's pods by LIST, with and without `resourceVersion=0`, 4/s on its own connection); SLO: 1 s for a single object, 30 s for a list. Lease p99 = the nodes' Lease writes (SLO for mutating calls: 1 s). 429s = watch, Lease and probe requests answered 429; 504 events = ERROR events 504 `Too large resource version` (kube's answer, retry after 1 s, to a watch-list its watch cache could not prove fresh in time; re-watched after a back-off); 410s = watch requests answered 410 and ERROR events with code 410; relists = watch-lists after an informer's first; terminated = streams the server ended before their `timeoutSeconds` or that broke; errors = other statuses and ERROR events. Converged % = of up to {CHECKED_NODES} nodes checked against the simulator after the last phase (churn stopped), those whose clients hold exactly the node's pods, one synced informer per ConfigMap/Secret those pods reference holding the object when it exists, and every other informer synced."
             ),
             "nodes · phase",
             vec![
@@ -234,6 +234,7 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
                 m("list_p99_ms", "LIST p99 ms", false),
                 m("lease_p99_ms", "Lease p99 ms", false),
                 m("r429", "429s", false),
+                m("r504", "504 events", false),
                 m("gone_410", "410s", false),
                 m("relists", "relists", false),
                 m("terminated", "terminated", false),
@@ -503,6 +504,7 @@ impl Run<'_> {
             ("list_p99_ms", ms(&fleet.list_latency)),
             ("lease_p99_ms", ms(&fleet.lease_latency)),
             ("r429", (t.watch_429 + t.lease_429 + t.probe_429) as f64),
+            ("r504", t.error_504 as f64),
             ("gone_410", t.gone_410 as f64),
             ("relists", t.relists as f64),
             ("terminated", (t.ended_early + t.broken) as f64),
@@ -771,6 +773,9 @@ impl Run<'_> {
         let fleet = running.fleet.clone();
         self.after(b, phase, &fleet, t, peak, extra, repeat, out)
             .await?;
+        if let Some(e) = fleet.first_error.lock().as_deref() {
+            eprintln!("  S12 {} {phase:?}: first client error: {e}", self.kind);
+        }
         running.started = Instant::now();
         Ok(running)
     }
