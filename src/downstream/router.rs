@@ -678,7 +678,7 @@ async fn route(
                     let seen = slot.freshness().and_then(|f| f.upstream_rv_seen());
                     let current = cache.rv();
                     initial = Some(Err(kube_wire::status::Status::too_large_resource_version(
-                        seen.unwrap_or(current + 1).max(current + 1),
+                        seen.unwrap_or(0).max(current + 1),
                         current,
                     )));
                 }

@@ -81,7 +81,7 @@
 //! applies the [`Progress`] it sends) nor answer clients.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -263,7 +263,7 @@ pub struct Freshness {
     rounds: Arc<Rounds<Result<Snapshot, NotFresh>>>,
     unchecked: AtomicBool,
     /// The highest resourceVersion the upstream answered a check with (0: none yet).
-    upstream_seen: std::sync::atomic::AtomicU64,
+    upstream_seen: AtomicU64,
     /// The last check found the cache behind the upstream: begin with the state (step 0).
     state_first: AtomicBool,
 }
@@ -295,7 +295,7 @@ impl Freshness {
             metrics,
             rounds: Rounds::new(interval),
             unchecked: AtomicBool::new(false),
-            upstream_seen: std::sync::atomic::AtomicU64::new(0),
+            upstream_seen: AtomicU64::new(0),
             state_first: AtomicBool::new(true),
         })
     }
@@ -410,6 +410,7 @@ impl Freshness {
         let state = timeout_at(deadline, self.upstream_state(max))
             .await
             .map_err(|_| NotFresh::Timeout(budget))??;
+        self.upstream_seen.fetch_max(state.rv, Ordering::Relaxed);
         let mut checked_behind = false;
         loop {
             let snap = self.cache.snapshot();
@@ -657,6 +658,28 @@ mod tests {
         out.expect("its start")
     }
 
+    /// `n` readers of `rounds`, arriving `spacing` apart from now, each waiting for its round
+    /// (rounds of `round`): when each arrived, and when its round started.
+    fn readers(
+        rounds: &Arc<Rounds<Instant>>,
+        log: &Arc<Mutex<Vec<(Instant, Instant)>>>,
+        n: u32,
+        spacing: Duration,
+        round: Duration,
+    ) -> Vec<tokio::task::JoinHandle<(Instant, Instant)>> {
+        let t0 = Instant::now();
+        (0..n)
+            .map(|i| {
+                let (rounds, log) = (rounds.clone(), Arc::clone(log));
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(t0 + spacing * i).await;
+                    let arrived = Instant::now();
+                    (arrived, wait_round(&rounds, &log, round).await)
+                })
+            })
+            .collect()
+    }
+
     /// Most rounds of `log` running at one moment.
     fn most_in_flight(log: &[(Instant, Instant)]) -> usize {
         log.iter()
@@ -705,16 +728,7 @@ mod tests {
             let case = format!("interval {interval:?}, rounds of {round:?}");
             let rounds = Rounds::new(interval);
             let log = Arc::default();
-            let t0 = Instant::now();
-            let mut readers = Vec::new();
-            for i in 0..300u32 {
-                let (rounds, log) = (rounds.clone(), Arc::clone(&log));
-                readers.push(tokio::spawn(async move {
-                    tokio::time::sleep_until(t0 + Duration::from_millis(5) * i).await;
-                    let arrived = Instant::now();
-                    (arrived, wait_round(&rounds, &log, round).await)
-                }));
-            }
+            let readers = readers(&rounds, &log, 300, Duration::from_millis(5), round);
             let mut starts = Vec::new();
             for r in readers {
                 let (arrived, started) = r.await.unwrap();
@@ -746,16 +760,8 @@ mod tests {
     async fn rounds_in_flight_are_bounded() {
         let rounds = Rounds::new(Duration::from_millis(10));
         let log = Arc::default();
-        let t0 = Instant::now();
-        let mut readers = Vec::new();
-        for i in 0..100u32 {
-            let (rounds, log) = (rounds.clone(), Arc::clone(&log));
-            readers.push(tokio::spawn(async move {
-                tokio::time::sleep_until(t0 + Duration::from_millis(10) * i).await;
-                wait_round(&rounds, &log, Duration::from_secs(5)).await
-            }));
-        }
-        for r in readers {
+        let ten_ms = Duration::from_millis(10);
+        for r in readers(&rounds, &log, 100, ten_ms, Duration::from_secs(5)) {
             r.await.unwrap();
         }
         assert_eq!(most_in_flight(&log.lock()), MAX_ROUNDS_IN_FLIGHT);

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::common::TestProxy;
+use crate::common::{TestProxy, wait_until};
 use crate::pki::{Ca, Leaf, b64, kubeconfig, write_kubeconfig};
 use crate::tls_upstream::Logs;
 use http::{Method, StatusCode};
@@ -94,21 +94,9 @@ pub(crate) async fn proxy_from(kubeconfig: &Path, f: impl FnOnce(&mut Config)) -
     }
 }
 
-/// Waits up to `secs` for `cond`, polling; `what` names it in the failure.
-pub(crate) async fn wait_until(secs: u64, what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !cond().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {secs} s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 pub(crate) async fn wait_ready(p: &TestProxy) {
     let app = p.proxy.clone();
-    wait_until(20, "watchmux synced", async || app.ready()).await;
+    wait_until("watchmux synced", 20, async || app.ready()).await;
 }
 
 /// `/readyz?verbose`: status and text.
@@ -260,7 +248,7 @@ async fn a_token_is_renewed_before_it_expires() {
     // user-1 may not read services.
     let (status, _) = crate::common::get_json(&services(&p)).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    wait_until(15, "a second run", async || runs(d).len() >= 2).await;
+    wait_until("a second run", 15, async || runs(d).len() >= 2).await;
     let r = runs(d);
     assert!(
         r[1].0 < r[0].1,
@@ -429,7 +417,7 @@ async fn client_certificates_from_the_plugin_are_rotated() {
 
     write_certificate(d, &b);
     let before = seen.len();
-    wait_until(20, "a handshake with certificate B", async || {
+    wait_until("a handshake with certificate B", 20, async || {
         sim.client_certificates().contains(&b_der)
     })
     .await;
@@ -485,7 +473,7 @@ async fn a_failing_plugin_makes_watchmux_not_ready_until_it_works_again() {
 
     std::fs::write(d.join("fail"), "").unwrap();
     let mut text = String::new();
-    wait_until(20, "/readyz fails on the credentials", async || {
+    wait_until("/readyz fails on the credentials", 20, async || {
         let (s, t) = readyz(&p).await;
         text = t;
         s == StatusCode::SERVICE_UNAVAILABLE && text.contains("[-]upstream-credentials failed")
@@ -516,7 +504,7 @@ async fn a_failing_plugin_makes_watchmux_not_ready_until_it_works_again() {
     );
 
     std::fs::remove_file(d.join("fail")).unwrap();
-    wait_until(30, "ready again", async || {
+    wait_until("ready again", 30, async || {
         readyz(&p).await.0 == StatusCode::OK
     })
     .await;
@@ -541,7 +529,7 @@ async fn a_hanging_plugin_is_killed_after_the_timeout() {
     );
     let p = proxy_from(&kc, |c| c.upstream.exec_timeout = Duration::from_secs(1)).await;
     let mut text = String::new();
-    wait_until(20, "/readyz names the timeout", async || {
+    wait_until("/readyz names the timeout", 20, async || {
         let (_, t) = readyz(&p).await;
         text = t;
         text.contains("did not finish within 1s: killed")
@@ -552,7 +540,7 @@ async fn a_hanging_plugin_is_killed_after_the_timeout() {
     // The killed plugin is gone (reaped).
     let first = std::fs::read_to_string(d.join("pids")).unwrap();
     let pid = first.lines().next().unwrap().trim().to_string();
-    wait_until(10, "the plugin process gone", async || {
+    wait_until("the plugin process gone", 10, async || {
         !Path::new(&format!("/proc/{pid}")).exists()
     })
     .await;

@@ -240,14 +240,6 @@ async fn kubelet(base: String, node: String, fleet: Arc<Fleet>) {
     panic!("{pq}: the watch ended");
 }
 
-fn rv_of(o: &Value) -> u64 {
-    o["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 fn key_of(o: &Value) -> String {
     format!(
         "{}/{}",

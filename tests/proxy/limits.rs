@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::common::{TestProxy, metric_sum, proxy_for, request, sim, sim_with, watch};
+use crate::common::{TestProxy, metric_sum, proxy_for, request, sim, sim_with, wait_until, watch};
 
 fn addr_of(url: &str) -> std::net::SocketAddr {
     url.trim_start_matches("http://").parse().unwrap()
@@ -46,15 +46,6 @@ async fn pod_reads(px: &TestProxy, verb: &str, source: &str, reason: &str) -> f6
     .await
 }
 
-/// Retries `f` until it returns true, for up to 10 s.
-async fn eventually(what: &str, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f().await {
-        assert!(Instant::now() < deadline, "{what}: not within 10 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watches_per_client_are_limited_and_freed() {
     let sim = sim().await;
@@ -88,7 +79,7 @@ async fn watches_per_client_are_limited_and_freed() {
 
     // A client that goes away frees its slot: a new watch then succeeds.
     drop(w1);
-    eventually("slot freed after disconnect", async || {
+    wait_until("slot freed after disconnect", 10, async || {
         px.proxy.limits.watches_of(client) == 1
     })
     .await;
@@ -101,7 +92,7 @@ async fn watches_per_client_are_limited_and_freed() {
 
     // A watch that ends (timeoutSeconds) frees its slot too.
     drop(w3);
-    eventually("slot freed", async || {
+    wait_until("slot freed", 10, async || {
         px.proxy.limits.watches_of(client) == 1
     })
     .await;
@@ -114,12 +105,12 @@ async fn watches_per_client_are_limited_and_freed() {
             other => panic!("watch did not end cleanly: {other:?}"),
         }
     }
-    eventually("slot freed after timeout", async || {
+    wait_until("slot freed after timeout", 10, async || {
         px.proxy.limits.watches_of(client) == 1
     })
     .await;
     drop(w2);
-    eventually("all slots freed", async || {
+    wait_until("all slots freed", 10, async || {
         px.proxy.limits.watching_clients() == 0
     })
     .await;
@@ -182,7 +173,7 @@ async fn concurrent_lists_are_limited_and_freed() {
 
     // The client disconnects: the slot is freed.
     drop(stalled);
-    eventually("list slot freed", async || {
+    wait_until("list slot freed", 10, async || {
         px.proxy.limits.lists_in_flight() == 0
     })
     .await;
@@ -354,7 +345,7 @@ async fn a_watch_whose_request_has_a_body_ends_when_its_client_leaves() {
         assert_eq!(&buf, b"HTTP/1.1 200", "{framing}");
         assert_eq!(px.proxy.limits.watches_of(client), 1);
         drop(s);
-        eventually("the watch ends with its client", async || {
+        wait_until("the watch ends with its client", 10, async || {
             px.proxy.limits.watches_of(client) == 0
         })
         .await;
@@ -378,7 +369,7 @@ async fn a_watch_whose_request_has_a_body_ends_when_its_client_leaves() {
         }
         std::future::pending::<()>().await;
     });
-    eventually("the watch ends past the body limit", async || {
+    wait_until("the watch ends past the body limit", 10, async || {
         px.proxy.limits.watches_of(client) == 0
     })
     .await;

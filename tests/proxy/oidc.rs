@@ -25,7 +25,8 @@ use serde_json::{Value, json};
 use watchmux::config::UpstreamConfig;
 use watchmux::upstream::Upstream;
 
-use crate::exec_plugin::{proxy_from, readyz, services, wait_ready, wait_until};
+use crate::common::wait_until;
+use crate::exec_plugin::{proxy_from, readyz, services, wait_ready};
 use crate::pki::{Ca, b64, kubeconfig, write_kubeconfig};
 
 const CLIENT_ID: &str = "watchmux";
@@ -257,7 +258,7 @@ async fn a_short_lived_id_token_is_refreshed_before_it_expires() {
     );
     let p = proxy_from(&kc, |_| {}).await;
     wait_ready(&p).await;
-    wait_until(20, "three refreshes", async || issuer.refreshes() >= 3).await;
+    wait_until("three refreshes", 20, async || issuer.refreshes() >= 3).await;
     let (status, body) = crate::common::get_json(&services(&p)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(p.proxy.ready());
@@ -300,7 +301,7 @@ async fn a_refused_refresh_is_not_ready_then_recovers() {
     );
     let p = proxy_from(&kc, |_| {}).await;
     let mut last = String::new();
-    wait_until(10, "readyz names the refused refresh", async || {
+    wait_until("readyz names the refused refresh", 10, async || {
         let (s, text) = readyz(&p).await;
         last = text;
         s == StatusCode::SERVICE_UNAVAILABLE

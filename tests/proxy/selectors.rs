@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::common::wait_until;
 use http::{Method, StatusCode};
 use kube_sim::Simulator;
 use kube_sim::fleet::{self, FleetSpec};
@@ -352,14 +353,6 @@ async fn wait_all(readers: &[&Reader], what: &str, secs: u64, cond: impl Fn(&Log
     }
 }
 
-async fn wait_until(what: &str, secs: u64, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 const WATCH_QUERY: &str = "watch=1&resourceVersion=0&allowWatchBookmarks=true";
 
 // ---------------------------------------------------------------------------------------------
@@ -683,7 +676,7 @@ async fn fleet_scenario(watcher_queue: Option<usize>) {
     .await;
     // Registered (after the initial-events-end bookmark) and bucketed: only the controllers
     // and the two `spec.nodeName!=` watchers are checked against every pod event.
-    wait_until("all 500 watchers registered", 10, || {
+    wait_until("all 500 watchers registered", 10, async || {
         pods_cache.watcher_count() == WATCHED_NODES + CONTROLLERS + SCOPED
             && nodes_cache.watcher_count() == WATCHED_NODES
     })
@@ -1281,7 +1274,7 @@ async fn dispatch_cost_per_event_does_not_grow_with_kubelets() {
             l.initial_end.is_some()
         })
         .await;
-        wait_until("every watcher registered", 20, || {
+        wait_until("every watcher registered", 20, async || {
             cache.watcher_count() == readers.len()
         })
         .await;

@@ -32,18 +32,6 @@ const NOT_READY: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"sta
 const FROM_CACHE: &str = "x-watchmux-cache-resource-version";
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
-/// Polls `f` every 10 ms until it holds, for up to `secs` seconds.
-async fn until(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {secs} s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// Requests of `resource` (a simulator stats key) that reached the simulator: LISTs, WATCHes
 /// and the rest.
 fn sim_requests(sim: &Simulator, resource: &str) -> u64 {
@@ -182,7 +170,7 @@ async fn reads_of_a_kind_not_ready_pass_through_or_get_kubes_429_as_kube_answers
         .proxy
         .slot("", "v1", "configmaps")
         .expect("started by its first read");
-    until("the reflector fails", 20, async || slot.failing()).await;
+    wait_until("the reflector fails", 20, async || slot.failing()).await;
     assert!(!slot.refused(), "a 500 is not a refusal");
 
     // What kube's delegator hands to etcd while the cache is not ready: GETs, and LISTs with a
@@ -262,7 +250,7 @@ async fn reads_of_a_kind_not_ready_pass_through_or_get_kubes_429_as_kube_answers
     // started: e^(0.06·s), so 2 once it has not been ready for 11.6 s (here, since the first
     // read started it, above).
     let mut seen = Vec::new();
-    until("Retry-After reaches 2", 40, async || {
+    wait_until("Retry-After reaches 2", 40, async || {
         let (s, h, b) = kubelet_watch_list(&px).await;
         assert_eq!(s, StatusCode::TOO_MANY_REQUESTS);
         let ra = not_ready_protobuf("watch-list", &h, &b);
@@ -351,7 +339,7 @@ async fn an_on_demand_kind_the_upstream_refuses_watchmux_passes_through() {
     let (s, _, _) = request(Method::GET, &format!("{}{CMS}/cm-0", px.url), &[], "").await;
     assert_eq!(s, StatusCode::OK);
     let slot = px.proxy.slot("", "v1", "configmaps").expect("started");
-    until("the upstream refuses the reflector", 20, async || {
+    wait_until("the upstream refuses the reflector", 20, async || {
         slot.refused()
     })
     .await;
@@ -371,7 +359,7 @@ async fn an_on_demand_kind_the_upstream_refuses_watchmux_passes_through() {
 
     // Allowed again: the kind's cache syncs and answers.
     sim.faults().fail_next(403, 0, 0, "");
-    until("the cache syncs", 40, async || {
+    wait_until("the cache syncs", 40, async || {
         px.proxy
             .cache("", "v1", "configmaps")
             .is_some_and(|c| c.is_synced())

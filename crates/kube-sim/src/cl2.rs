@@ -488,14 +488,7 @@ pub(crate) fn load(state: &SimState, spec: &Cl2Spec) -> Result<controllers::Mode
 /// The ClusterIP of Service number `i` (from 0, below 245) of namespace `ns`: in
 /// 10.96.0.0/12, the default service CIDR.
 fn cluster_ip(ns: usize, i: usize) -> String {
-    let n = 0x0a60_0000u32 + (((ns as u32) + 1) << 8) + 10 + i as u32;
-    format!(
-        "{}.{}.{}.{}",
-        n >> 24,
-        (n >> 16) & 0xff,
-        (n >> 8) & 0xff,
-        n & 0xff
-    )
+    fleet::ipv4(0x0a60_0000u32 + (((ns as u32) + 1) << 8) + 10 + i as u32)
 }
 
 #[cfg(test)]

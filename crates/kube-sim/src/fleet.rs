@@ -131,7 +131,8 @@ pub(crate) fn ts(unix: i64) -> String {
     format_rfc3339(i128::from(unix) * NS)
 }
 
-fn ipv4(n: u32) -> String {
+/// `n` as a dotted IPv4 address.
+pub(crate) fn ipv4(n: u32) -> String {
     format!(
         "{}.{}.{}.{}",
         n >> 24,

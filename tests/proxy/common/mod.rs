@@ -14,6 +14,18 @@ mod relay;
 pub use informer::Informer;
 pub mod watch_log;
 
+/// Polls `cond` every 50 ms until it holds; fails, naming `what`, once `secs` seconds passed.
+pub async fn wait_until(what: &str, secs: u64, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !cond().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {secs} s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A watchmux proxy in front of a simulator, on 127.0.0.1; stops when dropped.
 pub struct TestProxy {
     pub proxy: std::sync::Arc<watchmux::app::App>,
