@@ -7,16 +7,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::common::{TestProxy, wait_until};
+use crate::common::{TestProxy, proxy_with, wait_until};
 use crate::pki::{Ca, Leaf, b64, kubeconfig, write_kubeconfig};
 use crate::tls_upstream::Logs;
 use http::{Method, StatusCode};
 use kube_sim::Simulator;
 use kube_sim::tls::SimTls;
 use serde_json::{Value, json};
-use watchmux::app::App;
 use watchmux::config::{Config, UpstreamConfig};
-use watchmux::downstream;
 use watchmux::upstream::Upstream;
 
 const V1: &str = "client.authentication.k8s.io/v1";
@@ -77,21 +75,11 @@ fn exec_kubeconfig(dir: &Path, cluster: Value, exec: Value) -> PathBuf {
 /// watchmux caching the test kinds from the upstream of `kubeconfig`, with `f` applied; does
 /// not wait for the sync.
 pub(crate) async fn proxy_from(kubeconfig: &Path, f: impl FnOnce(&mut Config)) -> TestProxy {
-    let mut config = Config::from_toml_str(crate::common::TEST_CACHE, "test config").unwrap();
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.cache.not_ready_wait = Duration::ZERO;
-    config.upstream.kubeconfig = Some(kubeconfig.to_path_buf());
-    f(&mut config);
-    config.validate().expect("valid test config");
-    let upstream = Upstream::new(&config.upstream).expect("upstream client");
-    let proxy = App::start(&config, upstream);
-    let addr = downstream::bind_and_serve(proxy.clone(), config.server.listen)
-        .await
-        .expect("bind");
-    TestProxy {
-        proxy,
-        url: format!("http://{addr}"),
-    }
+    proxy_with(|c| {
+        c.upstream.kubeconfig = Some(kubeconfig.to_path_buf());
+        f(c)
+    })
+    .await
 }
 
 pub(crate) async fn wait_ready(p: &TestProxy) {

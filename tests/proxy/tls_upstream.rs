@@ -9,16 +9,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::TestProxy;
+use crate::common::{TestProxy, proxy_with};
 use crate::pki::{Ca, Leaf, b64, kubeconfig, write_kubeconfig};
 use http::{Method, StatusCode, Version};
 use kube_sim::Simulator;
 use kube_sim::tls::SimTls;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use watchmux::app::App;
-use watchmux::config::Config;
-use watchmux::downstream;
 use watchmux::upstream::Upstream;
 
 /// A TLS simulator serving `server`, requiring a client certificate from `client_ca` and/or
@@ -31,25 +28,6 @@ async fn tls_sim(server: &Leaf, client_ca: Option<&Ca>, token: Option<&str>) -> 
         bearer_token: token.map(str::to_string),
     };
     crate::common::sim_with(|c| c.tls = Some(tls)).await
-}
-
-/// watchmux (plain HTTP on loopback) caching pods, nodes, namespaces and configmaps, with
-/// the upstream set by `f`; does not wait for the sync.
-async fn proxy_with(f: impl FnOnce(&mut Config)) -> TestProxy {
-    let mut config = Config::from_toml_str(crate::common::TEST_CACHE, "test config").unwrap();
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.cache.not_ready_wait = Duration::ZERO;
-    f(&mut config);
-    config.validate().expect("valid test config");
-    let upstream = Upstream::new(&config.upstream).expect("upstream client");
-    let proxy = App::start(&config, upstream);
-    let addr = downstream::bind_and_serve(proxy.clone(), config.server.listen)
-        .await
-        .expect("bind");
-    TestProxy {
-        proxy,
-        url: format!("http://{addr}"),
-    }
 }
 
 async fn proxy_from(kubeconfig: &Path, context: Option<&str>) -> TestProxy {

@@ -81,6 +81,25 @@ pub async fn on_demand(
     .await
 }
 
+/// watchmux (plain HTTP on loopback) caching pods, nodes, namespaces and configmaps, with
+/// the upstream set by `f`; does not wait for the sync.
+pub async fn proxy_with(f: impl FnOnce(&mut watchmux::config::Config)) -> TestProxy {
+    let mut config = watchmux::config::Config::from_toml_str(TEST_CACHE, "test config").unwrap();
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.cache.not_ready_wait = Duration::ZERO;
+    f(&mut config);
+    config.validate().expect("valid test config");
+    let upstream = watchmux::upstream::Upstream::new(&config.upstream).expect("upstream client");
+    let proxy = watchmux::app::App::start(&config, upstream);
+    let addr = watchmux::downstream::bind_and_serve(proxy.clone(), config.server.listen)
+        .await
+        .expect("bind");
+    TestProxy {
+        proxy,
+        url: format!("http://{addr}"),
+    }
+}
+
 /// Any free loopback port, for [`proxy_at`].
 pub const ANY_PORT: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
     std::net::Ipv4Addr::LOCALHOST,
