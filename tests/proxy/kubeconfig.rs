@@ -483,6 +483,24 @@ async fn named_tls_sim(ca: &Ca) -> Simulator {
     crate::common::sim_with(|c| c.tls = Some(tls)).await
 }
 
+/// A kubeconfig written in `dir` that reaches `sim` by its name `kube.test` (TLS verified with
+/// `ca`, token `t`) through `proxy_url`; its path.
+fn through_proxy(dir: &Path, ca: &Ca, sim: &Simulator, proxy_url: &str) -> std::path::PathBuf {
+    let kc = kubeconfig(
+        &[(
+            "sim",
+            json!({
+                "server": named_url(sim),
+                "certificate-authority-data": b64(&ca.pem),
+                "proxy-url": proxy_url,
+            }),
+            json!({"token": "t"}),
+        )],
+        Some("sim"),
+    );
+    write_kubeconfig(dir, &kc)
+}
+
 /// The simulator's URL with its host replaced by `kube.test`.
 fn named_url(sim: &Simulator) -> String {
     sim.url().replace("127.0.0.1", UPSTREAM_NAME)
@@ -490,28 +508,9 @@ fn named_url(sim: &Simulator) -> String {
 
 /// watchmux caching the test resources from `kubeconfig`, synced.
 async fn proxy_from(kubeconfig: &Path) -> TestProxy {
-    let mut config =
-        watchmux::config::Config::from_toml_str(crate::common::TEST_CACHE, "test config").unwrap();
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.upstream.kubeconfig = Some(kubeconfig.to_path_buf());
-    config.validate().expect("valid test config");
-    let upstream = Upstream::new(&config.upstream).expect("upstream client");
-    let proxy = watchmux::app::App::start(&config, upstream);
-    let addr = watchmux::downstream::bind_and_serve(proxy.clone(), config.server.listen)
-        .await
-        .expect("bind");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !proxy.ready() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "watchmux did not sync within 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    TestProxy {
-        proxy,
-        url: format!("http://{addr}"),
-    }
+    let p = crate::exec_plugin::proxy_from(kubeconfig, |_| {}).await;
+    crate::exec_plugin::wait_ready(&p).await;
+    p
 }
 
 fn upstream_from(kubeconfig: &Path) -> Upstream {
@@ -532,19 +531,12 @@ async fn proxy_url_http_connect_tunnel() {
     let basic = format!("Basic {}", b64("proxy user:p@ss:word"));
     let proxy = ProxyServer::http(Some(&basic)).await;
     let dir = tempfile::tempdir().unwrap();
-    let kc = kubeconfig(
-        &[(
-            "sim",
-            json!({
-                "server": named_url(&sim),
-                "certificate-authority-data": b64(&ca.pem),
-                "proxy-url": format!("http://proxy%20user:p%40ss:word@{}", proxy.addr),
-            }),
-            json!({"token": "t"}),
-        )],
-        Some("sim"),
+    let path = through_proxy(
+        dir.path(),
+        &ca,
+        &sim,
+        &format!("http://proxy%20user:p%40ss:word@{}", proxy.addr),
     );
-    let path = write_kubeconfig(dir.path(), &kc);
     let p = proxy_from(&path).await;
     // Pass-through (services are not cached) goes through the proxy too.
     let (status, body) =
@@ -573,19 +565,12 @@ async fn proxy_url_http_connect_tunnel() {
     assert_eq!((r.status(), r.version()), (StatusCode::OK, Version::HTTP_2));
 
     // Wrong credentials: the proxy's 407 is a connect error that names the proxy.
-    let kc = kubeconfig(
-        &[(
-            "sim",
-            json!({
-                "server": named_url(&sim),
-                "certificate-authority-data": b64(&ca.pem),
-                "proxy-url": format!("http://someone:else@{}", proxy.addr),
-            }),
-            json!({"token": "t"}),
-        )],
-        Some("sim"),
+    let path = through_proxy(
+        dir.path(),
+        &ca,
+        &sim,
+        &format!("http://someone:else@{}", proxy.addr),
     );
-    let path = write_kubeconfig(dir.path(), &kc);
     let e = upstream_from(&path)
         .get("/version", "application/json")
         .await
@@ -610,19 +595,12 @@ async fn proxy_url_socks5() {
     let sim = named_tls_sim(&ca).await;
     let proxy = ProxyServer::socks5(Some(("sock", "s3cret"))).await;
     let dir = tempfile::tempdir().unwrap();
-    let kc = kubeconfig(
-        &[(
-            "sim",
-            json!({
-                "server": named_url(&sim),
-                "certificate-authority-data": b64(&ca.pem),
-                "proxy-url": format!("socks5://sock:s3cret@{}", proxy.addr),
-            }),
-            json!({"token": "t"}),
-        )],
-        Some("sim"),
+    let path = through_proxy(
+        dir.path(),
+        &ca,
+        &sim,
+        &format!("socks5://sock:s3cret@{}", proxy.addr),
     );
-    let path = write_kubeconfig(dir.path(), &kc);
     let p = proxy_from(&path).await;
     let (status, body) =
         crate::common::get_json(&format!("{}/api/v1/namespaces/default/services", p.url)).await;
@@ -635,16 +613,7 @@ async fn proxy_url_socks5() {
     }
     // A SOCKS proxy that is not there: a connect error naming it.
     let dead = crate::common::dead_port();
-    let kc = kubeconfig(
-        &[(
-            "sim",
-            json!({"server": named_url(&sim), "certificate-authority-data": b64(&ca.pem),
-                   "proxy-url": format!("socks5://127.0.0.1:{dead}")}),
-            json!({"token": "t"}),
-        )],
-        Some("sim"),
-    );
-    let path = write_kubeconfig(dir.path(), &kc);
+    let path = through_proxy(dir.path(), &ca, &sim, &format!("socks5://127.0.0.1:{dead}"));
     let e = upstream_from(&path)
         .get("/version", "application/json")
         .await
