@@ -72,6 +72,24 @@ fn exec_kubeconfig(dir: &Path, cluster: Value, exec: Value) -> PathBuf {
     write_kubeconfig(dir, &kc)
 }
 
+/// A plugin in `dir` that runs `prelude` and then prints the token its file `token` holds, with
+/// `first` written there and accepted by `sim`; the kubeconfig that runs it against `sim`.
+fn token_file_plugin(dir: &Path, sim: &Simulator, first: &str, prelude: &str) -> PathBuf {
+    sim.set_bearer_token(Some(first.into()));
+    std::fs::write(dir.join("token"), first).unwrap();
+    let script = plugin(
+        dir,
+        &format!(
+            "{prelude}T=$(cat \"$D/token\")\ncat <<EOF\n{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"$T\"}}}}\nEOF"
+        ),
+    );
+    exec_kubeconfig(
+        dir,
+        json!({"server": sim.url()}),
+        json!({"apiVersion": V1, "command": script, "interactiveMode": "Never"}),
+    )
+}
+
 /// watchmux caching the test kinds from the upstream of `kubeconfig`, with `f` applied; does
 /// not wait for the sync.
 pub(crate) async fn proxy_from(kubeconfig: &Path, f: impl FnOnce(&mut Config)) -> TestProxy {
@@ -256,19 +274,9 @@ async fn a_token_is_renewed_before_it_expires() {
 #[tokio::test]
 async fn a_401_runs_the_plugin_once_and_the_request_is_sent_again() {
     let sim = crate::common::sim_with(|_| {}).await;
-    sim.set_bearer_token(Some("first".into()));
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(d.join("token"), "first").unwrap();
-    let script = plugin(
-        d,
-        "T=$(cat \"$D/token\")\ncat <<EOF\n{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"$T\"}}\nEOF",
-    );
-    let kc = exec_kubeconfig(
-        d,
-        json!({"server": sim.url()}),
-        json!({"apiVersion": V1, "command": script, "interactiveMode": "Never"}),
-    );
+    let kc = token_file_plugin(d, &sim, "first", "");
     let p = proxy_from(&kc, |_| {}).await;
     wait_ready(&p).await;
     assert_eq!(runs(d).len(), 1);
@@ -304,19 +312,9 @@ async fn a_401_runs_the_plugin_once_and_the_request_is_sent_again() {
 #[tokio::test]
 async fn concurrent_requests_share_one_run() {
     let sim = crate::common::sim_with(|_| {}).await;
-    sim.set_bearer_token(Some("a".into()));
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(d.join("token"), "a").unwrap();
-    let script = plugin(
-        d,
-        "sleep 1\nT=$(cat \"$D/token\")\ncat <<EOF\n{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"$T\"}}\nEOF",
-    );
-    let kc = exec_kubeconfig(
-        d,
-        json!({"server": sim.url()}),
-        json!({"apiVersion": V1, "command": script, "interactiveMode": "Never"}),
-    );
+    let kc = token_file_plugin(d, &sim, "a", "sleep 1\n");
     let p = proxy_from(&kc, |_| {}).await;
     let burst = async |p: &TestProxy| {
         let url = services(p);
