@@ -36,6 +36,7 @@ use tokio_util::task::TaskTracker;
 use crate::cache::budget::{MemoryBudget, Pressure};
 use crate::cache::{CacheSettings, ResourceCache};
 use crate::config::{CacheConfig, CacheMode, Config, ResourceSpec};
+use crate::control::ControlRuntime;
 use crate::downstream::limits;
 use crate::metrics::{KindChange, ResourceMetrics};
 use crate::reflector::catalog::{Catalog, Gvr};
@@ -146,6 +147,9 @@ pub struct App {
     pub draining: CancellationToken,
     /// Background tasks.
     pub tasks: TaskTracker,
+    /// The thread the caches' upkeep runs on (reflectors, discovery, CRDs, the keeper of kinds,
+    /// freshness checks), apart from the clients' runtime.
+    pub control: ControlRuntime,
     /// Downstream connections (waited for, within a bound, at shutdown).
     pub conns: TaskTracker,
     /// Metrics and health state.
@@ -234,6 +238,7 @@ impl App {
             header_read_timeout: config.server.header_read_timeout,
             http2_max_concurrent_streams: config.server.http2_max_concurrent_streams,
             tasks: TaskTracker::new(),
+            control: ControlRuntime::start(),
             conns: TaskTracker::new(),
             metrics,
             crds,
@@ -245,9 +250,10 @@ impl App {
                 proxy.crds.clone(),
                 proxy.cancel.clone(),
             );
-            proxy
-                .tasks
-                .spawn(crate::reflector::crd::run(up, crds, cancel));
+            proxy.tasks.spawn_on(
+                crate::reflector::crd::run(up, crds, cancel),
+                proxy.control.handle(),
+            );
         }
         if let Some(catalog) = &proxy.catalog {
             let (up, catalog, cancel) = (
@@ -255,11 +261,14 @@ impl App {
                 catalog.clone(),
                 proxy.cancel.clone(),
             );
+            proxy.tasks.spawn_on(
+                crate::reflector::catalog::run(up, catalog, cancel),
+                proxy.control.handle(),
+            );
+            let p = proxy.clone();
             proxy
                 .tasks
-                .spawn(crate::reflector::catalog::run(up, catalog, cancel));
-            let p = proxy.clone();
-            proxy.tasks.spawn(async move { p.keep_kinds().await });
+                .spawn_on(async move { p.keep_kinds().await }, proxy.control.handle());
         }
         for spec in &config.cache.resources {
             proxy.start_kind(spec.clone(), true);
@@ -302,12 +311,15 @@ impl App {
         self.metrics.kind_change(KindChange::Started);
         let previous = self.retiring.lock().remove(&key);
         let (app, s) = (self.clone(), slot.clone());
-        let task = self.tasks.spawn(async move {
-            if let Some(previous) = previous {
-                let _ = previous.await;
-            }
-            app.run_resource(s).await;
-        });
+        let task = self.tasks.spawn_on(
+            async move {
+                if let Some(previous) = previous {
+                    let _ = previous.await;
+                }
+                app.run_resource(s).await;
+            },
+            self.control.handle(),
+        );
         *slot.task.lock() = Some(task);
         slot
     }

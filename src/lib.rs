@@ -27,6 +27,7 @@ pub mod app;
 pub mod auth;
 pub mod cache;
 pub mod config;
+pub mod control;
 pub mod downstream;
 pub mod error;
 pub mod hub;

@@ -938,6 +938,37 @@ mod tests {
             .collect()
     }
 
+    /// A name-scoped read (a kubelet's watch of one ConfigMap) looks its object up by key
+    /// instead of walking its namespace.
+    #[test]
+    fn a_named_read_selects_only_its_object() {
+        let (cache, writer) = ResourceCache::new(pods(), CacheSettings::default());
+        writer.replace(
+            vec![
+                pod("a", "p1", "n1", 2),
+                pod("a", "p2", "n1", 3),
+                pod("b", "p2", "n2", 4),
+            ],
+            4,
+        );
+        let candidates = |ns: Option<&str>, fields: &str| {
+            let f =
+                Filter::parse("", "Pod", true, &[], ns.map(str::to_string), "", fields).unwrap();
+            cache.snapshot().select(&cache.info, ns, &f).count()
+        };
+        assert_eq!(candidates(Some("a"), "metadata.name=p2"), 1);
+        assert_eq!(candidates(None, "metadata.namespace=b,metadata.name=p2"), 1);
+        assert_eq!(candidates(Some("a"), "metadata.name=p9"), 0);
+        // Without a namespace the name alone does not pin a namespaced object.
+        assert_eq!(candidates(None, "metadata.name=p2"), 3);
+        assert_eq!(names(&cache, Some("a"), "metadata.name=p2"), ["a/p2"]);
+        assert_eq!(
+            names(&cache, None, "metadata.namespace=b,metadata.name=p2"),
+            ["b/p2"]
+        );
+        assert!(names(&cache, Some("b"), "metadata.name=p1").is_empty());
+    }
+
     #[test]
     fn field_index_follows_moves_and_deletes_and_keeps_key_order() {
         let (cache, writer) = ResourceCache::new(pods(), CacheSettings::default());

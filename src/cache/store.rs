@@ -113,15 +113,27 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The objects a request may match, in key order: the index bucket when the filter pins an
-    /// indexed field (a kubelet's `spec.nodeName=<node>`), else the namespace's range. The
-    /// caller still applies the filter.
+    /// The objects a request may match, in key order: the one object named when the filter
+    /// pins `metadata.name` (and, for a namespaced kind, the namespace: a kubelet's watch of
+    /// one ConfigMap), the index bucket when it pins an indexed field (a kubelet's
+    /// `spec.nodeName=<node>`), else the namespace's range. The caller still applies the filter.
     pub fn select<'a>(
         &'a self,
         info: &ResourceInfo,
         namespace: Option<&'a str>,
         filter: &Filter,
     ) -> Box<dyn Iterator<Item = &'a Arc<Cached>> + Send + 'a> {
+        if let Some(name) = filter.fields.exact_value("metadata.name") {
+            let ns = namespace.or_else(|| filter.fields.exact_value("metadata.namespace"));
+            let key = match (info.namespaced, ns) {
+                (true, Some(ns)) => Some(super::record::object_key(ns, name)),
+                (false, _) => Some(super::record::object_key("", name)),
+                (true, None) => None,
+            };
+            if let Some(key) = key {
+                return Box::new(self.objects.get(key.as_str()).into_iter());
+            }
+        }
         for (i, f) in info.index_fields.iter().enumerate() {
             let (Some(v), Some(index)) = (filter.fields.exact_value(f), self.by_field.get(i))
             else {

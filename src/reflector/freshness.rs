@@ -168,6 +168,9 @@ const MAX_ROUNDS_IN_FLIGHT: usize = 8;
 /// at most [`MAX_ROUNDS_IN_FLIGHT`] at a time.
 struct Rounds<T> {
     interval: Duration,
+    /// The runtime the rounds run on: the one that made the check (the reflector's, the
+    /// control runtime), not the reader's (see `crate::control`).
+    runtime: tokio::runtime::Handle,
     in_flight: Arc<tokio::sync::Semaphore>,
     state: Mutex<RoundsState<T>>,
 }
@@ -182,9 +185,11 @@ struct RoundsState<T> {
 }
 
 impl<T: Clone + Send + Sync + 'static> Rounds<T> {
+    /// Rounds at least `interval` apart, run on the current runtime.
     fn new(interval: Duration) -> Arc<Rounds<T>> {
         Arc::new(Rounds {
             interval,
+            runtime: tokio::runtime::Handle::current(),
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_ROUNDS_IN_FLIGHT)),
             state: Mutex::new(RoundsState {
                 running: false,
@@ -209,7 +214,7 @@ impl<T: Clone + Send + Sync + 'static> Rounds<T> {
         if !s.running {
             s.running = true;
             let me = self.clone();
-            tokio::spawn(async move { me.drive(run).await });
+            self.runtime.spawn(async move { me.drive(run).await });
         }
         rx
     }
@@ -322,9 +327,13 @@ impl Freshness {
         self.metrics.freshness_wait();
         let me = self.clone();
         let mut rx = self.rounds.join(move || me.clone().round());
+        let arrived = Instant::now();
         match timeout_at(deadline, rx.wait_for(Option::is_some)).await {
             Ok(Ok(outcome)) => outcome.clone().unwrap_or(Err(NotFresh::Timeout(within))),
-            _ => Err(NotFresh::Timeout(within)),
+            _ => {
+                tracing::debug!(resource = %self.cache.info.group_resource(), waited_ms = arrived.elapsed().as_millis() as u64, "consistent read gave up waiting for its freshness check");
+                Err(NotFresh::Timeout(within))
+            }
         }
     }
 
@@ -336,8 +345,13 @@ impl Freshness {
             result.as_ref().map(|(_, p)| p.as_str()).unwrap_or("failed"),
             started.elapsed(),
         );
-        if let Err(e) = &result {
-            tracing::debug!(resource = %self.cache.info.group_resource(), error = %e, "freshness check failed");
+        match &result {
+            Err(e) => {
+                tracing::debug!(resource = %self.cache.info.group_resource(), error = %e, elapsed_ms = started.elapsed().as_millis() as u64, "freshness check failed")
+            }
+            Ok((_, p)) => {
+                tracing::debug!(resource = %self.cache.info.group_resource(), proof = p.as_str(), elapsed_ms = started.elapsed().as_millis() as u64, "freshness check done")
+            }
         }
         result.map(|(snap, _)| snap)
     }

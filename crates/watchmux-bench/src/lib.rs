@@ -417,10 +417,17 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
     let nofile = raise_nofile_limit();
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| BenchError::io(format!("creating {}", opts.out.display()), e))?;
+    // `WATCHMUX_BENCH_KEEP=1` keeps the scratch directory (the targets' logs and configs) for
+    // a look after the run.
+    let keep = std::env::var_os("WATCHMUX_BENCH_KEEP").is_some();
     let work = tempfile::Builder::new()
         .prefix("watchmux-bench-")
+        .disable_cleanup(keep)
         .tempdir()
         .map_err(|e| BenchError::io("creating a scratch directory", e))?;
+    if keep {
+        eprintln!("scratch directory kept: {}", work.path().display());
+    }
     // Every TLS case of the run (and the simulators' HTTPS addresses) uses this certificate.
     let pki = tls::Pki::generate(work.path())?;
     let env = Env {

@@ -575,6 +575,11 @@ impl Run<'_> {
                 self.kind,
                 not_from_cache(m, b.metrics.as_ref())
             );
+            eprintln!(
+                "  {c} {}: freshness checks: {}",
+                self.kind,
+                freshness_outcomes(m, b.metrics.as_ref())
+            );
         }
         for (id, values) in [(CLIENTS_ID, clients), (COSTS_ID, costs)] {
             let sample = Sample {
@@ -621,19 +626,55 @@ impl Run<'_> {
 /// watchmux's reads not answered from its cache during a phase (`after` less `before`), by
 /// source, verb, resource and reason: `pass_through/watch/configmaps/not_fresh=12, …`.
 fn not_from_cache(after: &Metrics, before: Option<&Metrics>) -> String {
+    breakdown(
+        after,
+        before,
+        "watchmux_reads_total",
+        &["source", "verb", "resource", "reason"],
+        |l| l("source") != "cache",
+    )
+}
+
+/// The phase's freshness checks by resource and outcome (`watchmux_freshness_checks_total`),
+/// then their total seconds and the readers that waited for them, by resource.
+fn freshness_outcomes(after: &Metrics, before: Option<&Metrics>) -> String {
+    let of = |name| breakdown(after, before, name, &["resource"], |_| true);
+    format!(
+        "{}; seconds {}; readers {}",
+        breakdown(
+            after,
+            before,
+            "watchmux_freshness_checks_total",
+            &["resource", "outcome"],
+            |_| true,
+        ),
+        of("watchmux_freshness_check_duration_seconds_sum"),
+        of("watchmux_freshness_waits_total"),
+    )
+}
+
+/// A counter's growth over the phase per combination of `keys` (labels joined by `/`), for the
+/// series `keep` accepts; `none` when nothing grew.
+fn breakdown(
+    after: &Metrics,
+    before: Option<&Metrics>,
+    name: &str,
+    keys: &[&str],
+    keep: impl Fn(&dyn Fn(&str) -> String) -> bool,
+) -> String {
     let mut by: std::collections::BTreeMap<String, f64> = Default::default();
     let mut add = |m: &Metrics, sign: f64| {
-        for (_, labels, v) in m.matching(|n| n == "watchmux_reads_total") {
-            let l = |k: &str| {
+        for (_, labels, v) in m.matching(|n| n == name) {
+            let l = |k: &str| -> String {
                 labels
                     .iter()
                     .find(|(lk, _)| lk == k)
-                    .map_or("", |(_, lv)| lv.as_str())
+                    .map_or(String::new(), |(_, lv)| lv.clone())
             };
-            if l("source") == "cache" {
+            if !keep(&l) {
                 continue;
             }
-            let key = [l("source"), l("verb"), l("resource"), l("reason")].join("/");
+            let key = keys.iter().map(|k| l(k)).collect::<Vec<_>>().join("/");
             *by.entry(key).or_default() += sign * v;
         }
     };
