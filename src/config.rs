@@ -186,7 +186,7 @@ impl Default for ServerConfig {
             authz_allow_ttl: Duration::from_secs(300),
             authz_deny_ttl: Duration::from_secs(30),
             authz_token_cache_size: 65_536,
-            authz_access_cache_size: 262_144,
+            authz_access_cache_size: 524_288,
             max_watches_per_client: 100,
             max_concurrent_lists: 64,
             max_header_bytes: 1 << 20,

@@ -21,18 +21,23 @@
 //! (it sent the review: the upstream's reviews are the misses) or `shared` (it waited for a
 //! concurrent identical one).
 //!
-//! **Sized for a fleet.** A kubelet opens one watch per ConfigMap and Secret its pods mount,
-//! scoped by name, so each is its own SubjectAccessReview key (user × verb × resource ×
-//! namespace × name): about 150,000 for 5,000 nodes, plus each node's few other reads.
-//! kube-apiserver answers those in-process (its Node authorizer); its webhook authorizer keeps
-//! only 8,192 answers (an LRU), which such a fleet would churn through. So the access cache
-//! holds `server.authz_access_cache_size` (262,144) entries, the token cache
+//! **Sized for a fleet.** A kubelet opens one watch per ConfigMap and Secret its pods mount
+//! (each namespace's `kube-root-ca.crt` included), scoped by name, so each is its own
+//! SubjectAccessReview key (user × verb × resource × namespace × name). Pods spread over every
+//! node, so a node's pods come from different Deployments and namespaces: in clusterloader2's
+//! load shape (`kube-sim --shape cl2`, 30 pods a node, a ConfigMap and a Secret per
+//! Deployment) that is 59 keys per node at 500 nodes, 74 at 2,000 and 80 at 5,000 (402,000),
+//! plus each node's 6 other reads (its pods, its Node, Services, EndpointSlices,
+//! RuntimeClasses, CSIDrivers): about 430,000 for 5,000 nodes. kube-apiserver answers those
+//! in-process (its Node authorizer); its webhook authorizer keeps only 8,192 answers (an LRU),
+//! which such a fleet would churn through. So the access cache holds
+//! `server.authz_access_cache_size` (524,288) entries, the token cache
 //! `server.authz_token_cache_size` (65,536: kubelets usually present certificates, which need
 //! no TokenReview; bearer-token kubelets and workloads do). Memory follows the entries held,
 //! not the bound. An access entry is its key in one allocation (each string length-prefixed:
 //! 166 bytes for a kubelet's per-object watch) with moka's own share (its maps, deques and
 //! timer wheel): about 460 bytes asked of the allocator per entry for such keys, measured
-//! (`entries_stay_small`), so a full default cache holds about 120 MB; a key over
+//! (`entries_stay_small`), so a full default cache holds about 240 MB; a key over
 //! [`MAX_CACHED_KEY_BYTES`] (kube's bound on the requester's attributes) is reviewed every time
 //! instead of cached. A token entry is keyed on an HMAC-SHA256 of the token under a key drawn
 //! at start (kube's token cache does the same): 32 bytes whatever the token's length (a

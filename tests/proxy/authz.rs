@@ -543,7 +543,7 @@ fn authz_config_defaults_and_refusals() {
     assert_eq!(c.server.authz_deny_ttl, Duration::from_secs(30));
     // Sized for a 5,000-node fleet's per-object kubelet watches (see config.toml).
     assert_eq!(c.server.authz_token_cache_size, 65_536);
-    assert_eq!(c.server.authz_access_cache_size, 262_144);
+    assert_eq!(c.server.authz_access_cache_size, 524_288);
     let c = Config::from_toml_str(
         "[server]\nlisten = \"0.0.0.0:8443\"\nauth = \"client\"\n",
         "t",

@@ -18,6 +18,11 @@
 //! Client certificates are not mapped to identities by the simulator, and the rules are flat
 //! grants, not RBAC objects (no roles, bindings or aggregation). The TLS front's single required
 //! token ([`super::tls`]) is a separate, earlier check.
+//!
+//! [`Policy::node_authorizer`] (`kube-sim --node-tokens ADMIN_TOKEN`) is a policy shaped like a
+//! real cluster's for its kubelets, deliberately simpler than kube's Node authorizer: each node
+//! authenticates by its own token ([`node_token`]) as `system:node:<node>` in `system:nodes`,
+//! which may read everything and write what a kubelet writes; one admin token may do anything.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -127,6 +132,75 @@ impl Policy {
             Ok(())
         } else {
             Err(forbidden(&u.user, a, ""))
+        }
+    }
+}
+
+/// The group of every node's identity in [`Policy::node_authorizer`].
+pub const NODES_GROUP: &str = "system:nodes";
+
+/// The admin token's user in [`Policy::node_authorizer`].
+pub const ADMIN_USER: &str = "kube-sim-admin";
+
+/// The admin token's group in [`Policy::node_authorizer`] (kube's superuser group).
+pub const ADMIN_GROUP: &str = "system:masters";
+
+/// The bearer token of node `node` in [`Policy::node_authorizer`]: `node-token-<node>`
+/// (`node-token-node-00007`).
+pub fn node_token(node: &str) -> String {
+    format!("node-token-{node}")
+}
+
+/// The user name of node `node`, as kube names a kubelet: `system:node:<node>`.
+pub fn node_user(node: &str) -> String {
+    format!("system:node:{node}")
+}
+
+impl Policy {
+    /// A policy like a real cluster's for its nodes, simplified: each of `nodes` authenticates
+    /// by [`node_token`] as [`node_user`] in [`NODES_GROUP`], and that group may get, list and
+    /// watch every resource, create, update and patch Leases in `kube-node-lease`, update and
+    /// patch `pods/status` and `nodes/status`, and create, update and patch Events (core and
+    /// `events.k8s.io`). Unlike kube's Node authorizer, a node is not limited to the objects
+    /// bound to it. `admin_token` authenticates as [`ADMIN_USER`] in [`ADMIN_GROUP`], which may
+    /// do anything (TokenReviews and SubjectAccessReviews included).
+    pub fn node_authorizer(nodes: impl IntoIterator<Item = String>, admin_token: &str) -> Policy {
+        let mut tokens: HashMap<String, (String, Vec<String>)> = nodes
+            .into_iter()
+            .map(|n| {
+                (
+                    node_token(&n),
+                    (node_user(&n), vec![NODES_GROUP.to_string()]),
+                )
+            })
+            .collect();
+        tokens.insert(
+            admin_token.to_string(),
+            (ADMIN_USER.to_string(), vec![ADMIN_GROUP.to_string()]),
+        );
+        let writes = ["create", "update", "patch"];
+        Policy {
+            tokens,
+            rules: vec![
+                Rule::new(ADMIN_GROUP, &["*"], "*", &["*"], None),
+                Rule::new(NODES_GROUP, &["get", "list", "watch"], "*", &["*"], None),
+                Rule::new(
+                    NODES_GROUP,
+                    &writes,
+                    "coordination.k8s.io",
+                    &["leases"],
+                    Some(crate::cl2::NODE_LEASE_NAMESPACE),
+                ),
+                Rule::new(
+                    NODES_GROUP,
+                    &["update", "patch"],
+                    "",
+                    &["pods/status", "nodes/status"],
+                    None,
+                ),
+                Rule::new(NODES_GROUP, &writes, "", &["events"], None),
+                Rule::new(NODES_GROUP, &writes, "events.k8s.io", &["events"], None),
+            ],
         }
     }
 }

@@ -78,6 +78,14 @@ pub struct SimArgs {
     /// PEM private key of --tls-cert-file.
     #[arg(long)]
     pub tls_key_file: Option<PathBuf>,
+    /// Authenticate and authorize every request, as a cluster does its nodes: each node of the
+    /// loaded cluster by its own bearer token `node-token-<node>` (user `system:node:<node>`,
+    /// group `system:nodes`: read everything, write Leases, pod and node status, Events), and
+    /// ADMIN_TOKEN as `kube-sim-admin` in `system:masters` (anything, TokenReviews and
+    /// SubjectAccessReviews included). Other tokens get 401, requests without one are
+    /// `system:anonymous`, which may read no resource.
+    #[arg(long, value_name = "ADMIN_TOKEN", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub node_tokens: Option<String>,
 }
 
 impl SimArgs {
@@ -103,6 +111,13 @@ impl SimArgs {
                 namespaces: self.namespaces.max(1),
                 seed: self.seed,
             });
+        }
+        if let Some(admin) = &self.node_tokens {
+            let nodes: Vec<String> = match &cfg.cl2 {
+                Some(spec) => spec.node_names(),
+                None => (0..self.nodes).map(crate::fleet::node_name).collect(),
+            };
+            cfg.policy = Some(crate::authz::Policy::node_authorizer(nodes, admin));
         }
         if self.churn > 0.0 {
             cfg.churn = Some(ChurnSpec {

@@ -89,6 +89,9 @@ pub struct SimConfig {
     pub churn: Option<churn::ChurnSpec>,
     /// Serve HTTPS (optionally requiring a client certificate and/or a bearer token).
     pub tls: Option<tls::SimTls>,
+    /// The authentication and authorization policy in effect from the start (see [`authz`];
+    /// [`SimState::set_policy`] changes it later); `None` serves everyone.
+    pub policy: Option<authz::Policy>,
 }
 
 impl Default for SimConfig {
@@ -105,6 +108,7 @@ impl Default for SimConfig {
             cl2: None,
             churn: None,
             tls: None,
+            policy: None,
         }
     }
 }
@@ -228,6 +232,7 @@ impl Simulator {
         let cancel = CancellationToken::new();
         let tasks = TaskTracker::new();
         let ops = Ops::new(store.clone(), config.timings, tasks.clone(), cancel.clone());
+        let policy = parking_lot::RwLock::new(config.policy.clone().map(Arc::new));
         let state = Arc::new(SimState {
             stats: Stats::new(&registry),
             registry,
@@ -239,7 +244,7 @@ impl Simulator {
             cancel,
             tasks,
             auth,
-            policy: parking_lot::RwLock::new(None),
+            policy,
             churn_control: parking_lot::Mutex::new(None),
         });
         let sim = Simulator { state };

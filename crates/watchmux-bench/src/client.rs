@@ -182,8 +182,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         path_and_query: &str,
         encoding: Encoding,
     ) -> std::io::Result<()> {
+        self.get_as_bearer(path_and_query, encoding, None).await
+    }
+
+    /// [`Conn::get_as`] with `Authorization: Bearer <token>` when `token` is given.
+    pub async fn get_as_bearer(
+        &mut self,
+        path_and_query: &str,
+        encoding: Encoding,
+        token: Option<&str>,
+    ) -> std::io::Result<()> {
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
         let req = format!(
-            "GET {path_and_query} HTTP/1.1\r\nHost: {}\r\nAccept: {}\r\nUser-Agent: watchmux-bench\r\n\r\n",
+            "GET {path_and_query} HTTP/1.1\r\nHost: {}\r\nAccept: {}\r\nUser-Agent: watchmux-bench\r\n{auth}\r\n",
             self.host,
             encoding.accept()
         );
@@ -859,8 +872,18 @@ pub async fn get_body_as(
     path_and_query: &str,
     encoding: Encoding,
 ) -> std::io::Result<(Head, Vec<u8>)> {
+    get_body_as_bearer(addr, path_and_query, encoding, None).await
+}
+
+/// [`get_body_as`] with `Authorization: Bearer <token>` when `token` is given.
+pub async fn get_body_as_bearer(
+    addr: SocketAddr,
+    path_and_query: &str,
+    encoding: Encoding,
+    token: Option<&str>,
+) -> std::io::Result<(Head, Vec<u8>)> {
     let mut c = Conn::connect(addr).await?;
-    c.get_as(path_and_query, encoding).await?;
+    c.get_as_bearer(path_and_query, encoding, token).await?;
     let head = c.read_head().await?;
     let size = head.content_length.unwrap_or(0).min(1 << 32);
     let mut body = Vec::with_capacity(usize::try_from(size).unwrap_or(0));

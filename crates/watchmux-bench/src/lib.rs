@@ -231,6 +231,9 @@ pub struct Sizes {
     pub nodefleet_wire: nodefleet::Wire,
     /// S12: the simulated cluster's shape.
     pub nodefleet_shape: nodefleet::Shape,
+    /// S12: whether the nodes authenticate by their own tokens, authorized by the simulator and
+    /// by watchmux's delegated authz.
+    pub nodefleet_authz: nodefleet::Authz,
     /// S12: seconds of the steady-churn phase.
     pub nodefleet_window_secs: f64,
     /// S12: seconds the upstream is down.
@@ -296,6 +299,7 @@ impl Sizes {
             nodefleet_churn: 10.0,
             nodefleet_wire: nodefleet::Wire::Tls,
             nodefleet_shape: nodefleet::Shape::Cl2,
+            nodefleet_authz: nodefleet::Authz::Delegated,
             nodefleet_window_secs: 60.0,
             nodefleet_outage_secs: 30.0,
             nodefleet_sync_timeout_secs: 1800.0,
@@ -350,6 +354,7 @@ impl Sizes {
             nodefleet_churn: 10.0,
             nodefleet_wire: nodefleet::Wire::Tls,
             nodefleet_shape: nodefleet::Shape::Cl2,
+            nodefleet_authz: nodefleet::Authz::Delegated,
             nodefleet_window_secs: 2.0,
             nodefleet_outage_secs: 2.0,
             nodefleet_sync_timeout_secs: 60.0,

@@ -309,6 +309,11 @@ struct RunArgs {
     /// fleet, 30 pods per node) [default: cl2].
     #[arg(long)]
     nodefleet_shape: Option<watchmux_bench::nodefleet::Shape>,
+    /// S12 nodes' credentials: delegated (each node its own token, which the simulator
+    /// authenticates and authorizes; watchmux runs `server.authz = "delegated"`) or none (no
+    /// tokens, watchmux `authz = "none"`) [default: delegated].
+    #[arg(long)]
+    nodefleet_authz: Option<watchmux_bench::nodefleet::Authz>,
     /// S12 seconds of the steady-churn phase [default: 60; --smoke: 2].
     #[arg(long)]
     nodefleet_window_secs: Option<f64>,
@@ -424,6 +429,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         nodefleet_churn,
         nodefleet_wire,
         nodefleet_shape,
+        nodefleet_authz,
         nodefleet_window_secs,
         nodefleet_outage_secs,
         nodefleet_sync_timeout_secs,

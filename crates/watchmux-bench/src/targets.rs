@@ -295,6 +295,12 @@ pub struct Launch {
     /// Start watchmux (or the limit program) from this build instead of the bench's own binary
     /// (`None`).
     pub build: Option<Build>,
+    /// watchmux's own bearer token for the upstream: its configuration then names a kubeconfig
+    /// (written beside it) with the simulator's URL and this token, instead of a bare `url`
+    /// (no credentials).
+    pub upstream_token: Option<String>,
+    /// More `[server]` keys for watchmux (TOML lines, e.g. `authz = "delegated"`).
+    pub server_extra: String,
 }
 
 /// A build of watchmux to start: a `watchmux-bench` binary, whose `serve` role takes the
@@ -323,13 +329,15 @@ fn core_v1<'a>(resources: &[&'a str]) -> Vec<Gvr<'a>> {
 
 /// watchmux's settings for a bench: `resources` cached, limits lifted so the
 /// bench's thousands of same-address clients are not mistaken for one abusive client;
-/// `cache_extra` is more `[cache]` keys (TOML lines; without a `mode`, the listed mode of the
-/// bench's earlier rows); served over TLS with `tls`'s certificate
-/// when given.
+/// `upstream` is the `[upstream]` keys (TOML lines: its `url`, or a `kubeconfig`);
+/// `server_extra` is more `[server]` keys and `cache_extra` more `[cache]` keys (TOML lines;
+/// without a `mode`, the listed mode of the bench's earlier rows); served over TLS with `tls`'s
+/// certificate when given.
 fn watchmux_config(
-    upstream: SocketAddr,
+    upstream: &str,
     listen: SocketAddr,
     resources: &[Gvr],
+    server_extra: &str,
     cache_extra: &str,
     tls: Option<&Pki>,
 ) -> String {
@@ -348,7 +356,7 @@ fn watchmux_config(
         "mode = \"listed\"\n"
     };
     let mut s = format!(
-        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n{tls}\n[log]\nlevel = \"warn\"\n\n[upstream]\nurl = \"http://{upstream}\"\n\n[cache]\n{mode}{cache_extra}"
+        "# Written by `watchmux-bench`.\n[server]\nlisten = \"{listen}\"\nmax_watches_per_client = 1000000\nmax_concurrent_lists = 100000\n{tls}{server_extra}\n[log]\nlevel = \"warn\"\n\n[upstream]\n{upstream}\n[cache]\n{mode}{cache_extra}"
     );
     for (g, v, r) in resources {
         s.push_str(&format!(
@@ -413,9 +421,42 @@ pub async fn start_watchmux_full(
     let addr = procs::free_addr()?;
     let pki = launch.tls.then(|| env.pki()).transpose()?;
     let config = env.workdir.join(format!("watchmux-{}.toml", addr.port()));
+    let server = format!("http://{}", sim.addr);
+    let upstream = match &launch.upstream_token {
+        None => format!("url = \"{server}\"\n"),
+        Some(token) => {
+            let kc = env
+                .workdir
+                .join(format!("watchmux-{}.kubeconfig", addr.port()));
+            // JSON is YAML.
+            let doc = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "sim", "cluster": {"server": server}}],
+                "users": [{"name": "watchmux", "user": {"token": token}}],
+                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "watchmux"}}],
+                "current-context": "sim",
+            });
+            std::fs::write(&kc, doc.to_string())
+                .map_err(|e| BenchError::io(format!("writing {}", kc.display()), e))?;
+            format!("kubeconfig = \"{}\"\n", kc.display())
+        }
+    };
+    let server_extra = if launch.server_extra.is_empty() || launch.server_extra.ends_with('\n') {
+        launch.server_extra.clone()
+    } else {
+        format!("{}\n", launch.server_extra)
+    };
     std::fs::write(
         &config,
-        watchmux_config(sim.addr, addr, resources, cache_extra, pki.map(|p| &**p)),
+        watchmux_config(
+            &upstream,
+            addr,
+            resources,
+            &server_extra,
+            cache_extra,
+            pki.map(|p| &**p),
+        ),
     )
     .map_err(|e| BenchError::io(format!("writing {}", config.display()), e))?;
     let mut args = ["serve", "--config", &config.display().to_string()]

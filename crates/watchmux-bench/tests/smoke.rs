@@ -304,22 +304,29 @@ async fn smoke_bench_on_demand_kinds() {
 /// through watchmux and against the simulator directly, every phase. Every cold start synced;
 /// after the upstream's outage every node checked holds what the simulator holds (its pods, one
 /// synced informer per ConfigMap/Secret they reference, holding the object when it exists);
-/// no client met an error status or an ERROR event.
+/// no client met an error status or an ERROR event. Each node sent its own token, reviewed
+/// by watchmux's delegated authz through the simulator: every watchmux phase has a hit rate,
+/// and its cold starts sent the simulator TokenReviews and SubjectAccessReviews.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_bench_node_fleet() {
     let (report, _) = smoke_bench(&[Scenario::NodeFleet], &["S12.1", "S12.2", "S12.3"]).await;
     let sizes = Sizes::smoke();
     let n = sizes.nodefleet_nodes[0];
     let s = &report.samples;
-    let row = |t: TargetKind, phase: &str| -> Vec<(&'static str, f64)> {
+    let table = |id: &str, t: TargetKind, phase: &str| -> Vec<(&'static str, f64)> {
         let case = format!("{n} · {phase}");
         let rows: Vec<&Sample> = s
             .iter()
-            .filter(|x| x.scenario == "S12.1" && x.target == t && x.case == case)
+            .filter(|x| x.scenario == id && x.target == t && x.case == case)
             .collect();
-        assert_eq!(rows.len(), sizes.nodefleet_repeats, "{t} {case}: {s:?}");
+        assert_eq!(
+            rows.len(),
+            sizes.nodefleet_repeats,
+            "{id} {t} {case}: {s:?}"
+        );
         rows[0].values.clone()
     };
+    let row = |t: TargetKind, phase: &str| table("S12.1", t, phase);
     let get = |v: &[(&'static str, f64)], k: &str| {
         v.iter()
             .find(|(n, _)| *n == k)
@@ -337,9 +344,23 @@ async fn smoke_bench_node_fleet() {
             // Five kubelets and kube-proxies: eight fixed informers each, and the per-object
             // ones of their pods (kube-root-ca.crt of the pods' namespace at least).
             assert!(get(&v, "informers") > (8 * n) as f64, "{t} {phase}: {v:?}");
-            if phase == "cold start" || phase == "restart on persist_dir" {
+            let cold = phase == "cold start" || phase == "restart on persist_dir";
+            if cold {
                 assert!(get(&v, "sync_s").is_finite(), "{t} {phase}: {v:?}");
                 assert!(get(&v, "initial_mb") > 0.0, "{t} {phase}: {v:?}");
+            }
+            let c = table("S12.2", t, phase);
+            let hit = get(&c, "authz_hit_pct");
+            if t == TargetKind::Watchmux {
+                assert!((0.0..=100.0).contains(&hit), "{t} {phase}: {c:?}");
+                let access = get(&c, "access_hit_pct");
+                assert!((0.0..=100.0).contains(&access), "{t} {phase}: {c:?}");
+                if cold {
+                    assert!(get(&c, "up_token_reviews") >= n as f64, "{phase}: {c:?}");
+                    assert!(get(&c, "up_access_reviews") > 0.0, "{phase}: {c:?}");
+                }
+            } else {
+                assert!(hit.is_nan(), "{t} {phase}: {c:?}");
             }
         }
         let last = row(t, "upstream down");

@@ -2,6 +2,7 @@
 //! kube-rs, kubectl and property tests. `cargo test -p kube-sim --test sim <module>::` runs one.
 
 mod aggregated_discovery;
+mod authz;
 mod builtins;
 mod cl2;
 mod crds;

@@ -36,21 +36,23 @@ pub fn sample(nodes: usize, max: usize) -> Vec<usize> {
     (0..max).map(|i| i * nodes / max).collect()
 }
 
-/// Checks `nodes[i]` for each `i` of `which` against the simulator at `sim`, again every 200 ms
-/// until all hold or `deadline` passes.
+/// Checks `nodes[i]` for each `i` of `which` against the simulator at `sim` (asked with `token`
+/// as the bearer token when given), again every 200 ms until all hold or `deadline` passes.
 pub async fn converged(
     sim: SocketAddr,
+    token: Option<&str>,
     nodes: &[Node],
     which: &[usize],
     deadline: Duration,
 ) -> Outcome {
+    let sim = Sim { addr: sim, token };
     let t0 = Instant::now();
     loop {
         let mut out = Outcome::default();
         for &i in which {
             let Some(n) = nodes.get(i) else { continue };
             out.checked += 1;
-            match node(sim, n).await {
+            match node(&sim, n).await {
                 Ok(()) => out.converged += 1,
                 Err(why) => {
                     out.first_mismatch
@@ -65,16 +67,22 @@ pub async fn converged(
     }
 }
 
+/// The simulator checked against, and the token it is asked with.
+struct Sim<'a> {
+    addr: SocketAddr,
+    token: Option<&'a str>,
+}
+
 /// GETs `path` from the simulator in protobuf: status and body.
-async fn get(sim: SocketAddr, path: &str) -> Result<(u16, Vec<u8>), String> {
-    client::get_body_as(sim, path, Encoding::Protobuf)
+async fn get(sim: &Sim<'_>, path: &str) -> Result<(u16, Vec<u8>), String> {
+    client::get_body_as_bearer(sim.addr, path, Encoding::Protobuf, sim.token)
         .await
         .map(|(h, b)| (h.status, b))
         .map_err(|e| format!("GET {path}: {e}"))
 }
 
 /// One node against the simulator.
-async fn node(sim: SocketAddr, n: &Node) -> Result<(), String> {
+async fn node(sim: &Sim<'_>, n: &Node) -> Result<(), String> {
     if let Some(i) = n
         .informers
         .iter()

@@ -63,9 +63,24 @@ pub struct NodeConn {
     rx: watch::Receiver<Option<Sender>>,
     /// `http://addr` or `https://addr`: the scheme and authority of every request URI.
     pub base: String,
+    /// The `Authorization` header of every request (`Bearer <token>`), when it has a token.
+    auth: Option<http::HeaderValue>,
 }
 
 impl NodeConn {
+    /// A request of `method` to `uri` as every request on this connection goes: the fleet's
+    /// User-Agent, and the client's bearer token when it has one.
+    pub fn request(&self, method: http::Method, uri: &str) -> http::request::Builder {
+        let mut b = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(http::header::USER_AGENT, super::USER_AGENT);
+        if let Some(auth) = &self.auth {
+            b = b.header(http::header::AUTHORIZATION, auth.clone());
+        }
+        b
+    }
+
     /// Waits for a live connection (or `stop`); `None` once stopped.
     pub async fn sender(&mut self, stop: &CancellationToken) -> Option<Sender> {
         loop {
@@ -120,13 +135,20 @@ async fn dial(ep: &Endpoint) -> std::io::Result<(Sender, Driver)> {
 }
 
 /// Starts keeping a connection to `ep` up until `stop`, in a task of `tasks`; returns the
-/// handle its users wait on.
+/// handle its users wait on, whose requests carry `token` as their bearer token when given.
 pub fn connect(
     tasks: &tokio_util::task::TaskTracker,
     ep: Endpoint,
+    token: Option<&str>,
     fleet: std::sync::Arc<Fleet>,
     stop: CancellationToken,
 ) -> NodeConn {
+    let auth = token.map(|t| {
+        let mut v = http::HeaderValue::from_str(&format!("Bearer {t}"))
+            .expect("the fleet's tokens are header values");
+        v.set_sensitive(true);
+        v
+    });
     let (tx, rx) = watch::channel(None);
     let scheme = if ep.tls.is_some() { "https" } else { "http" };
     let base = format!("{scheme}://{}", ep.addr);
@@ -166,7 +188,7 @@ pub fn connect(
         // Dropping the sender and the driver closes the connection.
         tx.send_replace(None);
     });
-    NodeConn { rx, base }
+    NodeConn { rx, base, auth }
 }
 
 /// A response read whole (small answers only: Lease writes, probe reads).
@@ -180,20 +202,19 @@ pub struct Answer {
     pub body: Bytes,
 }
 
-/// Sends `method uri` with `body` (JSON when not empty) asking for `accept`, and reads the
-/// whole answer.
+/// Sends `method uri` on `sender` as `conn`'s requests go ([`NodeConn::request`]), with `body`
+/// (JSON when not empty) asking for `accept`, and reads the whole answer.
 pub async fn exchange(
+    conn: &NodeConn,
     sender: &mut Sender,
     method: http::Method,
     uri: &str,
     accept: &str,
     body: Bytes,
 ) -> Result<Answer, String> {
-    let mut req = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(http::header::ACCEPT, accept)
-        .header(http::header::USER_AGENT, super::USER_AGENT);
+    let mut req = conn
+        .request(method, uri)
+        .header(http::header::ACCEPT, accept);
     if !body.is_empty() {
         req = req.header(http::header::CONTENT_TYPE, "application/json");
     }

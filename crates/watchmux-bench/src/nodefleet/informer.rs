@@ -152,9 +152,9 @@ async fn run(
         let min = spec.min_timeout.as_secs().max(1);
         let timeout = min + rand::random_range(0..=min);
         let pq = spec.query(if listing { None } else { rv.as_deref() }, timeout);
-        let req = http::Request::get(format!("{}{pq}", conn.base))
+        let req = conn
+            .request(http::Method::GET, &format!("{}{pq}", conn.base))
             .header(http::header::ACCEPT, ACCEPT)
-            .header(http::header::USER_AGENT, super::USER_AGENT)
             .body(Full::new(Bytes::new()));
         let Ok(req) = req else {
             fleet.error(|| format!("bad request URI {pq}"));

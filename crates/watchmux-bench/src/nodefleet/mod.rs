@@ -1,7 +1,9 @@
 //! S12 node fleet: N simulated nodes, each a kubelet and a kube-proxy reading what the real ones
 //! read ([`node`]), every node on one HTTP/2 connection (TLS, or h2c to spare the bench's own
 //! CPU), protobuf and watch-lists, against watchmux in front of the simulator and, as the
-//! comparison row, against the simulator directly.
+//! comparison row, against the simulator directly. Each node sends its own bearer token, which
+//! the simulator authenticates and authorizes and watchmux reviews through it with delegated
+//! authz ([`Authz`]; `--nodefleet-authz none`: no credentials).
 //!
 //! Each case (a fleet size) runs these phases against a fresh simulator per target, its churn
 //! on throughout (pod writes stamped with their write time):
@@ -111,8 +113,52 @@ impl std::str::FromStr for Shape {
     }
 }
 
-/// The simulator's flags for `nodes` nodes of `shape`.
-pub fn sim_args(nodes: usize, shape: Shape) -> Vec<String> {
+/// Who the nodes are to the servers they read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authz {
+    /// Nobody: no tokens, the simulator serves everyone, watchmux runs `authz = "none"` (on
+    /// loopback).
+    None,
+    /// Each node sends its own bearer token (`node-token-<node>`), which the simulator
+    /// authenticates and authorizes (`kube-sim --node-tokens`, a node-authorizer-like policy);
+    /// watchmux runs `authz = "delegated"`, reviewing each node's token and reads with the
+    /// simulator (TokenReview, SubjectAccessReview, cached) as [`ADMIN_TOKEN`], its own
+    /// credential. The probe and the convergence check use [`ADMIN_TOKEN`] too.
+    Delegated,
+}
+
+impl std::str::FromStr for Authz {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Authz::None),
+            "delegated" => Ok(Authz::Delegated),
+            other => Err(format!("unknown node authz {other:?} (none, delegated)")),
+        }
+    }
+}
+
+impl Authz {
+    /// The bearer token of node `name`, if it has one.
+    fn node_token(self, name: &str) -> Option<String> {
+        (self == Authz::Delegated).then(|| kube_sim::authz::node_token(name))
+    }
+
+    /// The token of the probe, the convergence check and watchmux, if they have one.
+    fn admin_token(self) -> Option<&'static str> {
+        (self == Authz::Delegated).then_some(ADMIN_TOKEN)
+    }
+}
+
+/// The simulator's admin token with [`Authz::Delegated`] (`kube-sim --node-tokens`): watchmux's
+/// own credential, the probe's and the convergence check's.
+pub const ADMIN_TOKEN: &str = "watchmux-bench-admin";
+
+/// watchmux's counter of its review-cache lookups, by `review` and `result`.
+const AUTHZ_LOOKUPS: &str = "watchmux_authz_cache_requests_total";
+
+/// The simulator's flags for `nodes` nodes of `shape`, its policy as `authz` says.
+pub fn sim_args(nodes: usize, shape: Shape, authz: Authz) -> Vec<String> {
     let mut a: Vec<String> = match shape {
         Shape::Flat => vec![
             "--nodes".into(),
@@ -130,6 +176,9 @@ pub fn sim_args(nodes: usize, shape: Shape) -> Vec<String> {
         ],
     };
     a.extend(["--seed".into(), "1".into()]);
+    if authz == Authz::Delegated {
+        a.extend(["--node-tokens".into(), ADMIN_TOKEN.into()]);
+    }
     a
 }
 
@@ -191,13 +240,13 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
         })
         .collect();
     let common = format!(
-        "{} nodes (cases `N · phase`), cluster shape `{}` (`kube-sim {}` for N nodes), {} pod writes/s of the simulator's churn throughout ({}; each stamps its write time). Each node is a kubelet (its pods by `spec.nodeName`, its Node, Services `spec.clusterIP!=None`, RuntimeClasses, CSIDrivers, one informer per ConfigMap and Secret its pods reference, opened and closed with the pods, `kube-root-ca.crt` included; a Lease PUT every 10 s) and a kube-proxy (Services and EndpointSlices without `service.kubernetes.io/service-proxy-name` and `service.kubernetes.io/headless`, its Node), all on one {} connection per node, in protobuf; every informer starts with a watch-list (ending at the `k8s.io/initial-events-end` bookmark), re-watches from its last resourceVersion when a stream ends, relists on 410 and waits `Retry-After` on 429. Targets: `watchmux` (on-demand caches, `core/secrets` included, `persist_dir` set) and `direct` (the simulator itself, a fresh one per target). Phases: cold start = every node at once against a just-started target, until every informer has synced; restart on persist_dir = watchmux stopped with SIGTERM and started on the directory it wrote, then every node at once again (watchmux only); steady churn = {} s; upstream down = the simulator refuses connections and drops its watches for {} s, then until every informer streams and is synced again.",
+        "{} nodes (cases `N · phase`), cluster shape `{}` (`kube-sim {}` for N nodes), {} pod writes/s of the simulator's churn throughout ({}; each stamps its write time). Each node is a kubelet (its pods by `spec.nodeName`, its Node, Services `spec.clusterIP!=None`, RuntimeClasses, CSIDrivers, one informer per ConfigMap and Secret its pods reference, opened and closed with the pods, `kube-root-ca.crt` included; a Lease PUT every 10 s) and a kube-proxy (Services and EndpointSlices without `service.kubernetes.io/service-proxy-name` and `service.kubernetes.io/headless`, its Node), all on one {} connection per node, in protobuf; every informer starts with a watch-list (ending at the `k8s.io/initial-events-end` bookmark), re-watches from its last resourceVersion when a stream ends, relists on 410 and waits `Retry-After` on 429. Targets: `watchmux` (on-demand caches, `core/secrets` included, `persist_dir` set) and `direct` (the simulator itself, a fresh one per target).{} Phases: cold start = every node at once against a just-started target, until every informer has synced; restart on persist_dir = watchmux stopped with SIGTERM and started on the directory it wrote, then every node at once again (watchmux only); steady churn = {} s; upstream down = the simulator refuses connections and drops its watches for {} s, then until every informer streams and is synced again.",
         sizes.join(", "),
         match s.nodefleet_shape {
             Shape::Flat => "flat",
             Shape::Cl2 => "cl2",
         },
-        sim_args(1, s.nodefleet_shape)
+        sim_args(1, s.nodefleet_shape, s.nodefleet_authz)
             .join(" ")
             .replace("--nodes 1", "--nodes N")
             .replace("--pods 30", "--pods 30·N")
@@ -209,6 +258,12 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
                 "Deployments scaled as clusterloader2's load test scales them, through their pods' creates, binds, runs and deletes, and kubelet status updates",
         },
         s.nodefleet_wire.name(),
+        match s.nodefleet_authz {
+            Authz::None =>
+                " No credentials: the simulator serves everyone and watchmux runs `authz = \"none\"` (on loopback).",
+            Authz::Delegated =>
+                " Each node sends its own bearer token on every request (`node-token-<node>`), which the simulator (`--node-tokens`) authenticates as `system:node:<node>` in `system:nodes` and authorizes, as a cluster's node authorizer, simplified: that group may read everything and write Leases, pod and node status and Events; watchmux runs `server.authz = \"delegated\"` with the simulator's admin token as its own credential, so each read it answers from its cache is first authenticated (TokenReview) and authorized (SubjectAccessReview: user, verb, resource, namespace and, for the kubelet's per-object ConfigMap and Secret watches, the object's name) through the simulator, the verdicts cached with its default `server.authz_*` settings (300 s allowed, 30 s denied), while what it passes through goes with the node's own token. The probe and the convergence check use the admin token. `direct`: the simulator authenticates and authorizes each node's request itself.",
+        },
         s.nodefleet_window_secs,
         s.nodefleet_outage_secs,
     );
@@ -246,7 +301,7 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
             COSTS_ID,
             "node fleet: what it cost",
             format!(
-                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until watchmux's own upstream watches are all up again (`watchmux_upstream_watch_up`; for `direct`, recover s: the nodes are the simulator's watchers). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Reads from the cache, passed through, refused = its `watchmux_reads_total` by `source` (refused: its own 429s, a cache not ready or a limit); freshness requests = its `watchmux_upstream_requests_total{{verb=\"freshness\"}}` (the upstream requests proving consistent reads fresh). Authz hit % = watchmux's authorization cache hits ÷ lookups when it exports them (– otherwise; these runs use `authz = \"none\"` on loopback). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
+                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until watchmux's own upstream watches are all up again (`watchmux_upstream_watch_up`; for `direct`, recover s: the nodes are the simulator's watchers). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Reads from the cache, passed through, refused = its `watchmux_reads_total` by `source` (refused: its own 429s, a cache not ready or a limit); freshness requests = its `watchmux_upstream_requests_total{{verb=\"freshness\"}}` (the upstream requests proving consistent reads fresh). Authz hit % = of watchmux's delegated-authz cache lookups during the phase (`watchmux_authz_cache_requests_total`, TokenReviews and SubjectAccessReviews together), those answered without a review of their own (`hit`, or `shared`: waited for a concurrent lookup's review of the same key) (– without lookups: `--nodefleet-authz none`, or `direct`); every read it answers looks its token up once (nearly always a hit after each node's first) and its access once, so SAR cache hit % = the same of the SubjectAccessReview lookups alone (one key per node and read: the kubelet's per-object watches are keyed by the object's name too); upstream TokenReviews and SubjectAccessReviews = the reviews the simulator answered during the phase (`/sim/stats`: `tokenReviews`, `subjectAccessReviews`; watchmux's misses, – for `direct`, whose simulator authorizes in-process). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
             ),
             "nodes · phase",
             vec![
@@ -269,6 +324,9 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
                 m("reads_refused", "reads refused (429)", false),
                 m("freshness_requests", "freshness requests", false),
                 m("authz_hit_pct", "authz hit %", true),
+                m("access_hit_pct", "SAR cache hit %", true),
+                m("up_token_reviews", "upstream TokenReviews", false),
+                m("up_access_reviews", "upstream SubjectAccessReviews", false),
                 m("sim_cpu_cores", "simulator CPU cores", false),
                 m("client_cpu_cores", "bench clients CPU cores", false),
             ],
@@ -301,23 +359,34 @@ struct Running {
 }
 
 impl Running {
-    /// Starts `n` nodes at once, and the probe, against `ep`, counting in `fleet`.
-    fn start(ep: &Endpoint, n: usize, fleet: Arc<Fleet>) -> Running {
+    /// Starts `n` nodes at once, and the probe, against `ep`, counting in `fleet`; their
+    /// credentials as `authz` says.
+    fn start(ep: &Endpoint, n: usize, authz: Authz, fleet: Arc<Fleet>) -> Running {
         let tasks = TaskTracker::new();
         let stop = CancellationToken::new();
         let started = Instant::now();
         let nodes = (0..n)
             .map(|i| {
+                let name = kube_sim::fleet::node_name(i);
+                let token = authz.node_token(&name);
                 node::start(
-                    kube_sim::fleet::node_name(i),
+                    name,
                     ep.clone(),
+                    token.as_deref(),
                     fleet.clone(),
                     &tasks,
                     stop.child_token(),
                 )
             })
             .collect();
-        probe::start(&tasks, ep.clone(), n, fleet.clone(), stop.child_token());
+        probe::start(
+            &tasks,
+            ep.clone(),
+            authz.admin_token(),
+            n,
+            fleet.clone(),
+            stop.child_token(),
+        );
         Running {
             fleet,
             nodes,
@@ -520,6 +589,14 @@ impl Run<'_> {
             _ => f64::NAN,
         };
         let metric_delta = |name: &str| labelled_delta(name, &[]);
+        // The simulator's reviews (watchmux's; `direct` makes none).
+        let reviews = |k: &str| {
+            if self.kind == TargetKind::Watchmux {
+                total(&sim, k).saturating_sub(total(&b.sim, k)) as f64
+            } else {
+                f64::NAN
+            }
+        };
         let reads = |source: &str| labelled_delta("watchmux_reads_total", &[("source", source)]);
         let costs = vec![
             ("secs", secs),
@@ -561,10 +638,17 @@ impl Run<'_> {
                 "freshness_requests",
                 labelled_delta("watchmux_upstream_requests_total", &[("verb", "freshness")]),
             ),
-            (
-                "authz_hit_pct",
-                metrics.as_ref().map_or(f64::NAN, authz_hit_pct),
-            ),
+            ("authz_hit_pct", {
+                let lookups = |r: &str| labelled_delta(AUTHZ_LOOKUPS, &[("result", r)]);
+                hit_pct(lookups("hit") + lookups("shared"), lookups("miss"))
+            }),
+            ("access_hit_pct", {
+                let lookups =
+                    |r: &str| labelled_delta(AUTHZ_LOOKUPS, &[("review", "access"), ("result", r)]);
+                hit_pct(lookups("hit") + lookups("shared"), lookups("miss"))
+            }),
+            ("up_token_reviews", reviews("tokenReviews")),
+            ("up_access_reviews", reviews("subjectAccessReviews")),
             ("sim_cpu_cores", (s1.cpu_secs - b.sim_usage.cpu_secs) / secs),
             ("client_cpu_cores", (me1.cpu_secs - b.me.cpu_secs) / secs),
         ];
@@ -715,22 +799,13 @@ fn quantile_ms(h: &super::hist::Histogram, q: f64) -> f64 {
     }
 }
 
-/// watchmux's authorization cache hits ÷ lookups, %, from whatever `*authz*` cache series it
-/// exports (a name or a `result` label saying hit or miss); NaN when it exports none.
-fn authz_hit_pct(m: &Metrics) -> f64 {
-    let (mut hits, mut misses) = (0.0, 0.0);
-    for (name, labels, v) in m.matching(|n| n.contains("authz") && n.contains("cache")) {
-        let said = |w: &str| name.contains(w) || labels.iter().any(|(_, lv)| lv == w);
-        if said("hit") {
-            hits += v;
-        } else if said("miss") {
-            misses += v;
-        }
-    }
-    if hits + misses == 0.0 {
-        f64::NAN
+/// `hits` ÷ (`hits` + `misses`), %; NaN without lookups (or without counts: NaN in).
+fn hit_pct(hits: f64, misses: f64) -> f64 {
+    let all = hits + misses;
+    if all > 0.0 {
+        100.0 * hits / all
     } else {
-        100.0 * hits / (hits + misses)
+        f64::NAN
     }
 }
 
@@ -755,7 +830,8 @@ pub async fn run(
                 if !kinds.contains(&kind) {
                     continue;
                 }
-                let sim = targets::start_sim_args(env, &sim_args(n, s.nodefleet_shape)).await?;
+                let args = sim_args(n, s.nodefleet_shape, s.nodefleet_authz);
+                let sim = targets::start_sim_args(env, &args).await?;
                 let run = Run {
                     s,
                     sim: &sim,
@@ -796,7 +872,12 @@ impl Run<'_> {
         let fleet = Arc::new(Fleet::default());
         let b = self.before(&fleet, t, fresh).await?;
         let peak = PeakRss::start(t.pids());
-        let mut running = Running::start(&endpoint(t, self.s.nodefleet_wire), self.nodes, fleet);
+        let mut running = Running::start(
+            &endpoint(t, self.s.nodefleet_wire),
+            self.nodes,
+            self.s.nodefleet_authz,
+            fleet,
+        );
         let sync = running.until(self.sync_bound(), Running::synced).await;
         if sync.is_none() {
             eprintln!(
@@ -885,6 +966,7 @@ impl Run<'_> {
         let which = check::sample(self.nodes, CHECKED_NODES);
         let outcome = check::converged(
             self.sim.addr,
+            self.s.nodefleet_authz.admin_token(),
             &running.nodes,
             &which,
             Duration::from_secs(30),
@@ -929,8 +1011,14 @@ impl Run<'_> {
             "mode = \"on-demand\"\ninclude = [\"*/*\", \"core/secrets\"]\npersist_dir = \"{}\"\n",
             dir.display()
         );
+        let authz = self.s.nodefleet_authz;
         let launch = Launch {
             tls: self.s.nodefleet_wire == Wire::Tls,
+            upstream_token: authz.admin_token().map(str::to_string),
+            server_extra: match authz {
+                Authz::None => String::new(),
+                Authz::Delegated => "authz = \"delegated\"\n".into(),
+            },
             ..Launch::default()
         };
         let start = || targets::start_watchmux_full(env, self.sim, &[], &cache, None, &launch);

@@ -113,16 +113,18 @@ fn selector(key: &str, value: &str) -> String {
     q
 }
 
-/// Starts node `name`: its connection to `ep`, its kubelet's and kube-proxy's informers, its
-/// Lease loop; everything stops with `stop`.
+/// Starts node `name`: its connection to `ep` (its requests carrying `token` as their bearer
+/// token when given), its kubelet's and kube-proxy's informers, its Lease loop; everything
+/// stops with `stop`.
 pub fn start(
     name: String,
     ep: super::super::client::Endpoint,
+    token: Option<&str>,
     fleet: Arc<Fleet>,
     tasks: &TaskTracker,
     stop: CancellationToken,
 ) -> Node {
-    let conn = conn::connect(tasks, ep, fleet.clone(), stop.clone());
+    let conn = conn::connect(tasks, ep, token, fleet.clone(), stop.clone());
     let ctx = Ctx {
         conn,
         fleet,
@@ -345,6 +347,7 @@ async fn lease_loop(node: String, mut ctx: Ctx) {
         let t0 = Instant::now();
         let answer = if rv.is_none() {
             let got = conn::exchange(
+                &ctx.conn,
                 &mut sender,
                 http::Method::GET,
                 &own,
@@ -355,6 +358,7 @@ async fn lease_loop(node: String, mut ctx: Ctx) {
             match got {
                 Ok(a) if a.status == 404 => {
                     conn::exchange(
+                        &ctx.conn,
                         &mut sender,
                         http::Method::POST,
                         &path,
@@ -367,6 +371,7 @@ async fn lease_loop(node: String, mut ctx: Ctx) {
             }
         } else {
             conn::exchange(
+                &ctx.conn,
                 &mut sender,
                 http::Method::PUT,
                 &own,

@@ -24,15 +24,17 @@ const EVERY: Duration = Duration::from_millis(250);
 /// What the probe asks for.
 const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
-/// Starts the probe against `ep` over `nodes` nodes until `stop`.
+/// Starts the probe against `ep` over `nodes` nodes until `stop`, its requests carrying `token`
+/// as their bearer token when given.
 pub fn start(
     tasks: &TaskTracker,
     ep: Endpoint,
+    token: Option<&str>,
     nodes: usize,
     fleet: Arc<Fleet>,
     stop: CancellationToken,
 ) {
-    let mut c = conn::connect(tasks, ep, fleet.clone(), stop.clone());
+    let mut c = conn::connect(tasks, ep, token, fleet.clone(), stop.clone());
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -59,7 +61,14 @@ pub fn start(
             };
             let t0 = Instant::now();
             let uri = format!("{}{path}", c.base);
-            let sent = conn::exchange(&mut sender, http::Method::GET, &uri, ACCEPT, Bytes::new());
+            let sent = conn::exchange(
+                &c,
+                &mut sender,
+                http::Method::GET,
+                &uri,
+                ACCEPT,
+                Bytes::new(),
+            );
             let answer = tokio::select! {
                 _ = stop.cancelled() => return,
                 a = sent => a,
