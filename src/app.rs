@@ -206,7 +206,7 @@ impl App {
         let authz =
             (config.server.authz_mode() == crate::config::AuthzMode::Delegated).then(|| {
                 Arc::new(crate::downstream::authz::Authorizer::new(
-                    upstream.clone(),
+                    upstream.review_client(),
                     &config.server,
                     metrics.authz(),
                 ))

@@ -261,6 +261,8 @@ impl Expiry<AccessKey, Decision> for Ttls {
 /// Delegated authentication and authorization with cached results.
 pub struct Authorizer {
     upstream: Upstream,
+    /// Reviews in flight at once ([`MAX_REVIEWS_IN_FLIGHT`]).
+    in_flight: tokio::sync::Semaphore,
     tokens: Cache<TokenKey, TokenVerdict>,
     /// The HMAC key of the token cache's keys, drawn at start.
     token_hmac: ring::hmac::Key,
@@ -273,6 +275,13 @@ impl std::fmt::Debug for Authorizer {
         f.debug_struct("Authorizer").finish_non_exhaustive()
     }
 }
+
+/// Most reviews sent upstream at once: a fleet's cold start asks for hundreds of thousands of
+/// distinct decisions within seconds (every kubelet's name-scoped watches); the rest wait their
+/// turn rather than each holding an upstream stream, or an upstream connection where the
+/// upstream speaks HTTP/1.1. kube-apiserver's default cap of concurrent streams per HTTP/2
+/// connection.
+const MAX_REVIEWS_IN_FLIGHT: usize = 100;
 
 /// Largest review response read.
 pub const MAX_REVIEW_BYTES: usize = 1 << 20;
@@ -297,6 +306,7 @@ impl Authorizer {
         let rng = ring::rand::SystemRandom::new();
         Authorizer {
             upstream,
+            in_flight: tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
             tokens: Cache::builder()
                 .max_capacity(server.authz_token_cache_size)
                 .expire_after(ttls)
@@ -410,6 +420,8 @@ impl Authorizer {
             http::header::ACCEPT,
             HeaderValue::from_static("application/json"),
         );
+        // Held until the answer is read; the semaphore is never closed.
+        let _turn = self.in_flight.acquire().await.ok();
         let resp = self.upstream.send(req).await?;
         let code = resp.status();
         let bytes = Limited::new(resp.into_body(), MAX_REVIEW_BYTES)

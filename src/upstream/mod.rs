@@ -99,6 +99,9 @@ struct Base {
     /// The reflectors' pool (HTTP/2 where the upstream offers it), shared by every
     /// [`Upstream::watch_client`].
     watch: Pool,
+    /// The access reviews' pool (HTTP/2 where the upstream offers it), shared by every
+    /// [`Upstream::review_client`].
+    reviews: Pool,
 }
 
 impl fmt::Debug for Upstream {
@@ -312,7 +315,8 @@ impl Upstream {
             Tracked::new(via, tracker.clone())
         };
         let client = build_client(timeout, tls.clone(), server_name.clone(), false, connector);
-        let watch = build_client(timeout, tls.clone(), server_name, true, connector);
+        let watch = build_client(timeout, tls.clone(), server_name.clone(), true, connector);
+        let reviews = build_client(timeout, tls.clone(), server_name, true, connector);
         tracing::info!(upstream = %resolved.describe(), "upstream");
         let base = Base {
             scheme,
@@ -327,6 +331,7 @@ impl Upstream {
                 .and_then(|p| p.forward_authorization(https)),
             exec,
             watch,
+            reviews,
         };
         Ok(Upstream {
             client,
@@ -340,6 +345,18 @@ impl Upstream {
     pub fn watch_client(&self) -> Upstream {
         Upstream {
             client: self.base.watch.clone(),
+            base: self.base.clone(),
+        }
+    }
+
+    /// A handle to the same upstream over the pool of delegated authentication and
+    /// authorization reviews: HTTP/2 when the upstream offers it over TLS (a fleet's reviews
+    /// share a connection instead of opening one each), and apart from the reflectors' pool,
+    /// whose freshness checks would otherwise wait for stream slots behind a cold start's
+    /// hundreds of thousands of reviews.
+    pub fn review_client(&self) -> Upstream {
+        Upstream {
+            client: self.base.reviews.clone(),
             base: self.base.clone(),
         }
     }
