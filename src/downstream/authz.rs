@@ -447,7 +447,8 @@ impl Authorizer {
             "kind": "TokenReview",
             "spec": {"token": token},
         });
-        let v = self.review(TOKEN_REVIEWS, body).await?;
+        // Boxed when sent: every concurrent lookup of the key holds this future unpolled.
+        let v = Box::pin(self.review(TOKEN_REVIEWS, body)).await?;
         let st = &v["status"];
         if st["authenticated"].as_bool() != Some(true) {
             return Ok(None);
@@ -494,7 +495,9 @@ impl Authorizer {
             "kind": "SubjectAccessReview",
             "spec": spec,
         });
-        let v = self.review(ACCESS_REVIEWS, body).await?;
+        // Boxed when sent: every concurrent lookup of the key holds this future unpolled (a
+        // fleet's cold start has hundreds of thousands waiting); the request's is 10+ KB.
+        let v = Box::pin(self.review(ACCESS_REVIEWS, body)).await?;
         let st = &v["status"];
         let allowed = st["allowed"].as_bool() == Some(true) && st["denied"].as_bool() != Some(true);
         Ok(Decision {

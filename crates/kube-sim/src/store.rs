@@ -329,10 +329,15 @@ impl ResState {
         }
     }
 
-    /// The kube-apiserver cacher's "oldest - 1": watches from below it get 410.
+    /// The kube-apiserver cacher's "oldest - 1": watches from below it get 410. While no event
+    /// was evicted, that is where the log begins (the kind's bulk load, a compaction, or 0),
+    /// as kube's ring answers from its list's resourceVersion until it first wraps: a watch
+    /// from a LIST taken before the kind's next event, while other kinds moved the revision,
+    /// is not too old. Before, the first event's revision stood for it, and such a watch got
+    /// 410 once that event came.
     fn oldest_minus_one(&self, revision: u64) -> u64 {
-        if self.max_evicted == 0 && self.compacted == 0 {
-            return 0;
+        if self.max_evicted == 0 {
+            return self.compacted;
         }
         match self.events.front() {
             Some(ev) => ev.rev - 1,
@@ -1082,6 +1087,29 @@ mod tests {
             1
         );
         assert!(s.events_after(&cm, r1, 10).is_err());
+    }
+
+    /// A watch from a LIST of a bulk-loaded kind, taken while only other kinds were written,
+    /// is not too old once the kind's next event comes.
+    #[test]
+    fn a_watch_from_a_list_between_the_load_and_the_next_event_is_not_too_old() {
+        let (s, cm) = setup();
+        let reg = Arc::new(Registry::new(&[]).unwrap());
+        let secrets = reg.core("secrets").clone();
+        s.restore(
+            &cm,
+            vec![json!({"metadata":{"name":"x","namespace":"a"},"data":{"k":"0"}})],
+        )
+        .unwrap();
+        let loaded = s.revision();
+        put(&s, &secrets, "a", "s", "1");
+        let listed = s.revision();
+        put(&s, &secrets, "a", "s", "2");
+        let event = put(&s, &cm, "a", "x", "1");
+        assert!(event > listed + 1);
+        assert!(s.check_watch_start(&cm, listed).is_ok());
+        assert!(s.check_watch_start(&cm, loaded).is_ok());
+        assert!(s.check_watch_start(&cm, loaded - 1).is_err());
     }
 
     /// Age evicts only beyond the newest 100 events, as kube's watch-cache ring keeps them.
