@@ -168,7 +168,10 @@ pub fn connect(
                         _ = stop.cancelled() => break,
                         r = driver => {
                             if let Err(e) = r {
-                                fleet.error(|| format!("HTTP/2 connection: {e}"));
+                                // hyper's text is "http2 error"; the cause (a keep-alive
+                                // timeout, a GOAWAY, a reset) is in its sources.
+                                let why = crate::httpfuzz::wire::chain(&e);
+                                fleet.error(|| format!("HTTP/2 connection: {why}"));
                             }
                         }
                     }
