@@ -929,9 +929,14 @@ mod tests {
         decode_object(&pods(), j.as_bytes()).unwrap()
     }
 
+    /// A pod read's filter: in namespace `ns` (if any), by field selector `fields`.
+    fn pod_filter(ns: Option<&str>, fields: &str) -> Filter {
+        Filter::parse("", "Pod", true, &[], ns.map(str::to_string), "", fields).unwrap()
+    }
+
     fn names(cache: &ResourceCache, ns: Option<&str>, fields: &str) -> Vec<String> {
         let snap = cache.snapshot();
-        let f = Filter::parse("", "Pod", true, &[], ns.map(str::to_string), "", fields).unwrap();
+        let f = pod_filter(ns, fields);
         snap.select(&cache.info, ns, &f)
             .filter(|o| f.matches(&o.rec.namespace, &o.rec.labels, |x| o.rec.field(x)))
             .map(|o| o.rec.key())
@@ -952,8 +957,7 @@ mod tests {
             4,
         );
         let candidates = |ns: Option<&str>, fields: &str| {
-            let f =
-                Filter::parse("", "Pod", true, &[], ns.map(str::to_string), "", fields).unwrap();
+            let f = pod_filter(ns, fields);
             cache.snapshot().select(&cache.info, ns, &f).count()
         };
         assert_eq!(candidates(Some("a"), "metadata.name=p2"), 1);

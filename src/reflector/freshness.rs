@@ -323,11 +323,11 @@ impl Freshness {
         if self.unchecked.load(Ordering::Relaxed) {
             return Ok(self.cache.snapshot());
         }
-        let deadline = Instant::now() + within + self.rounds.interval;
+        let arrived = Instant::now();
+        let deadline = arrived + within + self.rounds.interval;
         self.metrics.freshness_wait();
         let me = self.clone();
         let mut rx = self.rounds.join(move || me.clone().round());
-        let arrived = Instant::now();
         match timeout_at(deadline, rx.wait_for(Option::is_some)).await {
             Ok(Ok(outcome)) => outcome.clone().unwrap_or(Err(NotFresh::Timeout(within))),
             _ => {
@@ -341,16 +341,18 @@ impl Freshness {
     async fn round(self: Arc<Self>) -> Result<Snapshot, NotFresh> {
         let started = Instant::now();
         let result = self.check(started + CHECK_BUDGET).await;
+        let took = started.elapsed();
         self.metrics.freshness_checked(
             result.as_ref().map(|(_, p)| p.as_str()).unwrap_or("failed"),
-            started.elapsed(),
+            took,
         );
+        let elapsed_ms = took.as_millis() as u64;
         match &result {
             Err(e) => {
-                tracing::debug!(resource = %self.cache.info.group_resource(), error = %e, elapsed_ms = started.elapsed().as_millis() as u64, "freshness check failed")
+                tracing::debug!(resource = %self.cache.info.group_resource(), error = %e, elapsed_ms, "freshness check failed")
             }
             Ok((_, p)) => {
-                tracing::debug!(resource = %self.cache.info.group_resource(), proof = p.as_str(), elapsed_ms = started.elapsed().as_millis() as u64, "freshness check done")
+                tracing::debug!(resource = %self.cache.info.group_resource(), proof = p.as_str(), elapsed_ms, "freshness check done")
             }
         }
         result.map(|(snap, _)| snap)
@@ -749,9 +751,8 @@ mod tests {
                 assert!(started >= arrived, "{case}: a round that began before it");
                 // Not kept waiting longer than needed: the round that serves it starts at once,
                 // or once the interval since the last start has passed.
-                let bound = interval;
                 assert!(
-                    started - arrived <= bound,
+                    started - arrived <= interval,
                     "{case}: waited {:?}",
                     started - arrived
                 );

@@ -343,10 +343,7 @@ impl Upstream {
     /// traffic, HTTP/2 when the upstream offers it over TLS, shared by every handle this returns
     /// (so the reflectors' watches share one HTTP/2 connection).
     pub fn watch_client(&self) -> Upstream {
-        Upstream {
-            client: self.base.watch.clone(),
-            base: self.base.clone(),
-        }
+        self.over(&self.base.watch)
     }
 
     /// A handle to the same upstream over the pool of delegated authentication and
@@ -355,8 +352,13 @@ impl Upstream {
     /// whose freshness checks would otherwise wait for stream slots behind a cold start's
     /// hundreds of thousands of reviews.
     pub fn review_client(&self) -> Upstream {
+        self.over(&self.base.reviews)
+    }
+
+    /// A handle to the same upstream over `pool`.
+    fn over(&self, pool: &Pool) -> Upstream {
         Upstream {
-            client: self.base.reviews.clone(),
+            client: pool.clone(),
             base: self.base.clone(),
         }
     }

@@ -31,6 +31,14 @@ impl Metrics {
         }
     }
 
+    /// The value of label `key` among `labels` (`""` when absent).
+    pub fn label<'a>(labels: &'a [(String, String)], key: &str) -> &'a str {
+        labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or("", |(_, v)| v.as_str())
+    }
+
     /// Every sample of `name`: its labels and value, in page order.
     pub fn series(&self, name: &str) -> Vec<(&[(String, String)], f64)> {
         self.samples
@@ -52,17 +60,6 @@ impl Metrics {
             })
             .map(|(_, _, v)| v)
             .sum()
-    }
-
-    /// Every sample whose metric name passes `keep`: its name, labels and value.
-    pub fn matching(
-        &self,
-        keep: impl Fn(&str) -> bool,
-    ) -> impl Iterator<Item = (&str, &[(String, String)], f64)> {
-        self.samples
-            .iter()
-            .filter(move |(n, _, _)| keep(n))
-            .map(|(n, ls, v)| (n.as_str(), ls.as_slice(), *v))
     }
 }
 

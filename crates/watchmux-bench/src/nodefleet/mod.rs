@@ -715,7 +715,7 @@ fn not_from_cache(after: &Metrics, before: Option<&Metrics>) -> String {
         before,
         "watchmux_reads_total",
         &["source", "verb", "resource", "reason"],
-        |l| l("source") != "cache",
+        |ls| Metrics::label(ls, "source") != "cache",
     )
 }
 
@@ -744,21 +744,19 @@ fn breakdown(
     before: Option<&Metrics>,
     name: &str,
     keys: &[&str],
-    keep: impl Fn(&dyn Fn(&str) -> String) -> bool,
+    keep: impl Fn(&[(String, String)]) -> bool,
 ) -> String {
     let mut by: std::collections::BTreeMap<String, f64> = Default::default();
     let mut add = |m: &Metrics, sign: f64| {
-        for (_, labels, v) in m.matching(|n| n == name) {
-            let l = |k: &str| -> String {
-                labels
-                    .iter()
-                    .find(|(lk, _)| lk == k)
-                    .map_or(String::new(), |(_, lv)| lv.clone())
-            };
-            if !keep(&l) {
+        for (labels, v) in m.series(name) {
+            if !keep(labels) {
                 continue;
             }
-            let key = keys.iter().map(|k| l(k)).collect::<Vec<_>>().join("/");
+            let key = keys
+                .iter()
+                .map(|k| Metrics::label(labels, k))
+                .collect::<Vec<_>>()
+                .join("/");
             *by.entry(key).or_default() += sign * v;
         }
     };
