@@ -12,6 +12,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use watchmux::config::Config;
 
+#[global_allocator]
+static ALLOCATOR: watchmux::Allocator = watchmux::Allocator;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "watchmux",

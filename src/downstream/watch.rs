@@ -22,7 +22,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::Response;
 use rand::Rng;
 use tokio::time::{Instant, sleep_until};
@@ -145,10 +145,7 @@ pub fn start(
 /// task; the HTTP/1.1 watch path writes it itself (`super::h1`).
 pub fn chunked_response(stream: WatchStream, protobuf: bool) -> Response<Body> {
     let mut r = watch_head(protobuf);
-    *r.body_mut() = http_body_util::BodyExt::boxed(WatchBody {
-        stream,
-        rest: [None, None],
-    });
+    *r.body_mut() = http_body_util::BodyExt::boxed(WatchBody::new(stream));
     r
 }
 
@@ -166,11 +163,53 @@ pub fn watch_head(protobuf: bool) -> Response<Body> {
     r
 }
 
-/// A watch's frames as an HTTP body: one data frame per part.
+/// A watch's frames as an HTTP body. The frames ready at one poll go out as one data chunk of
+/// up to [`CHUNK`] bytes: HTTP/2 costs a frame, a queue entry and (over TLS) a record and a
+/// write per data chunk, and a watch-list's initial events are thousands of small frames of
+/// three parts each. A lone frame (a live event) and a frame of [`CHUNK`] or more go out as
+/// they are, without a copy.
 struct WatchBody {
     stream: WatchStream,
-    /// The parts of an [`Out::Parts`] not yet handed on.
+    /// The parts of a large [`Out::Parts`] not yet handed on.
     rest: [Option<Bytes>; 2],
+    /// A frame taken from the stream that did not fit the chunk before it.
+    held: Option<Out>,
+    /// The stream has ended.
+    ended: bool,
+}
+
+/// The most bytes of ready frames copied into one data chunk: one HTTP/2 frame at the default
+/// `SETTINGS_MAX_FRAME_SIZE` and one TLS record.
+const CHUNK: usize = 16 * 1024;
+
+impl WatchBody {
+    fn new(stream: WatchStream) -> Self {
+        WatchBody {
+            stream,
+            rest: [None, None],
+            held: None,
+            ended: false,
+        }
+    }
+
+    /// The next frame: held back last time, else the stream's if it has one ready.
+    fn next_ready(&mut self, cx: &mut std::task::Context<'_>) -> Option<Out> {
+        use std::task::Poll;
+        if let Some(o) = self.held.take() {
+            return Some(o);
+        }
+        if self.ended {
+            return None;
+        }
+        match futures_util::Stream::poll_next(std::pin::Pin::new(&mut self.stream), cx) {
+            Poll::Ready(Some(o)) => Some(o),
+            Poll::Ready(None) => {
+                self.ended = true;
+                None
+            }
+            Poll::Pending => None,
+        }
+    }
 }
 
 impl http_body::Body for WatchBody {
@@ -183,19 +222,55 @@ impl http_body::Body for WatchBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
         use std::task::Poll;
         let this = self.get_mut();
+        let data = |b: Bytes| Poll::Ready(Some(Ok(http_body::Frame::data(b))));
         for r in &mut this.rest {
             if let Some(b) = r.take() {
-                return Poll::Ready(Some(Ok(http_body::Frame::data(b))));
+                return data(b);
             }
         }
-        match futures_util::Stream::poll_next(std::pin::Pin::new(&mut this.stream), cx) {
-            Poll::Ready(Some(Out::Frame(b))) => Poll::Ready(Some(Ok(http_body::Frame::data(b)))),
-            Poll::Ready(Some(Out::Parts([a, b, c]))) => {
-                this.rest = [Some(b), Some(c)];
-                Poll::Ready(Some(Ok(http_body::Frame::data(a))))
+        // The first whole frame, kept uncopied until a second one comes.
+        let mut lone: Option<Bytes> = None;
+        let mut chunk = BytesMut::new();
+        while let Some(out) = this.next_ready(cx) {
+            let have = chunk.len() + lone.as_ref().map_or(0, Bytes::len);
+            let len = out.len();
+            if have > 0 && have + len > CHUNK {
+                this.held = Some(out);
+                break;
             }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+            if have == 0 {
+                match out {
+                    Out::Frame(b) => lone = Some(b),
+                    Out::Parts([a, b, c]) if len >= CHUNK => {
+                        this.rest = [Some(b), Some(c)];
+                        return data(a);
+                    }
+                    Out::Parts(p) => {
+                        chunk.reserve(CHUNK);
+                        p.iter().for_each(|x| chunk.extend_from_slice(x));
+                    }
+                }
+                continue;
+            }
+            if chunk.capacity() == 0 {
+                // Once, at its full size: growing it copy by copy costs a reallocation each.
+                chunk.reserve(CHUNK.max(have + len));
+            }
+            if let Some(b) = lone.take() {
+                chunk.extend_from_slice(&b);
+            }
+            out.parts().iter().for_each(|x| chunk.extend_from_slice(x));
+        }
+        if let Some(b) = lone {
+            return data(b);
+        }
+        if !chunk.is_empty() {
+            return data(chunk.freeze());
+        }
+        if this.ended {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -601,15 +676,83 @@ mod tests {
             y.send(Out::Parts([f("{\"d\""), f(":4"), f("}\n")])).await;
             y.send(Out::Frame(f("{\"b\":2}\n"))).await;
         });
-        let mut body = chunked_response(stream, false).into_body();
-        let mut frames = Vec::new();
-        while let Some(fr) = body.frame().await {
-            frames.push(fr.unwrap().into_data().unwrap());
-        }
-        // Parts are three data frames.
+        let frames = data_chunks(chunked_response(stream, false).into_body()).await;
+        // All three were ready at once: one chunk.
         let sizes: Vec<usize> = frames.iter().map(Bytes::len).collect();
-        assert_eq!(sizes, [8, 4, 2, 2, 8]);
+        assert_eq!(sizes, [24]);
         let all: Vec<u8> = frames.concat();
         assert_eq!(all, b"{\"a\":1}\n{\"d\":4}\n{\"b\":2}\n");
+    }
+
+    /// Every data chunk of `body`, in order.
+    async fn data_chunks(mut body: Body) -> Vec<Bytes> {
+        let mut chunks = Vec::new();
+        while let Some(fr) = body.frame().await {
+            chunks.push(fr.unwrap().into_data().unwrap());
+        }
+        chunks
+    }
+
+    #[tokio::test]
+    async fn ready_frames_share_chunks_of_at_most_chunk_bytes_and_large_ones_are_not_copied() {
+        let small: Vec<Bytes> = (0..100u8).map(|i| Bytes::from(vec![i; 1000])).collect();
+        let big = Bytes::from(vec![7u8; CHUNK + 1]);
+        let (s, b) = (small.clone(), big.clone());
+        let stream = generate(move |y| async move {
+            for x in s {
+                y.send(Out::Parts([
+                    Bytes::from_static(b"<"),
+                    x,
+                    Bytes::from_static(b">"),
+                ]))
+                .await;
+            }
+            y.send(Out::Parts([
+                Bytes::from_static(b"<"),
+                b,
+                Bytes::from_static(b">"),
+            ]))
+            .await;
+        });
+        let chunks = data_chunks(chunked_response(stream, true).into_body()).await;
+        let mut want = Vec::new();
+        for x in &small {
+            want.extend_from_slice(b"<");
+            want.extend_from_slice(x);
+            want.extend_from_slice(b">");
+        }
+        let n_small = chunks.len() - 3;
+        assert!(
+            n_small < 10,
+            "100 ready frames of 1 KB took {n_small} chunks"
+        );
+        assert!(chunks[..n_small].iter().all(|c| c.len() <= CHUNK));
+        assert_eq!(chunks[..n_small].concat(), want);
+        // The large frame's parts as they are: its body is the stored bytes, not a copy.
+        assert_eq!(chunks[n_small + 1].as_ptr(), big.as_ptr());
+        assert_eq!(chunks[n_small..].concat().len(), CHUNK + 3);
+    }
+
+    #[tokio::test]
+    async fn a_lone_event_goes_out_without_a_copy() {
+        let ev = Bytes::from(vec![1u8; 300]);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let e = ev.clone();
+        let stream = generate(move |y| async move {
+            y.send(Out::Frame(e.clone())).await;
+            let _ = rx.await;
+            y.send(Out::Frame(e)).await;
+        });
+        let mut body = chunked_response(stream, true).into_body();
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(
+            first.as_ptr(),
+            ev.as_ptr(),
+            "a frame alone is the shared frame"
+        );
+        tx.send(()).unwrap();
+        let rest = data_chunks(body).await;
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].as_ptr(), ev.as_ptr());
     }
 }

@@ -1,4 +1,4 @@
-//! The bench binary's global allocator: `std::alloc::System` with a counter of live heap bytes,
+//! The bench binary's global allocator: watchmux's [`Allocator`] with a counter of live heap bytes,
 //! so the roles the bench runs as children (watchmux's `serve::run`, the limit program, the
 //! simulator) can report their heap beside their RSS (scenario S9). RSS − heap is then the
 //! allocator's own overhead, thread stacks and code.
@@ -10,10 +10,12 @@
 //! their size: it is a difference between two moments that is meaningful, not the absolute
 //! value. It owns no other memory policy and never fails an allocation of its own.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::Duration;
+use watchmux::Allocator;
 
 /// The environment variable naming the file a role writes its live heap bytes to.
 pub const HEAP_FILE_ENV: &str = "WATCHMUX_BENCH_HEAP_FILE";
@@ -24,7 +26,7 @@ const REPORT_EVERY: Duration = Duration::from_millis(100);
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
-/// `System`, counting the bytes of live allocations once [`enable`]d. Installed in the bench
+/// watchmux's [`Allocator`] (jemalloc), counting the bytes of live allocations once [`enable`]d. Installed in the bench
 /// binary with `#[global_allocator]`.
 pub struct Counting;
 
@@ -40,14 +42,14 @@ fn sub(bytes: usize) {
     }
 }
 
-// SAFETY: every method forwards its arguments unchanged to `System`, which upholds
+// SAFETY: every method forwards its arguments unchanged to watchmux's [`Allocator`] (jemalloc), which upholds
 // `GlobalAlloc`'s contract; the counting only reads sizes from the layouts and touches atomics
 // (it neither allocates nor unwinds), so the caller's guarantees pass through untouched.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's `layout` contract is `System::alloc`'s.
-        let p = unsafe { System.alloc(layout) };
+        // SAFETY: the caller's `layout` contract is `Allocator::alloc`'s.
+        let p = unsafe { Allocator.alloc(layout) };
         if !p.is_null() {
             add(layout.size());
         }
@@ -56,7 +58,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = unsafe { Allocator.alloc_zeroed(layout) };
         if !p.is_null() {
             add(layout.size());
         }
@@ -64,15 +66,15 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`, with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
+        // SAFETY: `ptr` was allocated by this allocator, i.e. by watchmux's [`Allocator`] (jemalloc), with `layout`.
+        unsafe { Allocator.dealloc(ptr, layout) };
         sub(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: `ptr` and `layout` are from this allocator, i.e. `System`; `new_size` meets
+        // SAFETY: `ptr` and `layout` are from this allocator, i.e. watchmux's [`Allocator`] (jemalloc); `new_size` meets
         // the caller's contract.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let p = unsafe { Allocator.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             if new_size >= layout.size() {
                 add(new_size - layout.size());
