@@ -504,6 +504,9 @@ async fn kubectl_get_watch_through_watchmux_matches_the_simulator() {
     let (sim, px) = env().await;
     let c = cache(&px, "configmaps");
     assert!(c.wait_rv(sim.store().revision(), T).await);
+    // Every cached kind's reflector past its LIST and watching: one whose WATCH came after the
+    // count below would look like a read this watch caused.
+    crate::common::reflectors_watching(&sim, &CACHED).await;
     // `kubectl get -w`: a Table LIST, then a Table watch from its resourceVersion.
     let (s, list) = get_accepting(&px.url, "/api/v1/configmaps?resourceVersion=0", KUBECTL).await;
     assert_eq!(s, StatusCode::OK);

@@ -230,6 +230,19 @@ pub fn upstream_reads(sim: &Simulator, resources: &[&str]) -> (u64, u64, u64) {
     )
 }
 
+/// Waits until the simulator has a watch open on each of `resources` (the reflectors', when the
+/// test holds none of its own): a reflector between its LIST and its WATCH would count its
+/// WATCH as a read of whatever the test sends meanwhile.
+pub async fn reflectors_watching(sim: &Simulator, resources: &[&str]) {
+    wait_until("the reflectors' upstream watches", 10, async || {
+        let s = sim.stats();
+        resources
+            .iter()
+            .all(|r| s["resources"][r]["openWatches"].as_u64() >= Some(1))
+    })
+    .await;
+}
+
 /// watchmux's answer to `path` with `accept` (a 200), which must not reach the simulator's
 /// `resources`.
 pub async fn from_the_cache(
@@ -239,6 +252,7 @@ pub async fn from_the_cache(
     path: &str,
     accept: &str,
 ) -> bytes::Bytes {
+    reflectors_watching(sim, resources).await;
     let before = upstream_reads(sim, resources);
     let (s, b) = get_accepting(&px.url, path, accept).await;
     assert_eq!(
