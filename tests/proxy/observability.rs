@@ -1067,7 +1067,13 @@ async fn readyz_is_503_before_sync_and_200_once_a_late_upstream_synced() {
         m.value("watchmux_cache_synced", &[("resource", "pods")]),
         0.0
     );
-    assert!(m.value("watchmux_upstream_outage_seconds", &[("resource", "pods")]) > 0.0);
+    // The outage counts from the reflector's first failed attempt, which runs on its own thread
+    // and may not have come yet.
+    crate::common::wait_until("the outage to count", 10, async || {
+        let m = scrape(&p.url).await;
+        m.value("watchmux_upstream_outage_seconds", &[("resource", "pods")]) > 0.0
+    })
+    .await;
     // Health endpoints are watchmux's own: never passed through, other methods refused.
     let (s, _, _) =
         crate::common::request(Method::POST, &format!("{}/readyz", p.url), &[], "").await;
