@@ -232,13 +232,14 @@ impl http_body::Body for WatchBody {
         let mut lone: Option<Bytes> = None;
         let mut chunk = BytesMut::new();
         while let Some(out) = this.next_ready(cx) {
+            let started = lone.is_some() || !chunk.is_empty();
             let have = chunk.len() + lone.as_ref().map_or(0, Bytes::len);
             let len = out.len();
-            if have > 0 && have + len > CHUNK {
+            if started && have + len > CHUNK {
                 this.held = Some(out);
                 break;
             }
-            if have == 0 {
+            if !started {
                 match out {
                     Out::Frame(b) => lone = Some(b),
                     Out::Parts([a, b, c]) if len >= CHUNK => {
@@ -682,6 +683,13 @@ mod tests {
         assert_eq!(sizes, [24]);
         let all: Vec<u8> = frames.concat();
         assert_eq!(all, b"{\"a\":1}\n{\"d\":4}\n{\"b\":2}\n");
+        // An empty frame first loses nothing after it.
+        let stream = generate(move |y| async move {
+            y.send(Out::Frame(Bytes::new())).await;
+            y.send(Out::Parts([f("{\"d\""), f(":4"), f("}\n")])).await;
+        });
+        let frames = data_chunks(chunked_response(stream, false).into_body()).await;
+        assert_eq!(frames.concat(), b"{\"d\":4}\n");
     }
 
     /// Every data chunk of `body`, in order.

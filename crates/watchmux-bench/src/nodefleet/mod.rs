@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::client::Endpoint;
+use super::heap;
 use super::procs::{self, PeakRss, Proc, Usage};
 use super::report::{Sample, ScenarioSpec, fmt_num, variant_case};
 use super::scenarios::{MB, brief, drain, m};
@@ -301,7 +302,7 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
             COSTS_ID,
             "node fleet: what it cost",
             format!(
-                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until watchmux's own upstream watches are all up again (`watchmux_upstream_watch_up`; for `direct`, recover s: the nodes are the simulator's watchers). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Reads from the cache, passed through, refused = its `watchmux_reads_total` by `source` (refused: its own 429s, a cache not ready or a limit); freshness requests = its `watchmux_upstream_requests_total{{verb=\"freshness\"}}` (the upstream requests proving consistent reads fresh). Authz hit % = of watchmux's delegated-authz cache lookups during the phase (`watchmux_authz_cache_requests_total`, TokenReviews and SubjectAccessReviews together), those answered without a review of their own (`hit`, or `shared`: waited for a concurrent lookup's review of the same key) (– without lookups: `--nodefleet-authz none`, or `direct`); every read it answers looks its token up once (nearly always a hit after each node's first) and its access once, so SAR cache hit % = the same of the SubjectAccessReview lookups alone (one key per node and read: the kubelet's per-object watches are keyed by the object's name too); upstream TokenReviews and SubjectAccessReviews = the reviews the simulator answered during the phase (`/sim/stats`: `tokenReviews`, `subjectAccessReviews`; watchmux's misses, – for `direct`, whose simulator authorizes in-process). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
+                "The same runs as {CLIENTS_ID}. Upstream watches back s = after the outage, from the upstream's return until watchmux's own upstream watches are all up again (`watchmux_upstream_watch_up`; for `direct`, recover s: the nodes are the simulator's watchers). Upstream requests, MB = what the simulator served during the phase (`/sim/stats`: every request, response bytes), watches open = its open watches at the phase's end, connections = TCP connections established to it then (`/proc/net/tcp`; for `direct`, the nodes' own). CPU, RSS: the target's processes (`direct`: the simulator); CPU cores = CPU-seconds ÷ the phase's seconds (for the cold starts from the process's start); peak RSS sampled every 20 ms; KB/informer = RSS at the end ÷ informers running; stored MB = watchmux's objects' stored bodies at the end (`watchmux_cache_bytes`, all kinds; – for `direct`), KB/informer beyond them = (RSS − stored) ÷ informers (the target: at most 4); heap MB = watchmux's live heap then (the bytes its allocator was asked for and not given back, counted by the bench binary's counting allocator; – for `direct`), and the same per informer beyond the stored bodies: RSS beyond the heap is the allocator's own (pages it keeps, fragmentation), thread stacks and code. Watchers closed = watchmux's `watchmux_slow_watchers_closed_total`; reflector requests and relists = its `watchmux_upstream_requests_total` (LIST pages and WATCHes of its caches, whatever the answer) and `watchmux_upstream_relists_total` (the upstream requests above also count refused connections' requests, the requests passed through and the freshness checks). Reads from the cache, passed through, refused = its `watchmux_reads_total` by `source` (refused: its own 429s, a cache not ready or a limit); freshness requests = its `watchmux_upstream_requests_total{{verb=\"freshness\"}}` (the upstream requests proving consistent reads fresh). Authz hit % = of watchmux's delegated-authz cache lookups during the phase (`watchmux_authz_cache_requests_total`, TokenReviews and SubjectAccessReviews together), those answered without a review of their own (`hit`, or `shared`: waited for a concurrent lookup's review of the same key) (– without lookups: `--nodefleet-authz none`, or `direct`); every read it answers looks its token up once (nearly always a hit after each node's first) and its access once, so SAR cache hit % = the same of the SubjectAccessReview lookups alone (one key per node and read: the kubelet's per-object watches are keyed by the object's name too); upstream TokenReviews and SubjectAccessReviews = the reviews the simulator answered during the phase (`/sim/stats`: `tokenReviews`, `subjectAccessReviews`; watchmux's misses, – for `direct`, whose simulator authorizes in-process). Simulator CPU (upstream, for watchmux) and the bench's own CPU (every node's client in one process: when it nears the 2 cores the clients are the limit), both in cores."
             ),
             "nodes · phase",
             vec![
@@ -316,6 +317,14 @@ pub fn specs(s: &Sizes) -> Vec<ScenarioSpec> {
                 m("rss_mb", "RSS MB", false),
                 m("peak_rss_mb", "peak RSS MB", false),
                 m("kb_per_informer", "KB/informer", false),
+                m("stored_mb", "stored MB", false),
+                m("kb_beyond_stored", "KB/informer beyond stored", false),
+                m("heap_mb", "heap MB", false),
+                m(
+                    "heap_kb_beyond_stored",
+                    "heap KB/informer beyond stored",
+                    false,
+                ),
                 m("watchers_closed", "watchers closed", false),
                 m("reflector_requests", "reflector requests", false),
                 m("reflector_relists", "reflector relists", false),
@@ -589,6 +598,15 @@ impl Run<'_> {
             _ => f64::NAN,
         };
         let metric_delta = |name: &str| labelled_delta(name, &[]);
+        // Its live heap at the phase's end (NaN for `direct`).
+        let heap = target
+            .heap_file()
+            .and_then(heap::read_file)
+            .map_or(f64::NAN, |b| b as f64);
+        // The objects' stored bodies at the phase's end (NaN without watchmux's metrics).
+        let stored = metrics
+            .as_ref()
+            .map_or(f64::NAN, |a| a.sum("watchmux_cache_bytes", &[]));
         // The simulator's reviews (watchmux's; `direct` makes none).
         let reviews = |k: &str| {
             if self.kind == TargetKind::Watchmux {
@@ -618,6 +636,16 @@ impl Run<'_> {
             (
                 "kb_per_informer",
                 u1.rss_bytes as f64 / 1000.0 / informers.max(1.0),
+            ),
+            ("stored_mb", stored / MB),
+            (
+                "kb_beyond_stored",
+                (u1.rss_bytes as f64 - stored) / 1000.0 / informers.max(1.0),
+            ),
+            ("heap_mb", heap / MB),
+            (
+                "heap_kb_beyond_stored",
+                (heap - stored) / 1000.0 / informers.max(1.0),
             ),
             (
                 "watchers_closed",
@@ -663,6 +691,11 @@ impl Run<'_> {
                 "  {c} {}: freshness checks: {}",
                 self.kind,
                 freshness_outcomes(m, b.metrics.as_ref())
+            );
+            eprintln!(
+                "  {c} {}: answers other than 2xx: {}",
+                self.kind,
+                failed_answers(m, b.metrics.as_ref())
             );
         }
         for (id, values) in [(CLIENTS_ID, clients), (COSTS_ID, costs)] {
@@ -716,6 +749,18 @@ fn not_from_cache(after: &Metrics, before: Option<&Metrics>) -> String {
         "watchmux_reads_total",
         &["source", "verb", "resource", "reason"],
         |ls| Metrics::label(ls, "source") != "cache",
+    )
+}
+
+/// watchmux's answers during a phase whose code was not 2xx (`watchmux_requests_total`), by
+/// verb, resource and code: what the clients' errors and 429s were.
+fn failed_answers(after: &Metrics, before: Option<&Metrics>) -> String {
+    breakdown(
+        after,
+        before,
+        "watchmux_requests_total",
+        &["verb", "resource", "code"],
+        |ls| !Metrics::label(ls, "code").starts_with('2'),
     )
 }
 
@@ -1010,8 +1055,13 @@ impl Run<'_> {
             dir.display()
         );
         let authz = self.s.nodefleet_authz;
+        // Its live heap, beside its RSS (each start counts from its own).
+        let heap_file = env
+            .workdir
+            .join(format!("heap-s12-{}-{repeat}.txt", self.nodes));
         let launch = Launch {
             tls: self.s.nodefleet_wire == Wire::Tls,
+            heap_file: Some(heap_file.clone()),
             upstream_token: authz.admin_token().map(str::to_string),
             server_extra: match authz {
                 Authz::None => String::new(),
@@ -1019,7 +1069,10 @@ impl Run<'_> {
             },
             ..Launch::default()
         };
-        let start = || targets::start_watchmux_full(env, self.sim, &[], &cache, None, &launch);
+        let start = || {
+            let _ = std::fs::remove_file(&heap_file);
+            targets::start_watchmux_full(env, self.sim, &[], &cache, None, &launch)
+        };
         let t = start().await?;
         let first = self.cold(&t, Phase::Cold, true, repeat, out).await;
         let first = match first {
