@@ -167,6 +167,8 @@ pub struct App {
     pub header_read_timeout: Duration,
     /// `server.http2_max_concurrent_streams`.
     pub http2_max_concurrent_streams: u32,
+    /// `server.goaway_chance`.
+    pub goaway_chance: f64,
     /// The upstream's CRDs (all of them in on-demand mode, those of the cached custom
     /// resources in listed mode), kept current by one upstream watch (started only when a
     /// custom resource may be cached).
@@ -237,6 +239,7 @@ impl App {
             max_header_bytes: usize::try_from(config.server.max_header_bytes).unwrap_or(usize::MAX),
             header_read_timeout: config.server.header_read_timeout,
             http2_max_concurrent_streams: config.server.http2_max_concurrent_streams,
+            goaway_chance: config.server.goaway_chance,
             tasks: TaskTracker::new(),
             control: ControlRuntime::start(),
             conns: TaskTracker::new(),

@@ -32,7 +32,7 @@ use toml::de::{DeTable, DeValue};
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Config {
     /// `[server]`: where watchmux listens.
     pub server: ServerConfig,
@@ -45,7 +45,7 @@ pub struct Config {
 }
 
 /// `[server]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     /// `listen`: the address clients connect to.
     pub listen: SocketAddr,
@@ -106,6 +106,11 @@ pub struct ServerConfig {
     /// `http2_max_concurrent_streams`: the streams (requests, watches among them) one HTTP/2
     /// client may have open at once on one connection (`SETTINGS_MAX_CONCURRENT_STREAMS`).
     pub http2_max_concurrent_streams: u32,
+    /// `goaway_chance`: the fraction of HTTP/2 requests after which the connection is closed
+    /// gracefully (GOAWAY: its streams in flight, watches included, go on to their end; the
+    /// client sends new requests on a new connection, through the balancer again), as
+    /// kube-apiserver's `--goaway-chance`: 0 (off) to 0.02.
+    pub goaway_chance: f64,
 }
 
 impl ServerConfig {
@@ -193,6 +198,7 @@ impl Default for ServerConfig {
             max_url_bytes: 16 << 10,
             header_read_timeout: Duration::from_secs(30),
             http2_max_concurrent_streams: 1000,
+            goaway_chance: 0.0,
         }
     }
 }
@@ -733,6 +739,17 @@ impl Config {
             "server.http2_max_concurrent_streams",
             s.http2_max_concurrent_streams.into(),
         )?;
+        // kube-apiserver's bounds (`--goaway-chance`): beyond 1 request in 50 the connections
+        // are remade faster than they carry requests.
+        if !(0.0..=MAX_GOAWAY_CHANCE).contains(&s.goaway_chance) {
+            return Err(problem(
+                "server.goaway_chance",
+                format!(
+                    "{} is outside 0 (off) to {MAX_GOAWAY_CHANCE}",
+                    s.goaway_chance
+                ),
+            ));
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return Err(problem(
                 "log.level",
@@ -972,6 +989,9 @@ pub const MAX_URL_BYTES: u64 = 65534;
 /// proven by the upstream's bookmark needs about a second of those.
 pub const MAX_CONSISTENT_READ_CHECK_INTERVAL: Duration = Duration::from_millis(1000);
 
+/// The largest `server.goaway_chance` (kube-apiserver's bound for `--goaway-chance`).
+pub const MAX_GOAWAY_CHANCE: f64 = 0.02;
+
 fn check_range(key: &str, n: u64, min: u64, max: u64) -> Result<(), Problem> {
     if n < min || n > max {
         return Err(problem(key, format!("must be between {min} and {max}")));
@@ -1051,6 +1071,7 @@ struct RawServer {
     max_url_bytes: u64,
     header_read_timeout_secs: u64,
     http2_max_concurrent_streams: u32,
+    goaway_chance: f64,
 }
 
 impl Default for RawServer {
@@ -1076,6 +1097,7 @@ impl Default for RawServer {
             max_url_bytes: d.max_url_bytes,
             header_read_timeout_secs: d.header_read_timeout.as_secs(),
             http2_max_concurrent_streams: d.http2_max_concurrent_streams,
+            goaway_chance: d.goaway_chance,
         }
     }
 }
@@ -1230,6 +1252,7 @@ impl RawConfig {
                 max_url_bytes: self.server.max_url_bytes,
                 header_read_timeout: Duration::from_secs(self.server.header_read_timeout_secs),
                 http2_max_concurrent_streams: self.server.http2_max_concurrent_streams,
+                goaway_chance: self.server.goaway_chance,
             },
             log: LogConfig {
                 format: self.log.format,
@@ -1774,6 +1797,9 @@ version = "v1"
         assert_eq!(c.server.max_url_bytes, 2048);
         assert_eq!(c.server.header_read_timeout, Duration::from_secs(5));
         assert_eq!(c.server.http2_max_concurrent_streams, 5000);
+        assert_eq!(Config::default().server.goaway_chance, 0.0, "off");
+        let c = Config::from_toml_str("[server]\ngoaway_chance = 0.001\n", "t").unwrap();
+        assert_eq!(c.server.goaway_chance, 0.001);
         assert_eq!(
             Config::default().server.http2_max_concurrent_streams,
             1000,
@@ -1814,6 +1840,21 @@ version = "v1"
                 "max_url_bytes = 70000",
                 "server.max_url_bytes",
                 "must be between 1 and 65534",
+            ),
+            (
+                "goaway_chance = 0.05",
+                "server.goaway_chance",
+                "0.05 is outside 0 (off) to 0.02",
+            ),
+            (
+                "goaway_chance = -0.001",
+                "server.goaway_chance",
+                "-0.001 is outside 0 (off) to 0.02",
+            ),
+            (
+                "goaway_chance = nan",
+                "server.goaway_chance",
+                "NaN is outside 0 (off) to 0.02",
             ),
         ] {
             let e = err(&format!("[server]\n{text}\n"));

@@ -139,7 +139,13 @@ async fn serve_hyper(
         max_header_bytes,
     } = settings;
     let http2_max_concurrent_streams = app.http2_max_concurrent_streams;
+    // Cancelled by the request that drew the GOAWAY (`server.goaway_chance`).
+    let goaway = tokio_util::sync::CancellationToken::new();
+    let goaway_asked = goaway.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
+        if req.version() == http::Version::HTTP_2 && draws_goaway(app.goaway_chance) {
+            goaway_asked.cancel();
+        }
         let app = app.clone();
         let mut req = req.map(request_body::ReqBody::Hyper);
         req.extensions_mut().insert(peer.clone());
@@ -174,14 +180,24 @@ async fn serve_hyper(
     tokio::select! {
         _ = conn.as_mut() => return,
         _ = draining.cancelled() => {}
+        _ = goaway.cancelled() => {
+            tracing::debug!(peer = ?client_addr, "HTTP/2 GOAWAY (server.goaway_chance)");
+        }
     }
-    // Graceful: HTTP/2 GOAWAY, HTTP/1 closes once the response in flight is done (a
-    // watch's stream has just been ended); `cancel` drops whatever is left.
+    // Graceful: HTTP/2 GOAWAY (the streams in flight, the request that drew it and the
+    // watches included, go on to their end; at draining the watches have just been ended),
+    // HTTP/1 closes once the response in flight is done; `cancel` drops whatever is left.
     conn.as_mut().graceful_shutdown();
     tokio::select! {
         _ = conn => {}
         _ = cancel.cancelled() => {}
     }
+}
+
+/// Whether an HTTP/2 request draws its connection's GOAWAY, with probability `chance`
+/// (kube-apiserver's `WithProbabilisticGoaway`).
+fn draws_goaway(chance: f64) -> bool {
+    chance > 0.0 && rand::random::<f64>() < chance
 }
 
 /// Bytes an HTTP/2 stream may hold queued for its client; beyond this a watch's events wait in

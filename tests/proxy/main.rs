@@ -29,6 +29,7 @@ mod passthrough;
 mod path_props;
 mod persist;
 mod protobuf;
+mod rebalance;
 mod resilience;
 mod selectors;
 mod startup_errors;

@@ -1,0 +1,110 @@
+//! What moves clients between replicas behind a balancer (issue 37): `server.goaway_chance`,
+//! kube-apiserver's `--goaway-chance`. An HTTP/2 client stays on the connection it has; a
+//! GOAWAY makes it open a new one for its next requests, while the streams in flight (its
+//! watches) go on to their end.
+
+use std::time::Duration;
+
+use http::StatusCode;
+use http_body_util::BodyExt;
+use serde_json::json;
+
+use crate::common::{create_object, http2_connect, http2_get, proxy_for, sim};
+
+/// The most requests one connection is given before the test gives up on a GOAWAY: at a
+/// chance of 0.02 each, none drawn in 2,000 has a probability of 0.98^2000, about 3e-18.
+const REQUESTS: usize = 2000;
+
+/// Sends `/livez` on `send` one request at a time until the connection goes away or
+/// `REQUESTS` were answered; returns how many were answered with 200.
+async fn requests_until_goaway(
+    url: &str,
+    send: &mut hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+) -> usize {
+    let mut answered = 0;
+    for _ in 0..REQUESTS {
+        if send.ready().await.is_err() {
+            break;
+        }
+        let Ok(resp) = send.send_request(http2_get(url, "/livez", &[])).await else {
+            // Sent while the GOAWAY was on its way: refused, as a client retries it.
+            break;
+        };
+        assert_eq!(resp.status(), StatusCode::OK);
+        resp.into_body().collect().await.expect("the body");
+        answered += 1;
+    }
+    answered
+}
+
+#[tokio::test]
+async fn goaway_chance_ends_an_http2_connection_gracefully_and_its_watch_goes_on() {
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| {
+        c.server.goaway_chance = watchmux::config::MAX_GOAWAY_CHANCE;
+    })
+    .await;
+    let mut send = http2_connect(&px.url).await;
+    // A watch in flight on the connection before the GOAWAY.
+    let watch = send
+        .send_request(http2_get(
+            &px.url,
+            "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=60",
+            &[],
+        ))
+        .await
+        .expect("the watch's head");
+    assert_eq!(watch.status(), StatusCode::OK);
+    let answered = requests_until_goaway(&px.url, &mut send).await;
+    assert!(
+        answered < REQUESTS,
+        "no GOAWAY in {REQUESTS} requests at a chance of 0.02"
+    );
+    // The connection takes no new request; the watch on it still delivers.
+    let refused = async {
+        send.ready().await.is_err()
+            || send
+                .send_request(http2_get(&px.url, "/livez", &[]))
+                .await
+                .is_err()
+    };
+    assert!(refused.await, "a request after the GOAWAY");
+    create_object(
+        &sim.url(),
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"metadata": {"name": "after-goaway"}}),
+    )
+    .await;
+    let mut body = watch.into_body();
+    let event = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let frame = body
+                .frame()
+                .await
+                .expect("the stream goes on")
+                .expect("data");
+            if let Ok(d) = frame.into_data()
+                && String::from_utf8_lossy(&d).contains("after-goaway")
+            {
+                return String::from_utf8_lossy(&d).into_owned();
+            }
+        }
+    })
+    .await
+    .expect("the event after the GOAWAY");
+    assert!(event.contains("\"ADDED\""), "{event}");
+    // A new connection is served as before.
+    let mut again = http2_connect(&px.url).await;
+    assert!(requests_until_goaway(&px.url, &mut again).await > 0);
+}
+
+#[tokio::test]
+async fn without_goaway_chance_an_http2_connection_is_kept() {
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| {
+        assert_eq!(c.server.goaway_chance, 0.0, "off by default");
+    })
+    .await;
+    let mut send = http2_connect(&px.url).await;
+    assert_eq!(requests_until_goaway(&px.url, &mut send).await, REQUESTS);
+}
