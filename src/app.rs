@@ -138,7 +138,8 @@ pub struct App {
     pub upstream: Upstream,
     /// Cache settings from the config.
     pub cache_config: CacheConfig,
-    /// Watches without `timeoutSeconds` last a random time in [this, 2× this) (kube: 1800 s).
+    /// Watches without `timeoutSeconds` last a random time in [this, 2× this)
+    /// (`server.min_request_timeout_secs`; kube: 1800 s).
     pub min_request_timeout: Duration,
     /// Stops everything.
     pub cancel: CancellationToken,
@@ -227,7 +228,7 @@ impl App {
             catalog,
             upstream,
             cache_config: config.cache.clone(),
-            min_request_timeout: Duration::from_secs(1800),
+            min_request_timeout: config.server.min_request_timeout,
             draining: cancel.child_token(),
             cancel,
             authz,

@@ -111,6 +111,11 @@ pub struct ServerConfig {
     /// client sends new requests on a new connection, through the balancer again), as
     /// kube-apiserver's `--goaway-chance`: 0 (off) to 0.02.
     pub goaway_chance: f64,
+    /// `min_request_timeout_secs`: a watch without `timeoutSeconds` ends cleanly after a
+    /// random time in [this, 2× this), as kube-apiserver's `--min-request-timeout` (1800 s):
+    /// its client re-watches from its resourceVersion, over a connection a balancer may send to
+    /// another replica, and such watches do not all end together.
+    pub min_request_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -199,6 +204,7 @@ impl Default for ServerConfig {
             header_read_timeout: Duration::from_secs(30),
             http2_max_concurrent_streams: 1000,
             goaway_chance: 0.0,
+            min_request_timeout: Duration::from_secs(1800),
         }
     }
 }
@@ -739,6 +745,11 @@ impl Config {
             "server.http2_max_concurrent_streams",
             s.http2_max_concurrent_streams.into(),
         )?;
+        check_duration(
+            "server.min_request_timeout_secs",
+            s.min_request_timeout,
+            false,
+        )?;
         // kube-apiserver's bounds (`--goaway-chance`): beyond 1 request in 50 the connections
         // are remade faster than they carry requests.
         if !(0.0..=MAX_GOAWAY_CHANCE).contains(&s.goaway_chance) {
@@ -1072,6 +1083,7 @@ struct RawServer {
     header_read_timeout_secs: u64,
     http2_max_concurrent_streams: u32,
     goaway_chance: f64,
+    min_request_timeout_secs: u64,
 }
 
 impl Default for RawServer {
@@ -1098,6 +1110,7 @@ impl Default for RawServer {
             header_read_timeout_secs: d.header_read_timeout.as_secs(),
             http2_max_concurrent_streams: d.http2_max_concurrent_streams,
             goaway_chance: d.goaway_chance,
+            min_request_timeout_secs: d.min_request_timeout.as_secs(),
         }
     }
 }
@@ -1253,6 +1266,7 @@ impl RawConfig {
                 header_read_timeout: Duration::from_secs(self.server.header_read_timeout_secs),
                 http2_max_concurrent_streams: self.server.http2_max_concurrent_streams,
                 goaway_chance: self.server.goaway_chance,
+                min_request_timeout: Duration::from_secs(self.server.min_request_timeout_secs),
             },
             log: LogConfig {
                 format: self.log.format,
@@ -1801,6 +1815,13 @@ version = "v1"
         let c = Config::from_toml_str("[server]\ngoaway_chance = 0.001\n", "t").unwrap();
         assert_eq!(c.server.goaway_chance, 0.001);
         assert_eq!(
+            Config::default().server.min_request_timeout,
+            Duration::from_secs(1800),
+            "kube's --min-request-timeout"
+        );
+        let c = Config::from_toml_str("[server]\nmin_request_timeout_secs = 60\n", "t").unwrap();
+        assert_eq!(c.server.min_request_timeout, Duration::from_secs(60));
+        assert_eq!(
             Config::default().server.http2_max_concurrent_streams,
             1000,
             "above hyper's 200: a kubelet keeps its watches on one connection"
@@ -1840,6 +1861,11 @@ version = "v1"
                 "max_url_bytes = 70000",
                 "server.max_url_bytes",
                 "must be between 1 and 65534",
+            ),
+            (
+                "min_request_timeout_secs = 0",
+                "server.min_request_timeout_secs",
+                "must be greater than 0",
             ),
             (
                 "goaway_chance = 0.05",

@@ -108,3 +108,60 @@ async fn without_goaway_chance_an_http2_connection_is_kept() {
     let mut send = http2_connect(&px.url).await;
     assert_eq!(requests_until_goaway(&px.url, &mut send).await, REQUESTS);
 }
+
+/// A watch whose client gave no `timeoutSeconds` ends cleanly after a random time in
+/// [`min_request_timeout_secs`, twice that), after a bookmark 2 s before its end (kube's
+/// cacher), so its client re-watches from where it was without a LIST, on a connection a
+/// balancer may send elsewhere.
+#[tokio::test]
+async fn a_watch_without_timeout_seconds_ends_after_a_bookmark_within_min_request_timeout() {
+    const MIN: Duration = Duration::from_secs(3);
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| c.server.min_request_timeout = MIN).await;
+    let mut send = http2_connect(&px.url).await;
+    let started = tokio::time::Instant::now();
+    let watch = send
+        .send_request(http2_get(
+            &px.url,
+            "/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true",
+            &[],
+        ))
+        .await
+        .expect("the watch's head");
+    assert_eq!(watch.status(), StatusCode::OK);
+    // The resource moves after the watch began: the bookmark before the end has something to
+    // say.
+    create_object(
+        &sim.url(),
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"metadata": {"name": "before-the-end"}}),
+    )
+    .await;
+    // A guard, not a timing: the watch must end by itself.
+    let all = tokio::time::timeout(MIN * 2 + Duration::from_secs(30), async {
+        watch.into_body().collect().await.expect("a clean end")
+    })
+    .await
+    .expect("the watch ends by itself")
+    .to_bytes();
+    let lasted = started.elapsed();
+    assert!(lasted >= MIN, "ended after {lasted:?}, before {MIN:?}");
+    let text = String::from_utf8_lossy(&all);
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an event"))
+        .collect();
+    let created = events
+        .iter()
+        .position(|e| e["object"]["metadata"]["name"] == "before-the-end")
+        .expect("the ADDED event");
+    let last = events.last().expect("events");
+    assert_eq!(last["type"], "BOOKMARK", "{text}");
+    let rv = |e: &serde_json::Value| {
+        e["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .expect("a resourceVersion")
+    };
+    assert!(rv(last) >= rv(&events[created]), "{text}");
+}
