@@ -11,16 +11,16 @@ use serde_json::json;
 
 use crate::common::{create_object, http2_connect, http2_get, proxy_for, sim};
 
+/// One HTTP/2 connection's request sender ([`http2_connect`]).
+type Http2Send = hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>;
+
 /// The most requests one connection is given before the test gives up on a GOAWAY: at a
 /// chance of 0.02 each, none drawn in 2,000 has a probability of 0.98^2000, about 3e-18.
 const REQUESTS: usize = 2000;
 
 /// Sends `/livez` on `send` one request at a time until the connection goes away or
 /// `REQUESTS` were answered; returns how many were answered with 200.
-async fn requests_until_goaway(
-    url: &str,
-    send: &mut hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
-) -> usize {
+async fn requests_until_goaway(url: &str, send: &mut Http2Send) -> usize {
     let mut answered = 0;
     for _ in 0..REQUESTS {
         if send.ready().await.is_err() {
@@ -37,6 +37,21 @@ async fn requests_until_goaway(
     answered
 }
 
+/// A watch of the default namespace's ConfigMaps with `query` on `send`, its head received.
+async fn configmaps_watch(
+    url: &str,
+    send: &mut Http2Send,
+    query: &str,
+) -> http::Response<hyper::body::Incoming> {
+    let path = format!("/api/v1/namespaces/default/configmaps?watch=1&{query}");
+    let watch = send
+        .send_request(http2_get(url, &path, &[]))
+        .await
+        .expect("the watch's head");
+    assert_eq!(watch.status(), StatusCode::OK);
+    watch
+}
+
 #[tokio::test]
 async fn goaway_chance_ends_an_http2_connection_gracefully_and_its_watch_goes_on() {
     let sim = sim().await;
@@ -46,15 +61,7 @@ async fn goaway_chance_ends_an_http2_connection_gracefully_and_its_watch_goes_on
     .await;
     let mut send = http2_connect(&px.url).await;
     // A watch in flight on the connection before the GOAWAY.
-    let watch = send
-        .send_request(http2_get(
-            &px.url,
-            "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=60",
-            &[],
-        ))
-        .await
-        .expect("the watch's head");
-    assert_eq!(watch.status(), StatusCode::OK);
+    let watch = configmaps_watch(&px.url, &mut send, "timeoutSeconds=60").await;
     let answered = requests_until_goaway(&px.url, &mut send).await;
     assert!(
         answered < REQUESTS,
@@ -120,15 +127,7 @@ async fn a_watch_without_timeout_seconds_ends_after_a_bookmark_within_min_reques
     let px = proxy_for(&sim, |c| c.server.min_request_timeout = MIN).await;
     let mut send = http2_connect(&px.url).await;
     let started = tokio::time::Instant::now();
-    let watch = send
-        .send_request(http2_get(
-            &px.url,
-            "/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true",
-            &[],
-        ))
-        .await
-        .expect("the watch's head");
-    assert_eq!(watch.status(), StatusCode::OK);
+    let watch = configmaps_watch(&px.url, &mut send, "allowWatchBookmarks=true").await;
     // The resource moves after the watch began: the bookmark before the end has something to
     // say.
     create_object(
