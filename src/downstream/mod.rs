@@ -2,7 +2,8 @@
 //! bytes of each answer.
 //!
 //! * this file: the accept loop and the connection settings (HTTP/1 and HTTP/2, header limits,
-//!   the slow-header guard, graceful draining).
+//!   the slow-header guard, graceful draining, and the HTTP/2 GOAWAY a request may draw,
+//!   `server.goaway_chance`, which moves clients between replicas).
 //! * [`accept`]: the TLS handshake and the peer's identity.
 //! * [`router`]: cache or pass-through, and the checks before either.
 //! * [`list`], [`watch`], [`websocket`]: the cache's answers; `watch` is the per-watcher task
