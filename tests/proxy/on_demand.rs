@@ -110,6 +110,8 @@ async fn a_kind_is_cached_from_its_first_read_and_dropped_when_idle_without_clie
         lists + 1,
         "only the test's own LIST of the simulator reached it"
     );
+    // The reflector watches once its LIST is in: it may not be watching yet.
+    crate::common::reflectors_watching(&sim, &["configmaps"]).await;
     assert_eq!(sim_count(&sim, "configmaps", "openWatches"), 1);
 
     // An open watch is a read: the kind stays past idle_secs and the watch goes on.
