@@ -239,23 +239,20 @@ impl http_body::Body for WatchBody {
                 this.held = Some(out);
                 break;
             }
-            if !started {
-                match out {
-                    Out::Frame(b) => lone = Some(b),
-                    Out::Parts([a, b, c]) if len >= CHUNK => {
-                        this.rest = [Some(b), Some(c)];
-                        return data(a);
-                    }
-                    Out::Parts(p) => {
-                        chunk.reserve(CHUNK);
-                        p.iter().for_each(|x| chunk.extend_from_slice(x));
-                    }
+            let out = match out {
+                Out::Frame(b) if !started => {
+                    lone = Some(b);
+                    continue;
                 }
-                continue;
-            }
+                Out::Parts([a, b, c]) if !started && len >= CHUNK => {
+                    this.rest = [Some(b), Some(c)];
+                    return data(a);
+                }
+                out => out,
+            };
             if chunk.capacity() == 0 {
                 // Once, at its full size: growing it copy by copy costs a reallocation each.
-                chunk.reserve(CHUNK.max(have + len));
+                chunk.reserve(CHUNK);
             }
             if let Some(b) = lone.take() {
                 chunk.extend_from_slice(&b);
