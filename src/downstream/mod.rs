@@ -140,12 +140,16 @@ async fn serve_hyper(
         max_header_bytes,
     } = settings;
     let http2_max_concurrent_streams = app.http2_max_concurrent_streams;
-    // Cancelled by the request that drew the GOAWAY (`server.goaway_chance`).
-    let goaway = tokio_util::sync::CancellationToken::new();
+    // Cancelled by the request that drew the GOAWAY (`server.goaway_chance`); none when that
+    // is off, so the connection's task polls no token for it.
+    let goaway = (app.goaway_chance > 0.0).then(tokio_util::sync::CancellationToken::new);
     let goaway_asked = goaway.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
-        if req.version() == http::Version::HTTP_2 && draws_goaway(app.goaway_chance) {
-            goaway_asked.cancel();
+        if let Some(g) = &goaway_asked
+            && req.version() == http::Version::HTTP_2
+            && draws_goaway(app.goaway_chance)
+        {
+            g.cancel();
         }
         let app = app.clone();
         let mut req = req.map(request_body::ReqBody::Hyper);
@@ -181,7 +185,12 @@ async fn serve_hyper(
     tokio::select! {
         _ = conn.as_mut() => return,
         _ = draining.cancelled() => {}
-        _ = goaway.cancelled() => {
+        _ = async {
+            match &goaway {
+                Some(g) => g.cancelled().await,
+                None => std::future::pending().await,
+            }
+        } => {
             tracing::debug!(peer = ?client_addr, "HTTP/2 GOAWAY (server.goaway_chance)");
         }
     }
@@ -198,7 +207,7 @@ async fn serve_hyper(
 /// Whether an HTTP/2 request draws its connection's GOAWAY, with probability `chance`
 /// (kube-apiserver's `WithProbabilisticGoaway`).
 fn draws_goaway(chance: f64) -> bool {
-    chance > 0.0 && rand::random::<f64>() < chance
+    rand::random::<f64>() < chance
 }
 
 /// Bytes an HTTP/2 stream may hold queued for its client; beyond this a watch's events wait in
