@@ -1,5 +1,5 @@
-//! The bench binary's global allocator: watchmux's [`Allocator`] with a counter of live heap bytes,
-//! so the roles the bench runs as children (watchmux's `serve::run`, the limit program, the
+//! The bench binary's global allocator: watchmux's [`Allocator`] with a counter of live heap
+//! bytes, so the roles the bench runs as children (watchmux's `serve::run`, the limit program, the
 //! simulator) can report their heap beside their RSS (scenario S9). RSS − heap is then the
 //! allocator's own overhead, thread stacks and code.
 //!
@@ -26,8 +26,8 @@ const REPORT_EVERY: Duration = Duration::from_millis(100);
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
-/// watchmux's [`Allocator`] (jemalloc), counting the bytes of live allocations once [`enable`]d. Installed in the bench
-/// binary with `#[global_allocator]`.
+/// watchmux's [`Allocator`] (jemalloc), counting the bytes of live allocations once
+/// [`enable`]d. Installed in the bench binary with `#[global_allocator]`.
 pub struct Counting;
 
 fn add(bytes: usize) {
@@ -42,9 +42,10 @@ fn sub(bytes: usize) {
     }
 }
 
-// SAFETY: every method forwards its arguments unchanged to watchmux's [`Allocator`] (jemalloc), which upholds
-// `GlobalAlloc`'s contract; the counting only reads sizes from the layouts and touches atomics
-// (it neither allocates nor unwinds), so the caller's guarantees pass through untouched.
+// SAFETY: every method forwards its arguments unchanged to watchmux's `Allocator` (jemalloc),
+// which upholds `GlobalAlloc`'s contract; the counting only reads sizes from the layouts and
+// touches atomics (it neither allocates nor unwinds), so the caller's guarantees pass through
+// untouched.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -66,13 +67,13 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by this allocator, i.e. by watchmux's [`Allocator`] (jemalloc), with `layout`.
+        // SAFETY: `ptr` was allocated by this allocator, i.e. by `Allocator`, with `layout`.
         unsafe { Allocator.dealloc(ptr, layout) };
         sub(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: `ptr` and `layout` are from this allocator, i.e. watchmux's [`Allocator`] (jemalloc); `new_size` meets
+        // SAFETY: `ptr` and `layout` are from this allocator, i.e. `Allocator`; `new_size` meets
         // the caller's contract.
         let p = unsafe { Allocator.realloc(ptr, layout, new_size) };
         if !p.is_null() {
