@@ -296,12 +296,16 @@ struct Recorder {
 
 impl Recorder {
     /// Lists `resource` at `base` (a consistent LIST) and watches from the list's
-    /// resourceVersion.
+    /// resourceVersion; returns once the server has answered that watch, so a restart the test
+    /// makes after it ends a stream that was open (a watch still connecting at a stop would fail
+    /// to connect and go unnoticed as a resume).
     async fn start(base: &str, resource: &'static str) -> Recorder {
         let (from, initial) = list_at(base, resource).await;
         let seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
         let resumed = Arc::new(AtomicUsize::new(0));
         let (s, r, base) = (seen.clone(), resumed.clone(), base.to_string());
+        let (answered, first_answer) = tokio::sync::oneshot::channel();
+        let mut answered = Some(answered);
         let task = tokio::spawn(async move {
             loop {
                 let rv = s.lock().last().map_or(from, |e: &Seen| e.rv);
@@ -313,6 +317,9 @@ impl Recorder {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
+                if let Some(a) = answered.take() {
+                    let _ = a.send(());
+                }
                 if w.status != 200 {
                     s.lock().push(Seen {
                         ty: "ERROR".into(),
@@ -340,6 +347,10 @@ impl Recorder {
                 }
             }
         });
+        tokio::time::timeout(DEADLINE, first_answer)
+            .await
+            .unwrap_or_else(|_| panic!("the {resource} watch was not answered within 30 s"))
+            .expect("the recorder's task");
         Recorder {
             resource,
             initial,
