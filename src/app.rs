@@ -143,9 +143,14 @@ pub struct App {
     pub min_request_timeout: Duration,
     /// Stops everything.
     pub cancel: CancellationToken,
-    /// Graceful shutdown began: stop accepting, end watches cleanly, finish connections. A child
-    /// of `cancel` (cancelling `cancel` cancels it too).
+    /// Graceful shutdown began: stop accepting, GOAWAY, refuse new requests as kube does, drain
+    /// the watches, finish connections. A child of `cancel` (cancelling `cancel` cancels it too).
     pub draining: CancellationToken,
+    /// The drain is over: every watch still open ends now, cleanly (cached ones the drain did not
+    /// end, and pass-through ones at an event boundary). A child of `cancel`.
+    pub watches_end: CancellationToken,
+    /// `server.shutdown_watch_grace_secs` and `server.shutdown_watch_min_rate`.
+    pub watch_drain: crate::drain::Pace,
     /// Background tasks.
     pub tasks: TaskTracker,
     /// The thread the caches' upkeep runs on (reflectors, discovery, CRDs, the keeper of kinds,
@@ -230,6 +235,11 @@ impl App {
             cache_config: config.cache.clone(),
             min_request_timeout: config.server.min_request_timeout,
             draining: cancel.child_token(),
+            watches_end: cancel.child_token(),
+            watch_drain: crate::drain::Pace {
+                grace: config.server.shutdown_watch_grace,
+                min_rate: config.server.shutdown_watch_min_rate,
+            },
             cancel,
             authz,
             limits: limits::Limits::new(
@@ -595,11 +605,14 @@ impl App {
             .await;
     }
 
-    /// Graceful shutdown: `/readyz` fails at once; after `delay` (still serving, so load
-    /// balancers can take the pod out first) watchmux stops accepting, ends every watch cleanly
-    /// (the stream ends, so clients re-watch elsewhere), lets idle connections close and other
-    /// requests finish for at most `timeout`, then stops the reflectors and drops what is left.
-    /// Returns whether every connection finished within the bound.
+    /// Graceful shutdown, as kube-apiserver's: `/readyz` fails at once; after `delay` (still
+    /// serving, so Services and load balancers take the pod out first) watchmux stops
+    /// accepting, sends HTTP/2 connections a GOAWAY and answers new requests on open connections
+    /// with kube's 429/503 (`router`); the open watches end in paced batches, each just after a
+    /// bookmark at its resourceVersion ([`crate::drain`]); what is left of them ends, idle
+    /// connections close and other requests finish, all within `timeout`; then the reflectors
+    /// stop and what is left is dropped. Returns whether every connection finished within the
+    /// bound.
     pub async fn shutdown_within(&self, delay: Duration, timeout: Duration) -> bool {
         self.metrics.set_shutting_down();
         if !delay.is_zero() {
@@ -610,11 +623,16 @@ impl App {
         }
         let deadline = tokio::time::Instant::now() + timeout;
         self.draining.cancel();
-        let slots: Vec<_> = self.slots.read().values().cloned().collect();
-        for slot in slots {
-            if let Some(c) = slot.get() {
-                c.close_all("server shutting down");
-            }
+        let caches: Vec<Arc<ResourceCache>> =
+            self.slots.read().values().filter_map(|s| s.get()).collect();
+        let pace = crate::drain::Pace {
+            grace: self.watch_drain.grace.min(timeout),
+            ..self.watch_drain
+        };
+        crate::drain::end_watches(&caches, pace, deadline).await;
+        self.watches_end.cancel();
+        for c in &caches {
+            c.close_all("server shutting down");
         }
         self.conns.close();
         let clean = tokio::time::timeout_at(deadline, self.conns.wait())

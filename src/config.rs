@@ -59,8 +59,17 @@ pub struct ServerConfig {
     /// this long before it stops accepting (time for endpoints to drop the pod).
     pub shutdown_delay: Duration,
     /// `shutdown_timeout_secs`: after it stops accepting, watchmux waits at most this long for
-    /// requests to finish (watches end at once, cleanly), then exits.
+    /// requests to finish and watches to drain, then exits.
     pub shutdown_timeout: Duration,
+    /// `shutdown_watch_grace_secs`: once it stops accepting, watchmux ends the open watches in
+    /// paced batches spread over this long (kube's `--shutdown-watch-termination-grace-period`),
+    /// each just after a BOOKMARK at its resourceVersion, so that clients re-watch on the other
+    /// replicas a few at a time and with no LIST. Zero ends them all at once. The drain ends
+    /// within `shutdown_timeout_secs` all the same: a longer grace is cut to it.
+    pub shutdown_watch_grace: Duration,
+    /// `shutdown_watch_min_rate`: the fewest watches a second the drain ends (kube's floor: 200),
+    /// so that a few watches are not spread over the whole grace.
+    pub shutdown_watch_min_rate: u64,
     /// `tls_cert_file`: PEM certificate chain to serve TLS with (with `tls_key_file`); reloaded
     /// when the file changes. `None` serves plain HTTP.
     pub tls_cert_file: Option<PathBuf>,
@@ -188,6 +197,8 @@ impl Default for ServerConfig {
             ready_outage: Duration::ZERO,
             shutdown_delay: Duration::ZERO,
             shutdown_timeout: Duration::from_secs(20),
+            shutdown_watch_grace: Duration::from_secs(10),
+            shutdown_watch_min_rate: 200,
             tls_cert_file: None,
             tls_key_file: None,
             client_ca_file: None,
@@ -723,6 +734,12 @@ impl Config {
         check_duration("server.ready_outage_secs", s.ready_outage, true)?;
         check_duration("server.shutdown_delay_secs", s.shutdown_delay, true)?;
         check_duration("server.shutdown_timeout_secs", s.shutdown_timeout, false)?;
+        check_duration(
+            "server.shutdown_watch_grace_secs",
+            s.shutdown_watch_grace,
+            true,
+        )?;
+        check_count("server.shutdown_watch_min_rate", s.shutdown_watch_min_rate)?;
         check_duration("server.authz_allow_ttl_secs", s.authz_allow_ttl, true)?;
         check_duration("server.authz_deny_ttl_secs", s.authz_deny_ttl, true)?;
         check_count("server.authz_token_cache_size", s.authz_token_cache_size)?;
@@ -1067,6 +1084,8 @@ struct RawServer {
     ready_outage_secs: u64,
     shutdown_delay_secs: u64,
     shutdown_timeout_secs: u64,
+    shutdown_watch_grace_secs: u64,
+    shutdown_watch_min_rate: u64,
     tls_cert_file: Option<PathBuf>,
     tls_key_file: Option<PathBuf>,
     client_ca_file: Option<PathBuf>,
@@ -1094,6 +1113,8 @@ impl Default for RawServer {
             ready_outage_secs: d.ready_outage.as_secs(),
             shutdown_delay_secs: d.shutdown_delay.as_secs(),
             shutdown_timeout_secs: d.shutdown_timeout.as_secs(),
+            shutdown_watch_grace_secs: d.shutdown_watch_grace.as_secs(),
+            shutdown_watch_min_rate: d.shutdown_watch_min_rate,
             tls_cert_file: d.tls_cert_file,
             tls_key_file: d.tls_key_file,
             client_ca_file: d.client_ca_file,
@@ -1250,6 +1271,8 @@ impl RawConfig {
                 ready_outage: Duration::from_secs(self.server.ready_outage_secs),
                 shutdown_delay: Duration::from_secs(self.server.shutdown_delay_secs),
                 shutdown_timeout: Duration::from_secs(self.server.shutdown_timeout_secs),
+                shutdown_watch_grace: Duration::from_secs(self.server.shutdown_watch_grace_secs),
+                shutdown_watch_min_rate: self.server.shutdown_watch_min_rate,
                 tls_cert_file: self.server.tls_cert_file,
                 tls_key_file: self.server.tls_key_file,
                 client_ca_file: self.server.client_ca_file,

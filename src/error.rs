@@ -30,6 +30,10 @@ use crate::passthrough::PassThroughError;
 /// max-in-flight filter sends.
 const RETRY_AFTER_SECONDS: u32 = 1;
 
+/// The `Retry-After` seconds of kube's 429 for a request that reached a draining server
+/// (`k8s.io/apiserver` `pkg/server/filters/with_retry_after.go`).
+const SHUTDOWN_RETRY_AFTER_SECONDS: u32 = 5;
+
 /// The `Retry-After` seconds of kube's 429 for a cache that has not been ready for `downtime`
 /// (`k8s.io/apiserver` `pkg/storage/cacher/util.go`, `calculateRetryAfterForUnreadyCache`):
 /// e^(0.06·seconds), within 1 and 30, truncated — 1 for the first 11.5 s, 6 after 30 s, 30
@@ -53,6 +57,12 @@ impl From<&RouteError> for Status {
             // kube answers a selector it cannot parse with 400 and the parser's message.
             RouteError::Selector(e) => Status::bad_request(e.to_string()),
             RouteError::Status(s) => s.clone(),
+            // kube's body has no details; its `Retry-After: 1` is a header of the answer alone
+            // (the router's).
+            RouteError::ShuttingDown { watch: true } => Status::service_unavailable(e.to_string()),
+            RouteError::ShuttingDown { watch: false } => {
+                Status::too_many_requests(e.to_string(), SHUTDOWN_RETRY_AFTER_SECONDS)
+            }
         }
     }
 }

@@ -14,8 +14,8 @@
 //! * [`downstream`]: the HTTP server: routing, cached LIST and WATCH answers, websocket, health.
 //! * [`passthrough`]: everything the cache does not answer, forwarded unchanged.
 //! * [`app`]: what one running watchmux is, its life cycle and each cached kind's (started by
-//!   its first read in on-demand mode, dropped when idle or for memory); [`serve`]: running it
-//!   as a process.
+//!   its first read in on-demand mode, dropped when idle or for memory); [`drain`]: the paced
+//!   end of the watches at a graceful shutdown; [`serve`]: running it as a process.
 //! * [`auth`], [`tls`], [`config`], [`metrics`]: identities, TLS, configuration, Prometheus.
 //! * [`error`]: the one mapping from the modules' typed errors to kube `Status` answers.
 //!
@@ -29,6 +29,7 @@ pub mod cache;
 pub mod config;
 pub mod control;
 pub mod downstream;
+pub mod drain;
 pub mod error;
 pub mod hub;
 pub mod metrics;

@@ -1461,6 +1461,11 @@ const SCRAPED: &[Family] = &[
         "Watchers closed for falling too far behind (out of the event window or beyond watcher_max_lag_bytes).",
         R,
     ),
+    counter(
+        "watchmux_watches_drained_total",
+        "Watches ended by a graceful shutdown's drain, each just after a BOOKMARK at its resourceVersion (its client re-watches on another replica with no LIST).",
+        R,
+    ),
     gauge(
         "watchmux_upstream_last_event_age_seconds",
         "Seconds since the last upstream event, bookmark or list of the resource (since start if none yet).",
@@ -1627,7 +1632,7 @@ impl Collector for ScrapeCollector {
             let l = r.label.as_str();
             let (mut objects, mut bytes, mut rv, mut window, mut age, mut synced) =
                 (0usize, 0u64, 0u64, 0usize, 0.0f64, false);
-            let mut counts = [0u64; 6];
+            let mut counts = [0u64; 7];
             let mut kept = crate::cache::SnapshotUsage::default();
             let mut memory = 0;
             let mut persist = None;
@@ -1653,6 +1658,7 @@ impl Collector for ScrapeCollector {
                     k.selector_evaluations.load(Ordering::Relaxed),
                     k.deliveries.load(Ordering::Relaxed),
                     k.slow_watchers_closed.load(Ordering::Relaxed),
+                    k.watches_drained.load(Ordering::Relaxed),
                 ];
             }
             s.gauge("watchmux_cache_objects", &[l], objects as f64);
@@ -1691,6 +1697,7 @@ impl Collector for ScrapeCollector {
             s.counter("watchmux_cache_selector_evaluations_total", &[l], counts[3]);
             s.counter("watchmux_cache_deliveries_total", &[l], counts[4]);
             s.counter("watchmux_slow_watchers_closed_total", &[l], counts[5]);
+            s.counter("watchmux_watches_drained_total", &[l], counts[6]);
             let last = r.last_event_ms.load(Ordering::Relaxed);
             s.gauge(
                 "watchmux_upstream_last_event_age_seconds",

@@ -283,6 +283,8 @@ pub struct CacheCounters {
     pub selector_evaluations: AtomicU64,
     /// Events handed to live watchers.
     pub deliveries: AtomicU64,
+    /// Watches ended by a graceful shutdown's drain, after a bookmark at their resourceVersion.
+    pub watches_drained: AtomicU64,
 }
 
 /// Everything the lock guards.
@@ -602,6 +604,18 @@ impl ResourceCache {
                 .fetch_add(1, Ordering::Relaxed);
         }
         sub.shared().close(FELL_OUT_OF_WINDOW);
+    }
+
+    /// The ids of the watchers not closed nor asked to end yet (a shutdown's drain ends them in
+    /// paced batches with [`ResourceCache::end_after_bookmark`]).
+    pub fn open_watcher_ids(&self) -> Vec<u64> {
+        self.state.read().hub.open_ids()
+    }
+
+    /// Asks the watchers `ids` still registered to end cleanly after a bookmark at their
+    /// resourceVersion; returns how many were asked.
+    pub fn end_after_bookmark(&self, ids: &[u64]) -> usize {
+        self.state.read().hub.end_after_bookmark(ids)
     }
 
     /// Closes every watcher (shutdown). Not a write: objects, log and resourceVersion stay.

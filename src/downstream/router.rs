@@ -80,6 +80,15 @@ pub enum RouteError {
     /// list options, a resourceVersion too old or too large).
     #[error(transparent)]
     Status(#[from] Status),
+    /// The server is draining (a graceful shutdown, past `server.shutdown_delay_secs`): kube's
+    /// answers then, which send the client to another replica — a new watch gets 503 with
+    /// `Retry-After: 1` (`WithWatchTerminationDuringShutdown`), any other request 429 with
+    /// `Retry-After: 5` and `Connection: close` (`WithRetryAfter`).
+    #[error("{}", if *watch { "apiserver is shutting down" } else { "The apiserver is shutting down, please try again later." })]
+    ShuttingDown {
+        /// The request is a watch.
+        watch: bool,
+    },
 }
 
 impl RouteError {
@@ -94,6 +103,7 @@ impl RouteError {
             RouteError::Limit(LimitError::TooManyWatches { .. }) => Refusal::WatchLimit,
             RouteError::Limit(LimitError::TooManyLists { .. }) => Refusal::ListLimit,
             RouteError::Limit(LimitError::OverMemory { .. }) => Refusal::MemoryLimit,
+            RouteError::ShuttingDown { .. } => Refusal::ShuttingDown,
             _ => return None,
         })
     }
@@ -112,6 +122,8 @@ pub enum Refusal {
     ListLimit,
     /// `cache.memory_limit`.
     MemoryLimit,
+    /// A graceful shutdown is draining the server.
+    ShuttingDown,
 }
 
 impl Refusal {
@@ -123,16 +135,18 @@ impl Refusal {
             Refusal::WatchLimit => "watch_limit",
             Refusal::ListLimit => "list_limit",
             Refusal::MemoryLimit => "memory_limit",
+            Refusal::ShuttingDown => "shutting_down",
         }
     }
 
     /// Every label value (so the metric's series exist from the start).
-    pub const ALL: [Refusal; 5] = [
+    pub const ALL: [Refusal; 6] = [
         Refusal::NotReady,
         Refusal::Stale,
         Refusal::WatchLimit,
         Refusal::ListLimit,
         Refusal::MemoryLimit,
+        Refusal::ShuttingDown,
     ];
 }
 
@@ -154,10 +168,6 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
             None => r,
         };
     }
-    // Found (or started) before the request is classified, so that it is counted under its kind.
-    let read = cached_read(&app, &req);
-    let info = app.metrics.classify(&req);
-    let requested_audit_id = req.headers().get(kube_wire::response::AUDIT_ID).cloned();
     // kube negotiates the encoding of an error's Status too: protobuf for kubelets, indented
     // raw JSON for a header that takes none of its serializers.
     let status_encoding = kube_wire::negotiate::status_encoding(
@@ -165,23 +175,41 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
             .get(http::header::ACCEPT)
             .and_then(|v| v.to_str().ok()),
     );
-    let pretty =
-        info.verb != "watch" && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
-    let mut resp = match route_and_serve(&app, req, read, pretty).await {
-        Ok(r) => r,
-        Err(e) => {
-            let mut r = match status_encoding {
-                Some(Encoding::Protobuf) => {
-                    kube_wire::response::protobuf_status_response(&Status::from(&e))
-                }
-                Some(Encoding::Json | Encoding::Yaml) => status_response(&Status::from(&e)),
-                None => kube_wire::response::raw_status_response(&Status::from(&e)),
-            };
-            if let Some(refusal) = e.refusal() {
-                r.extensions_mut().insert(crate::metrics::Refused(refusal));
-            }
-            r
+    let requested_audit_id = req.headers().get(kube_wire::response::AUDIT_ID).cloned();
+    let (info, pretty, mut resp) = if app.draining.is_cancelled() {
+        // Draining: nothing is served, no kind's cache started (kube's filters answer before
+        // its handlers).
+        let info = app.metrics.classify(&req);
+        let e = RouteError::ShuttingDown {
+            watch: info.verb == "watch",
+        };
+        let mut r = error_response(&e, status_encoding);
+        if info.verb == "watch" {
+            // A tight retry: the client has a good chance to reach another replica.
+            r.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+        } else if req.version() < http::Version::HTTP_2 {
+            // HTTP/2 has no `Connection` header; its GOAWAY went out when draining began.
+            r.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
         }
+        (info, false, r)
+    } else {
+        // Found (or started) before the request is classified, so that it is counted under its
+        // kind.
+        let read = cached_read(&app, &req);
+        let info = app.metrics.classify(&req);
+        let pretty = info.verb != "watch"
+            && kube_wire::response::wants_pretty(req.uri().query(), req.headers());
+        let resp = match route_and_serve(&app, req, read, pretty).await {
+            Ok(r) => r,
+            Err(e) => error_response(&e, status_encoding),
+        };
+        (info, pretty, resp)
     };
     // Answers from watchmux itself carry what kube-apiserver's filters add; the upstream's
     // carry the upstream's.
@@ -201,7 +229,22 @@ async fn answer(app: Arc<App>, req: Request<ReqBody>) -> Response<Body> {
             resp = kube_wire::response::pretty_printed(resp).await;
         }
     }
-    app.metrics.finish(&info, resp, &app.draining)
+    app.metrics.finish(&info, resp, &app.watches_end)
+}
+
+/// The answer for a refusal: its `Status` in the encoding the client negotiated (`None`: the raw
+/// JSON kube answers a header none of its serializers takes), marked with the refusal's metric
+/// label.
+fn error_response(e: &RouteError, encoding: Option<Encoding>) -> Response<Body> {
+    let mut r = match encoding {
+        Some(Encoding::Protobuf) => kube_wire::response::protobuf_status_response(&Status::from(e)),
+        Some(Encoding::Json | Encoding::Yaml) => status_response(&Status::from(e)),
+        None => kube_wire::response::raw_status_response(&Status::from(e)),
+    };
+    if let Some(refusal) = e.refusal() {
+        r.extensions_mut().insert(crate::metrics::Refused(refusal));
+    }
+    r
 }
 
 async fn route_and_serve(

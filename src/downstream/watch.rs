@@ -20,6 +20,7 @@
 //! [`ResourceCache::try_go_live`]).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -106,7 +107,7 @@ pub fn start(
         let min = proxy.min_request_timeout;
         min + min.mul_f64(rand::rng().random::<f64>())
     });
-    let cancel = proxy.draining.child_token();
+    let cancel = proxy.watches_end.child_token();
     let sie = opts.send_initial_events;
     let bookmarks = opts.allow_watch_bookmarks;
     let deadline = far_deadline(timeout);
@@ -127,7 +128,8 @@ pub fn start(
             printer,
             headers_sent: !matches!(form, Form::Table { .. }),
         };
-        // Draining (shutdown; a child of `cancel`) ends the watch: the stream ends cleanly.
+        // The end of a shutdown's drain ends the watch if its paced end has not (see
+        // `App::shutdown_within`): the stream ends cleanly.
         // A child token: every poll of a token takes its node's lock, and one token shared by
         // thousands of watchers would make that lock contended on every delivery.
         tokio::select! {
@@ -588,8 +590,29 @@ impl Watcher {
                 }
                 // A bridged relist moved the cache past this watcher's last event (see
                 // `WatcherShared::want_bookmark`): the bookmark goes now, once what the relist
-                // queued is sent (events come first in this select).
+                // queued is sent (events come first in this select). Or a shutdown's drain asked
+                // the watch to end (`WatcherShared::end_after_bookmark`).
                 _ = bookmark_asks.notified() => {
+                    if sub.shared().is_ending() {
+                        let Some(rv) = self.cache.bookmark_rv(&sub, || sub.queue_is_empty()) else {
+                            // Not caught up yet: what is queued (or the log) goes first, then
+                            // this branch again.
+                            sub.shared().want_bookmark();
+                            continue;
+                        };
+                        // The resourceVersion the client re-watches from elsewhere: the
+                        // cache's, though no event of this watcher's is there (kube's bookmarks
+                        // say the same), and sent even when it is the last event's, so that
+                        // every drained watch ends the same way; none for a client that did not
+                        // ask for bookmarks, which resumes from its last event.
+                        if self.bookmarks && rv >= self.last_sent {
+                            self.last_sent = rv;
+                            let b = self.bookmark(rv, false);
+                            self.send(b).await;
+                        }
+                        self.cache.counters.watches_drained.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
                     if self.bookmarks
                         && let Some(rv) = self.cache.bookmark_rv(&sub, || sub.queue_is_empty())
                         && rv > start_rv.max(self.last_sent)

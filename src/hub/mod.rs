@@ -198,6 +198,24 @@ impl Hub {
         }
     }
 
+    /// The ids of the registered watchers not closed nor asked to end yet.
+    pub fn open_ids(&self) -> Vec<u64> {
+        self.subscribers
+            .iter()
+            .filter(|(_, w)| !w.shared.is_closed() && !w.shared.is_ending())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Asks the watchers `ids` that are still registered to end after a bookmark (see
+    /// [`WatcherShared::end_after_bookmark`]); returns how many were asked.
+    pub fn end_after_bookmark(&self, ids: &[u64]) -> usize {
+        ids.iter()
+            .filter_map(|id| self.subscribers.get(id))
+            .filter(|w| !w.shared.is_closed() && w.shared.end_after_bookmark())
+            .count()
+    }
+
     /// Closes and removes every watcher.
     pub fn close_all(&mut self, reason: &'static str) {
         for w in self.subscribers.values() {

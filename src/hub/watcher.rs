@@ -86,6 +86,9 @@ pub struct WatcherShared {
     reason: Mutex<Option<&'static str>>,
     /// Asks the watch task for a BOOKMARK now ([`WatcherShared::want_bookmark`]).
     bookmark: Arc<Notify>,
+    /// The watch is to end cleanly once caught up, just after a BOOKMARK at its resourceVersion
+    /// ([`WatcherShared::end_after_bookmark`]).
+    ending: AtomicBool,
     /// Ends the watch if it does not end itself after a close.
     abandon: Mutex<Option<Abandon>>,
     /// The watcher's queue while live: pushed by the dispatcher, taken by the watch. A
@@ -136,6 +139,7 @@ impl WatcherShared {
             cancel: CancellationToken::new(),
             reason: Mutex::new(None),
             bookmark: Arc::new(Notify::new()),
+            ending: AtomicBool::new(false),
             abandon: Mutex::new(None),
             queue: Mutex::new(VecDeque::new()),
             capacity: capacity.max(1),
@@ -244,6 +248,24 @@ impl WatcherShared {
     /// of meeting a 410 and relisting. An ask made while the task is busy is kept for it.
     pub(crate) fn want_bookmark(&self) {
         self.bookmark.notify_one();
+    }
+
+    /// Asks the watch to end cleanly as soon as it has sent what is queued, just after a
+    /// BOOKMARK at the cache's resourceVersion (a graceful shutdown's paced drain): the client
+    /// re-watches from there, on another replica, with no LIST. Returns whether it was not
+    /// asked already. Not a close: the watcher stays registered, and gets events, until its
+    /// watch ends.
+    pub fn end_after_bookmark(&self) -> bool {
+        let first = !self.ending.swap(true, Ordering::Relaxed);
+        if first {
+            self.bookmark.notify_one();
+        }
+        first
+    }
+
+    /// Whether [`WatcherShared::end_after_bookmark`] was asked.
+    pub fn is_ending(&self) -> bool {
+        self.ending.load(Ordering::Relaxed)
     }
 
     /// What the watch task waits on for `WatcherShared::want_bookmark` (`notified()`), owned

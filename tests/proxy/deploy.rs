@@ -382,9 +382,36 @@ async fn every_overlay_renders_objects_with_what_they_need() {
         .as_u64()
         .expect("grace period");
     let s = &config.server;
+    // A preStop hook runs before SIGTERM, inside the same grace period.
+    let pre_stop = c["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .unwrap_or(0);
     assert!(
-        (s.shutdown_delay + s.shutdown_timeout).as_secs() < grace,
-        "watchmux exits before the kubelet kills it"
+        c["lifecycle"]["preStop"].is_null() || pre_stop > 0,
+        "edge: a preStop other than a sleep is not accounted for"
+    );
+    assert!(
+        pre_stop + (s.shutdown_delay + s.shutdown_timeout).as_secs() < grace,
+        "watchmux drains and exits before the kubelet kills it"
+    );
+    assert!(
+        !s.shutdown_watch_grace.is_zero() && s.shutdown_watch_grace < s.shutdown_timeout,
+        "edge: the watches drain in paced batches, within the shutdown's bound"
+    );
+    assert!(
+        !s.shutdown_delay.is_zero(),
+        "edge: the Service drops the pod before it stops accepting"
+    );
+    // Replicas spread over zones; the readiness probe is /readyz (check_watchmux_container).
+    let spread = pod["topologySpreadConstraints"]
+        .as_array()
+        .expect("edge: topologySpreadConstraints");
+    assert!(
+        spread
+            .iter()
+            .any(|t| t["topologyKey"] == "topology.kubernetes.io/zone"
+                && selects(&t["labelSelector"]["matchLabels"], labels)),
+        "edge: the replicas spread over zones"
     );
     assert!(
         pod["volumes"]
@@ -450,7 +477,10 @@ async fn every_overlay_renders_objects_with_what_they_need() {
     let pdb = one(&all, what, "PodDisruptionBudget");
     assert_eq!(pdb["apiVersion"], "policy/v1");
     assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels));
-    assert!(pdb["spec"]["minAvailable"].is_number() || pdb["spec"]["maxUnavailable"].is_number());
+    assert!(
+        pdb["spec"]["maxUnavailable"] == 1 || pdb["spec"]["minAvailable"].is_number(),
+        "edge: a disruption takes one replica at a time"
+    );
     let sm = one(&all, what, "ServiceMonitor");
     assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
     assert!(selects(

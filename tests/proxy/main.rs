@@ -14,6 +14,7 @@ mod conformance;
 mod consistency;
 mod crd_tables;
 mod deploy;
+mod drain;
 mod exec_plugin;
 mod fleet;
 mod kube;

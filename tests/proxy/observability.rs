@@ -1321,6 +1321,10 @@ fn observability_config_keys_parse_and_are_checked() {
     assert_eq!(c.server.ready_outage, Duration::from_secs(5));
     assert_eq!(c.server.shutdown_delay, Duration::from_secs(3));
     assert_eq!(c.server.shutdown_timeout, Duration::from_secs(7));
+    // kube's floor for the drain's rate, over a grace longer than this timeout (the drain cuts
+    // it to the timeout).
+    assert_eq!(c.server.shutdown_watch_grace, Duration::from_secs(10));
+    assert_eq!(c.server.shutdown_watch_min_rate, 200);
     assert_eq!(c.log.format, watchmux::config::LogFormat::Json);
     assert_eq!(c.log.level, "watchmux=debug");
     let d = Config::from_toml_str("", "t").unwrap();
@@ -1347,6 +1351,16 @@ fn observability_config_keys_parse_and_are_checked() {
             "server.shutdown_timeout_secs",
             3,
         ),
+        (
+            "[server]\nshutdown_watch_min_rate = 0\n",
+            "server.shutdown_watch_min_rate",
+            2,
+        ),
+        (
+            "[server]\nshutdown_watch_grace_secs = -1\n",
+            "server.shutdown_watch_grace_secs",
+            2,
+        ),
         ("[log]\nformat = \"xml\"\n", "log.format", 2),
         ("[log]\nlevel = \"watchmux=loud\"\n", "log.level", 2),
         ("[log]\ncolour = true\n", "log", 2),
@@ -1361,6 +1375,14 @@ fn observability_config_keys_parse_and_are_checked() {
     assert_eq!(example.server.ready_outage, d.server.ready_outage);
     assert_eq!(example.cache.max_staleness, d.cache.max_staleness);
     assert_eq!(example.server.shutdown_timeout, d.server.shutdown_timeout);
+    assert_eq!(
+        example.server.shutdown_watch_grace,
+        d.server.shutdown_watch_grace
+    );
+    assert_eq!(
+        example.server.shutdown_watch_min_rate,
+        d.server.shutdown_watch_min_rate
+    );
     assert_eq!(example.log, d.log);
 }
 

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -29,7 +29,6 @@ use kube::runtime::watcher::{self};
 use kube_sim::kinds::ResourceType;
 use kube_sim::semantics::DeleteOptions;
 use kube_sim::{SimState, Simulator};
-use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -39,10 +38,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::common::Informer;
 use crate::common::kubectl::{kubectl, run};
-use crate::common::watch_log::{self, Seen, State, fold};
-use crate::common::{
-    ANY_PORT, Next, Relay, TestProxy, get_json, proxy_at, proxy_for, sim, try_watch,
-};
+use crate::common::recorder::{Recorder, list_at, state_of};
+use crate::common::watch_log::{self, Seen, State};
+use crate::common::{ANY_PORT, Relay, TestProxy, proxy_at, proxy_for, sim};
 
 /// The resources the test proxies cache (`TEST_CACHE`).
 const CACHED: [&str; 4] = ["pods", "nodes", "namespaces", "configmaps"];
@@ -278,136 +276,6 @@ impl Churn {
 // ---------------------------------------------------------------------------------------------
 // Clients at the edge
 // ---------------------------------------------------------------------------------------------
-
-/// A raw watch of every `resource` object at a server, read in the background, that resumes
-/// from the last resourceVersion it was sent (event or bookmark) whenever its stream ends or
-/// breaks, as an informer re-watches; it stops at an ERROR (a 410 would make an informer
-/// relist: a gap for this test).
-struct Recorder {
-    resource: &'static str,
-    /// The state and resourceVersion of the LIST it started from.
-    initial: State,
-    from: u64,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    /// Streams that ended or broke and were resumed.
-    resumed: Arc<AtomicUsize>,
-    task: JoinHandle<()>,
-}
-
-impl Recorder {
-    /// Lists `resource` at `base` (a consistent LIST) and watches from the list's
-    /// resourceVersion; returns once the server has answered that watch, so a restart the test
-    /// makes after it ends a stream that was open (a watch still connecting at a stop would fail
-    /// to connect and go unnoticed as a resume).
-    async fn start(base: &str, resource: &'static str) -> Recorder {
-        let (from, initial) = list_at(base, resource).await;
-        let seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
-        let resumed = Arc::new(AtomicUsize::new(0));
-        let (s, r, base) = (seen.clone(), resumed.clone(), base.to_string());
-        let (answered, first_answer) = tokio::sync::oneshot::channel();
-        let mut answered = Some(answered);
-        let task = tokio::spawn(async move {
-            loop {
-                let rv = s.lock().last().map_or(from, |e: &Seen| e.rv);
-                let url = format!(
-                    "{base}/api/v1/{resource}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
-                );
-                let Some(mut w) = try_watch(&url).await else {
-                    // The server is away: try again shortly.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                if let Some(a) = answered.take() {
-                    let _ = a.send(());
-                }
-                if w.status != 200 {
-                    s.lock().push(Seen {
-                        ty: "ERROR".into(),
-                        key: format!("status {}", w.status),
-                        rv: u64::MAX,
-                        uid: String::new(),
-                    });
-                    return;
-                }
-                loop {
-                    match w.next_line(Duration::from_secs(3600)).await {
-                        Next::Line(l) => {
-                            let e = Seen::parse(&l);
-                            let error = e.ty == "ERROR";
-                            s.lock().push(e);
-                            if error {
-                                return;
-                            }
-                        }
-                        _ => {
-                            r.fetch_add(1, Ordering::SeqCst);
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(DEADLINE, first_answer)
-            .await
-            .unwrap_or_else(|_| panic!("the {resource} watch was not answered within 30 s"))
-            .expect("the recorder's task");
-        Recorder {
-            resource,
-            initial,
-            from,
-            seen,
-            resumed,
-            task,
-        }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().clone()
-    }
-
-    fn events(&self) -> Vec<Seen> {
-        self.seen().into_iter().filter(Seen::is_event).collect()
-    }
-
-    /// The state its lines lead to, or what they broke.
-    fn state(&self) -> Result<State, String> {
-        fold(self.initial.clone(), self.from, &self.seen())
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// The objects of `items` (a LIST's).
-fn state_of(items: &Value) -> State {
-    items
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|o| {
-            let m = &o["metadata"];
-            let s = |k: &str| m[k].as_str().unwrap_or_default().to_string();
-            (
-                format!("{}/{}", s("namespace"), s("name")),
-                (s("resourceVersion").parse().expect("an RV"), s("uid")),
-            )
-        })
-        .collect()
-}
-
-/// A consistent LIST of `resource` at `server`: its resourceVersion and objects.
-async fn list_at(server: &str, resource: &str) -> (u64, State) {
-    let (status, list) = get_json(&format!("{server}/api/v1/{resource}")).await;
-    assert_eq!(status, 200, "{list}");
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .expect("the list's RV");
-    (rv, state_of(&list["items"]))
-}
 
 /// `kubectl get {resource} -A -o json` at `server`.
 async fn kubectl_list(server: &str, resource: &str) -> State {
@@ -1047,7 +915,7 @@ async fn upstream_faults_are_absorbed_by_the_regional_tier() {
     the_edge_never_relisted(&edge, "upstream faults");
     for rec in recorders {
         assert_eq!(
-            rec.resumed.load(Ordering::SeqCst),
+            rec.resumed(),
             0,
             "the edge's {} watch was never cut",
             rec.resource
@@ -1213,7 +1081,7 @@ async fn an_edge_restart_with_persistence_lets_its_clients_resume() {
     );
     for rec in recorders {
         assert!(
-            rec.resumed.load(Ordering::SeqCst) >= 1,
+            rec.resumed() >= 1,
             "the {} watch was cut by the restart",
             rec.resource
         );
@@ -1315,7 +1183,7 @@ async fn a_clean_restart_of_the_regional_tier_costs_the_edge_no_relist() {
     }
     for rec in recorders {
         assert!(
-            rec.resumed.load(Ordering::SeqCst) == 0,
+            rec.resumed() == 0,
             "the edge's {} watch (the edge itself did not restart) was never cut",
             rec.resource
         );

@@ -10,6 +10,7 @@ pub use relay::Relay;
 
 mod informer;
 pub mod kubelet;
+pub mod recorder;
 mod relay;
 pub use informer::Informer;
 pub mod watch_log;

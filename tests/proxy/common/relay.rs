@@ -1,7 +1,9 @@
 //! A TCP relay between two tiers, to cut the connections between them: what a load balancer
 //! or a network partition does to a watchmux in front of another one, without restarting
 //! either. Plain bytes both ways; [`Relay::cut`] aborts every connection open at that moment
-//! (new ones are relayed again at once).
+//! (new ones are relayed again at once). With several targets ([`Relay::start_to_first`]) it
+//! is a Service in front of replicas: a new connection goes to the first target that accepts
+//! it, so a replica that stopped accepting (draining) gets none.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,10 +25,21 @@ pub struct Relay {
 impl Relay {
     /// Relays connections to `target` (`http://host:port`).
     pub async fn start(target: &str) -> Relay {
-        let target = target
-            .strip_prefix("http://")
-            .expect("a plain HTTP URL")
-            .to_string();
+        Relay::start_to_first(&[target]).await
+    }
+
+    /// Relays each connection to the first of `targets` (`http://host:port`) that accepts it.
+    pub async fn start_to_first(targets: &[&str]) -> Relay {
+        let targets: Arc<Vec<String>> = Arc::new(
+            targets
+                .iter()
+                .map(|t| {
+                    t.strip_prefix("http://")
+                        .expect("a plain HTTP URL")
+                        .to_string()
+                })
+                .collect(),
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
         let url = format!("http://{}", listener.local_addr().expect("relay address"));
         let generation = Arc::new(parking_lot::Mutex::new(CancellationToken::new()));
@@ -44,9 +57,16 @@ impl Relay {
                 };
                 n.fetch_add(1, Ordering::SeqCst);
                 let cut = g.lock().clone();
-                let (target, s) = (target.clone(), s.clone());
+                let (targets, s) = (targets.clone(), s.clone());
                 tokio::spawn(async move {
-                    let Ok(mut up) = TcpStream::connect(&target).await else {
+                    let mut up = None;
+                    for t in targets.iter() {
+                        if let Ok(c) = TcpStream::connect(t).await {
+                            up = Some(c);
+                            break;
+                        }
+                    }
+                    let Some(mut up) = up else {
                         return;
                     };
                     let _ = (down.set_nodelay(true), up.set_nodelay(true));
