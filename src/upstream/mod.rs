@@ -46,6 +46,7 @@ pub mod exec;
 pub mod kubeconfig;
 pub mod proxy;
 pub mod rotation;
+pub mod watch_pools;
 
 use crate::auth::Credentials;
 use crate::config::UpstreamConfig;
@@ -76,6 +77,8 @@ const H2_KEEPALIVE: Duration = Duration::from_secs(30);
 pub struct Upstream {
     client: Pool,
     base: Arc<Base>,
+    /// A reflector's hold on its pool ([`Upstream::watch_client`]), shared by its clones.
+    _lease: Option<Arc<watch_pools::Lease>>,
 }
 
 /// The parts of the base URL requests are rewritten onto, and what every request shares.
@@ -96,9 +99,9 @@ struct Base {
     /// watchmux's credentials from an exec plugin or the oidc auth-provider (instead of
     /// `credentials`).
     exec: Option<Arc<ExecCredentials>>,
-    /// The reflectors' pool (HTTP/2 where the upstream offers it), shared by every
-    /// [`Upstream::watch_client`].
-    watch: Pool,
+    /// The reflectors' pools (HTTP/2 where the upstream offers it), a bounded number of
+    /// [`Upstream::watch_client`]s on each.
+    watch: watch_pools::WatchPools<Pool>,
     /// The access reviews' pool (HTTP/2 where the upstream offers it), shared by every
     /// [`Upstream::review_client`].
     reviews: Pool,
@@ -315,8 +318,17 @@ impl Upstream {
             Tracked::new(via, tracker.clone())
         };
         let client = build_client(timeout, tls.clone(), server_name.clone(), false, connector);
-        let watch = build_client(timeout, tls.clone(), server_name.clone(), true, connector);
-        let reviews = build_client(timeout, tls.clone(), server_name, true, connector);
+        let reviews = build_client(timeout, tls.clone(), server_name.clone(), true, connector);
+        let watch = {
+            let (via_proxy, tracker) = (resolved.proxy.clone(), tracker.clone());
+            watch_pools::WatchPools::new(move || {
+                let connector = |tcp| {
+                    let via = proxy::Connector::new(tcp, via_proxy.as_ref(), https, &tls, timeout);
+                    Tracked::new(via, tracker.clone())
+                };
+                build_client(timeout, tls.clone(), server_name.clone(), true, connector)
+            })
+        };
         tracing::info!(upstream = %resolved.describe(), "upstream");
         let base = Base {
             scheme,
@@ -336,14 +348,28 @@ impl Upstream {
         Ok(Upstream {
             client,
             base: Arc::new(base),
+            _lease: None,
         })
     }
 
-    /// A handle to the same upstream over the reflectors' pool: separate from pass-through
-    /// traffic, HTTP/2 when the upstream offers it over TLS, shared by every handle this returns
-    /// (so the reflectors' watches share one HTTP/2 connection).
+    /// A handle to the same upstream for one reflector (its list, watch and freshness checks):
+    /// separate from pass-through traffic, HTTP/2 when the upstream offers it over TLS, on a
+    /// connection shared with at most [`watch_pools::WATCHES_PER_CONNECTION`] other reflectors
+    /// (kube-apiserver lets a connection have 100 streams open; see [`watch_pools`]). The
+    /// handle and its clones hold the reflector's place on that connection until the last is
+    /// dropped.
     pub fn watch_client(&self) -> Upstream {
-        self.over(&self.base.watch)
+        let (pool, lease) = self.base.watch.lease();
+        Upstream {
+            _lease: Some(Arc::new(lease)),
+            ..self.over(&pool)
+        }
+    }
+
+    /// Reflectors per upstream connection of theirs, in the order the connections' pools were
+    /// made.
+    pub fn watch_connections(&self) -> Vec<usize> {
+        self.base.watch.holders()
     }
 
     /// A handle to the same upstream over the pool of delegated authentication and
@@ -360,6 +386,7 @@ impl Upstream {
         Upstream {
             client: pool.clone(),
             base: self.base.clone(),
+            _lease: None,
         }
     }
 

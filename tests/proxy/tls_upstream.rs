@@ -21,13 +21,36 @@ use watchmux::upstream::Upstream;
 /// A TLS simulator serving `server`, requiring a client certificate from `client_ca` and/or
 /// `token` when given.
 async fn tls_sim(server: &Leaf, client_ca: Option<&Ca>, token: Option<&str>) -> Simulator {
+    tls_sim_with(server, client_ca, token, |_| {}).await
+}
+
+/// [`tls_sim`], its config adjusted by `f`.
+async fn tls_sim_with(
+    server: &Leaf,
+    client_ca: Option<&Ca>,
+    token: Option<&str>,
+    f: impl FnOnce(&mut kube_sim::SimConfig),
+) -> Simulator {
     let tls = SimTls {
         cert_pem: server.cert_pem.clone(),
         key_pem: server.key_pem.clone(),
         client_ca_pem: client_ca.map(|c| c.pem.clone()),
         bearer_token: token.map(str::to_string),
     };
-    crate::common::sim_with(|c| c.tls = Some(tls)).await
+    crate::common::sim_with(|c| {
+        c.tls = Some(tls);
+        f(c);
+    })
+    .await
+}
+
+/// A kubeconfig in `dir` for `sim` (its certificate from `ca`) with the token `t`.
+fn token_kubeconfig(dir: &Path, sim: &Simulator, ca: &Ca) -> std::path::PathBuf {
+    let kc = kubeconfig(
+        &[("sim", cluster(sim, ca), json!({"token": "t"}))],
+        Some("sim"),
+    );
+    write_kubeconfig(dir, &kc)
 }
 
 async fn proxy_from(kubeconfig: &Path, context: Option<&str>) -> TestProxy {
@@ -368,11 +391,7 @@ async fn expired_server_certificate_is_a_clear_error_and_not_ready() {
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let kc = kubeconfig(
-        &[("sim", cluster(&sim, &ca), json!({"token": "t"}))],
-        Some("sim"),
-    );
-    let path = write_kubeconfig(dir.path(), &kc);
+    let path = token_kubeconfig(dir.path(), &sim, &ca);
     let e = upstream(&path, None)
         .get("/version", "application/json")
         .await
@@ -583,5 +602,99 @@ async fn serve_refuses_plain_http_off_loopback() {
     assert!(
         err.contains("not a loopback address and TLS is off"),
         "{err}"
+    );
+}
+
+/// Over HTTP/2 the reflectors share connections, and kube-apiserver lets a connection have 100
+/// streams open (as the simulator does): with more cached kinds than that, the watches beyond
+/// the cap would wait for a stream forever on one connection. They spread over connections of
+/// at most `WATCHES_PER_CONNECTION` reflectors each, and every kind syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflectors_spread_over_connections_within_kubes_stream_cap() {
+    use watchmux::upstream::watch_pools::WATCHES_PER_CONNECTION;
+    const KINDS: usize = 110;
+    let ca = Ca::new("test-ca");
+    let sim = tls_sim_with(&ca.server(), None, Some("t"), |c| {
+        for i in 0..KINDS {
+            c.custom_types.push(
+                format!("g{i}.example.com/v1/things=Thing")
+                    .parse()
+                    .expect("a custom type"),
+            );
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = token_kubeconfig(dir.path(), &sim, &ca);
+    let p = proxy_with(|c| {
+        c.upstream.kubeconfig = Some(path.clone());
+        for i in 0..KINDS {
+            c.cache.resources.push(watchmux::config::ResourceSpec {
+                group: format!("g{i}.example.com"),
+                version: "v1".into(),
+                resource: "things".into(),
+                index_fields: None,
+            });
+        }
+    })
+    .await;
+    // Every kind syncs: its LIST and WATCH got streams.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !p.proxy.ready() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every kind synced within 60 s: {:?}",
+            p.proxy.upstream.watch_connections()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Every kind's watch is open: an object created in each reaches its cache.
+    for i in 0..KINDS {
+        let rt = sim
+            .resource(&format!("g{i}.example.com"), "v1", "things")
+            .expect("served");
+        sim.ops()
+            .create(
+                &rt,
+                Some("default"),
+                json!({"metadata": {"name": "t"}}),
+                false,
+            )
+            .expect("create");
+    }
+    let arrived = |i: usize| {
+        p.proxy
+            .cache(&format!("g{i}.example.com"), "v1", "things")
+            .is_some_and(|c| c.snapshot().objects.len() == 1)
+    };
+    while !(0..KINDS).all(arrived) {
+        let missing = (0..KINDS).filter(|i| !arrived(*i)).count();
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{missing} kinds' watches delivered nothing within 60 s: {:?}",
+            p.proxy.upstream.watch_connections()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The kinds, the test cache's built-in ones, and the CRD watch (custom kinds are cached).
+    let watched = KINDS
+        + crate::common::TEST_CACHE
+            .matches("[[cache.resources]]")
+            .count()
+        + 1;
+    let connections = p.proxy.upstream.watch_connections();
+    assert_eq!(
+        connections.iter().sum::<usize>(),
+        watched,
+        "{connections:?}"
+    );
+    assert!(
+        connections.iter().all(|&n| n <= WATCHES_PER_CONNECTION),
+        "{connections:?}"
+    );
+    assert_eq!(
+        connections.len(),
+        watched.div_ceil(WATCHES_PER_CONNECTION),
+        "{connections:?}"
     );
 }

@@ -452,6 +452,11 @@ fn fleet_load(state: &SimState, spec: &fleet::FleetSpec) -> Result<(), Status> {
 
 /// Accepts connections on `listener` (over TLS with `acceptor`) and serves the simulator on
 /// them until it shuts down; also `cli`'s `--tls-listen` listener.
+/// The streams an HTTP/2 connection may have open at once: kube-apiserver's default
+/// (`--http2-max-streams-per-connection` unset), so that clients that multiplex many watches
+/// on one connection meet the same cap here as there.
+pub const HTTP2_MAX_STREAMS: u32 = 100;
+
 pub(crate) async fn accept_loop(
     state: Arc<SimState>,
     listener: TcpListener,
@@ -478,7 +483,8 @@ pub(crate) async fn accept_loop(
             };
             let Some(stream) = stream else { return };
             let svc = service_fn(move |req| http::handle(st.clone(), req));
-            let builder = auto::Builder::new(TokioExecutor::new());
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http2().max_concurrent_streams(HTTP2_MAX_STREAMS);
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
             tokio::select! {
                 _ = conn => {}
