@@ -17,7 +17,7 @@
 //! is `kube_wire::response::status_response`, the one status-response helper).
 
 use kube_wire::access;
-use kube_wire::status::Status;
+use kube_wire::status::{Status, StatusDetails};
 
 use crate::auth::PassThroughAuthError;
 use crate::downstream::authz::AuthzError;
@@ -124,7 +124,13 @@ impl From<&PassThroughError> for Status {
             PassThroughError::Upstream(u) if u.is_invalid_uri() => {
                 Status::bad_request(e.to_string())
             }
-            PassThroughError::Upstream(_) => Status::service_unavailable(e.to_string()),
+            // No answer from the upstream (it is away, restarting, or the connection broke):
+            // the client may retry shortly, as kube's clients do on `Retry-After`.
+            PassThroughError::Upstream(_) => Status::service_unavailable(e.to_string())
+                .with_details(StatusDetails {
+                    retry_after_seconds: RETRY_AFTER_SECONDS,
+                    ..Default::default()
+                }),
             PassThroughError::UnrequestedUpgrade => Status::bad_gateway(e.to_string()),
         }
     }

@@ -31,6 +31,7 @@ pub struct ErrorFault {
 #[derive(Debug)]
 pub struct Faults {
     drop_watches: watch::Sender<u64>,
+    restarts: watch::Sender<u64>,
     refuse_until: Mutex<Option<Instant>>,
     errors: Mutex<Option<ErrorFault>>,
     delay_ms: AtomicU64,
@@ -44,6 +45,7 @@ impl Default for Faults {
     fn default() -> Self {
         Faults {
             drop_watches: watch::channel(0).0,
+            restarts: watch::channel(0).0,
             refuse_until: Mutex::new(None),
             errors: Mutex::new(None),
             delay_ms: AtomicU64::new(0),
@@ -64,6 +66,24 @@ impl Faults {
     /// A receiver that changes on every `drop_watches`.
     pub fn watch_drops(&self) -> watch::Receiver<u64> {
         self.drop_watches.subscribe()
+    }
+
+    /// A restart, as kube-apiserver's graceful termination looks from outside: every HTTP/2
+    /// connection gets a GOAWAY (the requests in flight finish), every watch ends cleanly,
+    /// and then, for `d`, connections are refused (accepted and closed) and requests on
+    /// connections still open are aborted. The store stays: resourceVersions go on.
+    pub fn restart_for(&self, d: Duration) {
+        let now = Instant::now();
+        let until = now
+            .checked_add(d)
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
+        *self.refuse_until.lock() = Some(until);
+        self.restarts.send_modify(|g| *g += 1);
+    }
+
+    /// A receiver that changes on every `restart_for`.
+    pub fn restarts(&self) -> watch::Receiver<u64> {
+        self.restarts.subscribe()
     }
 
     /// Refuses (accepts and immediately closes) connections, and aborts requests on existing

@@ -972,6 +972,10 @@ async fn admin(state: &Arc<SimState>, rest: &str, req: Request<Incoming>) -> Res
             f.drop_watches();
             ok()
         }
+        (Method::POST, "faults/restart") => {
+            f.restart_for(Duration::from_millis(num("ms", 1000)));
+            ok()
+        }
         (Method::POST, "faults/refuse") => {
             f.refuse_connections_for(Duration::from_millis(num("ms", 1000)));
             ok()

@@ -474,6 +474,7 @@ pub(crate) async fn accept_loop(
         }
         let _ = stream.set_nodelay(true);
         let st = state.clone();
+        let st_restarts = state.faults.restarts();
         let cancel = state.cancel.clone();
         let acceptor = acceptor.clone();
         state.tasks.spawn(async move {
@@ -486,6 +487,16 @@ pub(crate) async fn accept_loop(
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http2().max_concurrent_streams(HTTP2_MAX_STREAMS);
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            let mut restarts = st_restarts;
+            restarts.borrow_and_update();
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = cancel.cancelled() => return,
+                // A restart (`Faults::restart_for`): GOAWAY over HTTP/2, close once idle over
+                // HTTP/1.1; what is in flight finishes.
+                _ = restarts.changed() => conn.as_mut().graceful_shutdown(),
+            }
             tokio::select! {
                 _ = conn => {}
                 _ = cancel.cancelled() => {}

@@ -157,10 +157,13 @@ impl Watcher {
         let _open = state.stats.adopt_open_watch(self.rt.index);
         let mut drops = state.faults.watch_drops();
         drops.borrow_and_update();
+        let mut restarts = state.faults.restarts();
+        restarts.borrow_and_update();
         let tx = self.tx.clone();
         let end = tokio::select! {
             end = self.stream(rv, sie) => end,
             _ = drops.changed() => End::Abort,
+            _ = restarts.changed() => End::Clean,
             _ = tx.closed() => End::Clean,
             _ = state.cancel.cancelled() => End::Clean,
         };
