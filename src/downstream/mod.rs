@@ -5,6 +5,7 @@
 //!   the slow-header guard, graceful draining, and the HTTP/2 GOAWAY a request may draw,
 //!   `server.goaway_chance`, which moves clients between replicas).
 //! * [`accept`]: the TLS handshake and the peer's identity.
+//! * [`proxy_protocol`]: a trusted balancer's PROXY protocol header, which names the client.
 //! * [`router`]: cache or pass-through, and the checks before either.
 //! * [`list`], [`watch`], [`websocket`]: the cache's answers; `watch` is the per-watcher task
 //!   that turns hub deliveries and log reads into frames, the writers put them on the wire.
@@ -27,6 +28,7 @@ pub mod health;
 pub mod limits;
 pub mod list;
 pub mod protobuf;
+pub mod proxy_protocol;
 pub mod read_point;
 pub mod request_body;
 pub mod router;
