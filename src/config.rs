@@ -91,8 +91,9 @@ pub struct ServerConfig {
     /// `downstream::authz`).
     pub authz_access_cache_size: u64,
     /// `max_watches_per_client`: concurrent watches one client (the authenticated user with
-    /// `authz = "delegated"`, else the peer IP address) may have served from the cache; past it
-    /// 429 with `Retry-After: 1`.
+    /// `authz = "delegated"`, else the user of a verified client certificate, else the client's
+    /// IP address: the peer's, or the PROXY header's source) may have served from the cache;
+    /// past it 429 with `Retry-After: 1`.
     pub max_watches_per_client: u64,
     /// `max_concurrent_lists`: LISTs served from the cache at once (all clients); past it 429.
     pub max_concurrent_lists: u64,
