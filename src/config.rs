@@ -1948,7 +1948,8 @@ version = "v1"
             "off by default"
         );
         let c = Config::from_toml_str(
-            "[server]\nproxy_protocol_trusted = [\"10.0.0.0/8\", \"127.0.0.1\", \"fd00::/8\", \"::1\"]\n",
+            "[server]\n\
+             proxy_protocol_trusted = [\"10.0.0.0/8\", \"127.0.0.1\", \"fd00::/8\", \"::1\"]\n",
             "t",
         )
         .unwrap();

@@ -95,8 +95,9 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
             if !sent {
                 return;
             }
+            let read = acceptor.client_addr(&mut stream, peer_addr, header_read_timeout);
             let client = tokio::select! {
-                c = Box::pin(acceptor.client_addr(&mut stream, peer_addr, header_read_timeout)) => c,
+                c = Box::pin(read) => c,
                 _ = draining.cancelled() => return,
             };
             let client = match client {
@@ -109,15 +110,20 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
                     match e.proxy_rejection() {
                         Some(reason) => {
                             conn_app.metrics.proxy_protocol_rejected(reason);
-                            tracing::warn!(peer = %peer_addr, error = %e, "connection closed: PROXY protocol");
+                            tracing::warn!(
+                                peer = %peer_addr, error = %e,
+                                "connection closed: PROXY protocol"
+                            );
                         }
-                        None => tracing::debug!(peer = %peer_addr, error = %e, "connection closed"),
+                        None => {
+                            tracing::debug!(peer = %peer_addr, error = %e, "connection closed")
+                        }
                     }
                     return;
                 }
             };
             if client != peer_addr {
-                tracing::debug!(peer = %peer_addr, %client, "PROXY protocol: the balancer named the client");
+                tracing::debug!(peer = %peer_addr, %client, "PROXY protocol: the client behind");
             }
             let accepted = tokio::select! {
                 // Boxed, as the hyper path below: a connection's task is as large as the

@@ -196,9 +196,9 @@ fn parse_v2(buf: &[u8]) -> Result<Parsed, HeaderError> {
 }
 
 /// Whether a connection's first bytes are a PROXY header's, as far as they go: at least
-/// [`SIGNATURE_EVIDENCE`] bytes of a version 1 or 2 signature. For connections from sources not
-/// trusted to send one; fewer bytes than that are given the benefit of the doubt (they go on to
-/// TLS or HTTP, which refuses a header's bytes anyway).
+/// `SIGNATURE_EVIDENCE` (5) bytes of a version 1 or 2 signature. For connections from sources
+/// not trusted to send one; fewer bytes than that are given the benefit of the doubt (they go on
+/// to TLS or HTTP, which refuses a header's bytes anyway).
 pub fn begins_like_header(first: &[u8]) -> bool {
     first.len() >= SIGNATURE_EVIDENCE
         && (starts_with_or_within(first, V1_PREFIX) || starts_with_or_within(first, V2_SIGNATURE))
