@@ -17,10 +17,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
@@ -99,8 +100,9 @@ pub struct ServerConfig {
     /// `downstream::authz`).
     pub authz_access_cache_size: u64,
     /// `max_watches_per_client`: concurrent watches one client (the authenticated user with
-    /// `authz = "delegated"`, else the peer IP address) may have served from the cache; past it
-    /// 429 with `Retry-After: 1`.
+    /// `authz = "delegated"`, else the user of a verified client certificate, else the client's
+    /// IP address: the peer's, or the PROXY header's source) may have served from the cache;
+    /// past it 429 with `Retry-After: 1`.
     pub max_watches_per_client: u64,
     /// `max_concurrent_lists`: LISTs served from the cache at once (all clients); past it 429.
     pub max_concurrent_lists: u64,
@@ -125,6 +127,12 @@ pub struct ServerConfig {
     /// its client re-watches from its resourceVersion, over a connection a balancer may send to
     /// another replica, and such watches do not all end together.
     pub min_request_timeout: Duration,
+    /// `proxy_protocol_trusted`: the address ranges (load balancers) whose connections start
+    /// with a PROXY protocol header (v1 or v2), which names the client's address. A connection
+    /// from one of them without a valid header is closed; from any other address a header is
+    /// never read (a connection that starts with one is closed). Empty (the default): the PROXY
+    /// protocol is off. Entries are whole networks: `10.0.0.0/8`, or one address.
+    pub proxy_protocol_trusted: Vec<IpNet>,
 }
 
 impl ServerConfig {
@@ -216,6 +224,7 @@ impl Default for ServerConfig {
             http2_max_concurrent_streams: 1000,
             goaway_chance: 0.0,
             min_request_timeout: Duration::from_secs(1800),
+            proxy_protocol_trusted: Vec::new(),
         }
     }
 }
@@ -1103,6 +1112,7 @@ struct RawServer {
     http2_max_concurrent_streams: u32,
     goaway_chance: f64,
     min_request_timeout_secs: u64,
+    proxy_protocol_trusted: Vec<String>,
 }
 
 impl Default for RawServer {
@@ -1132,6 +1142,11 @@ impl Default for RawServer {
             http2_max_concurrent_streams: d.http2_max_concurrent_streams,
             goaway_chance: d.goaway_chance,
             min_request_timeout_secs: d.min_request_timeout.as_secs(),
+            proxy_protocol_trusted: d
+                .proxy_protocol_trusted
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         }
     }
 }
@@ -1265,6 +1280,16 @@ impl RawConfig {
         };
         let include = patterns("cache.include", &c.include)?;
         let exclude = patterns("cache.exclude", &c.exclude)?;
+        let proxy_protocol_trusted = self
+            .server
+            .proxy_protocol_trusted
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                parse_trusted_range(t)
+                    .map_err(|m| problem(format!("server.proxy_protocol_trusted[{i}]"), m))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Config {
             server: ServerConfig {
                 listen,
@@ -1290,6 +1315,7 @@ impl RawConfig {
                 http2_max_concurrent_streams: self.server.http2_max_concurrent_streams,
                 goaway_chance: self.server.goaway_chance,
                 min_request_timeout: Duration::from_secs(self.server.min_request_timeout_secs),
+                proxy_protocol_trusted,
             },
             log: LogConfig {
                 format: self.log.format,
@@ -1332,6 +1358,31 @@ impl RawConfig {
             },
         })
     }
+}
+
+/// A `server.proxy_protocol_trusted` entry: a network in CIDR notation, or one address (a
+/// network of one). A network whose address has bits set past its prefix (`10.0.0.5/8`) is
+/// refused rather than widened: it is more likely a single host with the wrong prefix than the
+/// whole network, and trusting a network too wide lets its hosts claim any client address.
+fn parse_trusted_range(text: &str) -> Result<IpNet, String> {
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Ok(IpNet::from(ip));
+    }
+    let net = text.parse::<IpNet>().map_err(|_| {
+        format!(
+            "{text:?} is neither an IP network in CIDR notation (\"10.0.0.0/8\", \"fd00::/8\") \
+             nor an IP address"
+        )
+    })?;
+    if net.trunc() != net {
+        return Err(format!(
+            "{text:?} has address bits set past its /{} prefix: write the network {} (or the \
+             address alone, for one host)",
+            net.prefix_len(),
+            net.trunc()
+        ));
+    }
+    Ok(net)
 }
 
 /// `http://h:1/prefix/` → `http://h:1/prefix`, and `http://h:1/` stays as it is, so request paths
@@ -1911,6 +1962,56 @@ version = "v1"
             assert_eq!(e.line(), Some(2), "{e}");
             assert!(e.to_string().ends_with(msg), "{e}");
         }
+    }
+
+    #[test]
+    fn proxy_protocol_trusted_key() {
+        assert!(
+            Config::default().server.proxy_protocol_trusted.is_empty(),
+            "off by default"
+        );
+        let c = Config::from_toml_str(
+            "[server]\n\
+             proxy_protocol_trusted = [\"10.0.0.0/8\", \"127.0.0.1\", \"fd00::/8\", \"::1\"]\n",
+            "t",
+        )
+        .unwrap();
+        let nets: Vec<String> = c
+            .server
+            .proxy_protocol_trusted
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        // A lone address is a network of one.
+        assert_eq!(nets, ["10.0.0.0/8", "127.0.0.1/32", "fd00::/8", "::1/128"]);
+        for (entry, msg) in [
+            (
+                "10.0.0.0/33",
+                "\"10.0.0.0/33\" is neither an IP network in CIDR notation",
+            ),
+            (
+                "balancer.example",
+                "\"balancer.example\" is neither an IP network in CIDR notation",
+            ),
+            ("", "\"\" is neither an IP network in CIDR notation"),
+            (
+                "10.0.0.5/8",
+                "\"10.0.0.5/8\" has address bits set past its /8 prefix: write the network \
+                 10.0.0.0/8",
+            ),
+        ] {
+            let e = err(&format!(
+                "[server]\nproxy_protocol_trusted = [\n  \"10.1.0.0/16\",\n  \"{entry}\",\n]\n"
+            ));
+            assert_eq!(e.key(), Some("server.proxy_protocol_trusted[1]"), "{e}");
+            assert_eq!(e.line(), Some(4), "the entry's own line: {e}");
+            assert!(e.to_string().contains(msg), "{e}");
+        }
+        assert_eq!(
+            err("[server]\nproxy_protocol_trusted = \"10.0.0.0/8\"\n").key(),
+            Some("server.proxy_protocol_trusted"),
+            "a list, even of one"
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! * [`cache`]: a resource's objects and its window of recent events; one writer (the
 //!   reflector), many readers.
 //! * [`hub`]: the registered watchers and the index that picks the ones an event concerns.
-//! * [`downstream`]: the HTTP server: routing, cached LIST and WATCH answers, websocket, health.
+//! * [`downstream`]: the HTTP server: accepting connections (a trusted balancer's PROXY
+//!   protocol header, TLS), routing, cached LIST and WATCH answers, websocket, health.
 //! * [`passthrough`]: everything the cache does not answer, forwarded unchanged.
 //! * [`app`]: what one running watchmux is, its life cycle and each cached kind's (started by
 //!   its first read in on-demand mode, dropped when idle or for memory); [`drain`]: the paced

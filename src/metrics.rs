@@ -45,6 +45,7 @@ use crate::cache::budget::MemoryBudget;
 use crate::cache::{ResourceCache, ResourceInfo};
 use crate::config::{Config, ResourceSpec};
 use crate::downstream::authz::{Lookup, Review};
+use crate::downstream::proxy_protocol::Rejection;
 use crate::downstream::read_point::PassReason;
 use crate::downstream::router::Refusal;
 use kube_wire::path::{self, ApiPath};
@@ -726,6 +727,8 @@ pub struct Metrics {
     passthrough_bytes: IntCounterVec,
     reads: IntCounterVec,
     authz: AuthzMetrics,
+    /// `watchmux_proxy_protocol_rejected_total`, one per [`Rejection`] in its order.
+    proxy_rejected: [IntCounter; 4],
 }
 
 impl std::fmt::Debug for Metrics {
@@ -906,6 +909,14 @@ impl Metrics {
                 })
             }),
         };
+        let proxy_rejected = counter_vec(
+            r,
+            "watchmux_proxy_protocol_rejected_total",
+            "Connections closed before TLS and HTTP for the PROXY protocol (server.proxy_protocol_trusted), by reason: untrusted (a connection from a source not trusted to send a PROXY header started with one), missing (a trusted source sent no header), malformed (a trusted source's header does not parse), incomplete (a trusted source's connection ended, failed or reached server.header_read_timeout_secs before its header was whole).",
+            &["reason"],
+        );
+        let proxy_rejected =
+            Rejection::ALL.map(|r| proxy_rejected.with_label_values(&[r.as_str()]));
         let epoch = Instant::now();
         let families = Families {
             epoch,
@@ -992,7 +1003,13 @@ impl Metrics {
             passthrough_bytes,
             reads,
             authz,
+            proxy_rejected,
         }
+    }
+
+    /// Counts a connection closed for the PROXY protocol.
+    pub fn proxy_protocol_rejected(&self, reason: Rejection) {
+        self.proxy_rejected[reason as usize].inc();
     }
 
     /// The counters of the delegated-authz caches' lookups.

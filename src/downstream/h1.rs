@@ -95,7 +95,7 @@ pub fn direct_response(stream: WatchStream, protobuf: bool, permit: Permit) -> R
 pub struct ConnSettings {
     /// The peer's authentication (see [`crate::auth::PeerAuth`]).
     pub peer: crate::auth::PeerAuth,
-    /// The peer's address.
+    /// The client's address (see [`super::limits::ClientAddr`]).
     pub client_addr: Option<super::limits::ClientAddr>,
     /// `server.header_read_timeout`.
     pub header_read_timeout: Duration,

@@ -25,7 +25,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::cache::budget::{MemoryBudget, Pressure};
 use kube_wire::response::Body;
 
-/// The peer's IP address, put into every request's extensions by the server.
+/// The client's IP address, put into every request's extensions by the server: the peer's, or
+/// the source a trusted balancer's PROXY header names; an IPv4-mapped IPv6 address as the IPv4
+/// address it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
 

@@ -1,10 +1,14 @@
 //! The downstream side: the HTTP server clients talk to, from the accepted connection to the
 //! bytes of each answer.
 //!
-//! * this file: the accept loop and the connection settings (HTTP/1 and HTTP/2, header limits,
-//!   the slow-header guard, graceful draining, and the HTTP/2 GOAWAY a request may draw,
+//! * this file: the accept loop (a connection refused before HTTP is logged there, and counted
+//!   when the PROXY protocol refused it) and the connection settings (HTTP/1 and HTTP/2, header
+//!   limits, the slow-header guard, graceful draining, and the HTTP/2 GOAWAY a request may draw,
 //!   `server.goaway_chance`, which moves clients between replicas).
-//! * [`accept`]: the TLS handshake and the peer's identity.
+//! * [`accept`]: a trusted balancer's PROXY protocol header, then the TLS handshake and the
+//!   peer's identity.
+//! * [`proxy_protocol`]: that header: the sources trusted to send one, where it ends, the
+//!   client it names.
 //! * [`router`]: cache or pass-through, and the checks before either.
 //! * [`list`], [`watch`], [`websocket`]: the cache's answers; `watch` is the per-watcher task
 //!   that turns hub deliveries and log reads into frames, the writers put them on the wire.
@@ -27,6 +31,7 @@ pub mod health;
 pub mod limits;
 pub mod list;
 pub mod protobuf;
+pub mod proxy_protocol;
 pub mod read_point;
 pub mod request_body;
 pub mod router;
@@ -63,7 +68,7 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
             _ = app.draining.cancelled() => return,
             c = listener.accept() => c,
         };
-        let Ok((stream, _)) = conn else { continue };
+        let Ok((mut stream, _)) = conn else { continue };
         let _ = stream.set_nodelay(true);
         let conn_app = app.clone();
         let cancel = app.cancel.clone();
@@ -72,9 +77,12 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
         let header_read_timeout = app.header_read_timeout;
         let max_header_bytes = app.max_header_bytes.max(8192);
         app.conns.spawn(async move {
-            // The TLS handshake (if any) runs here, not in the accept loop: a slow client must
-            // not hold up the others.
-            let peer_addr = stream.peer_addr().ok();
+            // The PROXY header and the TLS handshake (if any) run here, not in the accept
+            // loop: a slow client must not hold up the others.
+            // A socket without a peer address has been disconnected already.
+            let Ok(peer_addr) = stream.peer_addr() else {
+                return;
+            };
             // A connection that sends nothing at all is closed after the header read timeout
             // too (hyper's timer only starts once the HTTP/1 request is being read).
             let mut first = [0u8; 1];
@@ -87,22 +95,52 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
             if !sent {
                 return;
             }
+            let read = acceptor.client_addr(&mut stream, peer_addr, header_read_timeout);
+            let client = tokio::select! {
+                c = Box::pin(read) => c,
+                _ = draining.cancelled() => return,
+            };
+            let client = match client {
+                Ok(c) => c,
+                Err(e) => {
+                    // Counted before the connection closes (with this task), so that whoever
+                    // sees it closed sees it counted. Named in a warning: a balancer sending no
+                    // header or a broken one, or a client trying to name another, is a
+                    // misconfiguration or an attack an operator must see.
+                    match e.proxy_rejection() {
+                        Some(reason) => {
+                            conn_app.metrics.proxy_protocol_rejected(reason);
+                            tracing::warn!(
+                                peer = %peer_addr, error = %e,
+                                "connection closed: PROXY protocol"
+                            );
+                        }
+                        None => {
+                            tracing::debug!(peer = %peer_addr, error = %e, "connection closed")
+                        }
+                    }
+                    return;
+                }
+            };
+            if client != peer_addr {
+                tracing::debug!(peer = %peer_addr, %client, "PROXY protocol: the client behind");
+            }
             let accepted = tokio::select! {
                 // Boxed, as the hyper path below: a connection's task is as large as the
                 // largest state it may be in, and an idle watch should not pay for these.
-                a = Box::pin(acceptor.accept(stream)) => a,
+                a = Box::pin(acceptor.accept(stream, client)) => a,
                 _ = draining.cancelled() => return,
             };
             let (io, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) => {
-                    tracing::debug!(peer = ?peer_addr, error = %e, "TLS handshake failed");
+                    tracing::debug!(peer = %peer_addr, error = %e, "connection closed");
                     return;
                 }
             };
             let settings = h1::ConnSettings {
                 peer,
-                client_addr: peer_addr.map(|a| limits::ClientAddr(a.ip())),
+                client_addr: Some(limits::ClientAddr(client.ip().to_canonical())),
                 header_read_timeout,
                 max_header_bytes,
             };

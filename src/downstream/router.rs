@@ -612,10 +612,19 @@ async fn route(
         client = Some(format!("user:{}", user.user));
         Box::pin(authz.authorize(user, &attrs)).await?;
     }
-    let client = client.unwrap_or_else(|| match req.extensions().get::<limits::ClientAddr>() {
-        Some(a) => format!("ip:{}", a.0),
-        None => "ip:unknown".to_string(),
-    });
+    // Whom a watch counts against (`server.max_watches_per_client`): the user authenticated
+    // above, else a verified client certificate's user (one user's clients share a cap
+    // wherever they connect from), else the client's address (behind a trusted balancer, the
+    // one its PROXY header names: all clients would otherwise share the balancer's).
+    let client = client
+        .or_else(|| {
+            let peer = req.extensions().get::<crate::auth::PeerAuth>()?;
+            Some(format!("user:{}", peer.identity.as_ref()?.user))
+        })
+        .unwrap_or_else(|| match req.extensions().get::<limits::ClientAddr>() {
+            Some(a) => format!("ip:{}", a.0),
+            None => "ip:unknown".to_string(),
+        });
     // Then kube's router: no route for a namespaced path of a cluster-scoped kind, nor for an
     // object of a namespaced kind outside a namespace (known once discovery answered;
     // otherwise checked below).

@@ -449,15 +449,7 @@ async fn client_certificates_are_identities() {
     let sim = sim_with_pods().await;
     let dir = tempfile::tempdir().unwrap();
     let ca = crate::pki::Ca::new("authz test CA");
-    let serving = ca.server();
-    let (cert, key, client_ca) = (
-        dir.path().join("tls.crt"),
-        dir.path().join("tls.key"),
-        dir.path().join("ca.crt"),
-    );
-    std::fs::write(&cert, &serving.cert_pem).unwrap();
-    std::fs::write(&key, &serving.key_pem).unwrap();
-    std::fs::write(&client_ca, &ca.pem).unwrap();
+    let (cert, key, client_ca) = crate::pki::write_serving_files(dir.path(), &ca, &ca.server());
     let kc = crate::pki::kubeconfig(
         &[(
             "up",

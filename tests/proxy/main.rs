@@ -30,6 +30,7 @@ mod passthrough;
 mod path_props;
 mod persist;
 mod protobuf;
+mod proxy_protocol;
 mod rebalance;
 mod resilience;
 mod selectors;

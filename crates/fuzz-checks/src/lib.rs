@@ -1,5 +1,6 @@
 //! The invariants of watchmux's fuzz targets (`fuzz/`): one module per parser of bytes from
-//! outside (a client's request, an upstream's answers, an operator's files, the persisted cache's files), each with a
+//! outside (a balancer's PROXY header, a client's request, an upstream's answers, an operator's
+//! files, the persisted cache's files), each with a
 //! `check(data: &[u8])` that feeds the bytes to the parser and panics when an invariant breaks
 //! — not only "no panic": a parse that succeeds round-trips, an error is the `Status` kube
 //! answers with, an accepted object's record is what `serde_json` reads from the same bytes.
@@ -17,6 +18,7 @@ pub mod kubeconfig;
 pub mod negotiate;
 pub mod persist;
 pub mod proto;
+pub mod proxy_header;
 pub mod request;
 pub mod selector;
 pub mod status;
@@ -41,6 +43,7 @@ pub const TARGETS: &[Target] = &[
     ("config", config::check),
     ("websocket", websocket::check),
     ("persist", persist::check),
+    ("proxy_header", proxy_header::check),
 ];
 
 #[cfg(test)]

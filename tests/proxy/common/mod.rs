@@ -109,7 +109,8 @@ pub const ANY_PORT: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::So
 
 /// Starts watchmux in front of the apiserver at `upstream` (a simulator's URL, or another
 /// watchmux's: a tier) listening on `listen`, with [`TEST_CACHE`] adjusted by `f`, and waits
-/// until every cached resource has synced (or was restored from `cache.persist_dir`). A
+/// until every cached resource has synced (or was restored from `cache.persist_dir`).
+/// Connections are accepted as `[server]` says (TLS, the PROXY protocol's trusted sources). A
 /// `listen` port that a watchmux just stopped held is bound as soon as its listener is gone
 /// (within 10 s): a restart on the same address, so that a tier in front keeps its upstream URL.
 pub async fn proxy_at(
@@ -130,9 +131,17 @@ pub async fn proxy_at(
     config.validate().expect("valid test config");
     let upstream = watchmux::upstream::Upstream::new(&config.upstream).expect("upstream client");
     let proxy = watchmux::app::App::start(&config, upstream);
+    let acceptor =
+        watchmux::downstream::Acceptor::from_config(&config.server).expect("serving files load");
+    let scheme = acceptor.scheme();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let addr = loop {
-        match watchmux::downstream::bind_and_serve(proxy.clone(), config.server.listen).await {
+        let served = watchmux::downstream::bind_and_serve_with(
+            proxy.clone(),
+            config.server.listen,
+            acceptor.clone(),
+        );
+        match served.await {
             Ok(a) => break a,
             Err(e)
                 if e.kind() == std::io::ErrorKind::AddrInUse
@@ -153,7 +162,7 @@ pub async fn proxy_at(
     }
     TestProxy {
         proxy,
-        url: format!("http://{addr}"),
+        url: format!("{scheme}://{addr}"),
     }
 }
 

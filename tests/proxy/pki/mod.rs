@@ -120,3 +120,14 @@ pub fn write_kubeconfig(dir: &Path, kc: &Value) -> PathBuf {
     std::fs::write(&path, serde_json::to_vec_pretty(kc).unwrap()).unwrap();
     path
 }
+
+/// The files watchmux serves TLS with, written in `dir`: `serving`'s certificate and key, and
+/// `ca`'s certificate to verify client certificates against (`server.tls_cert_file`,
+/// `server.tls_key_file`, `server.client_ca_file`).
+pub fn write_serving_files(dir: &Path, ca: &Ca, serving: &Leaf) -> (PathBuf, PathBuf, PathBuf) {
+    let (cert, key, client_ca) = (dir.join("tls.crt"), dir.join("tls.key"), dir.join("ca.crt"));
+    std::fs::write(&cert, &serving.cert_pem).unwrap();
+    std::fs::write(&key, &serving.key_pem).unwrap();
+    std::fs::write(&client_ca, &ca.pem).unwrap();
+    (cert, key, client_ca)
+}
