@@ -118,9 +118,9 @@ pub struct ServerConfig {
     /// client may have open at once on one connection (`SETTINGS_MAX_CONCURRENT_STREAMS`).
     pub http2_max_concurrent_streams: u32,
     /// `goaway_chance`: the fraction of HTTP/2 requests after which the connection is closed
-    /// gracefully (GOAWAY: its streams in flight, watches included, go on to their end; the
-    /// client sends new requests on a new connection, through the balancer again), as
-    /// kube-apiserver's `--goaway-chance`: 0 (off) to 0.02.
+    /// gracefully (GOAWAY: its requests in flight go on to their end, its cached watches end
+    /// just after a bookmark; the client sends new requests on a new connection, through the
+    /// balancer again), as kube-apiserver's `--goaway-chance`: 0 (off) to 0.02.
     pub goaway_chance: f64,
     /// `min_request_timeout_secs`: a watch without `timeoutSeconds` ends cleanly after a
     /// random time in [this, 2× this), as kube-apiserver's `--min-request-timeout` (1800 s):

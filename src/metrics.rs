@@ -1480,8 +1480,8 @@ const SCRAPED: &[Family] = &[
     ),
     counter(
         "watchmux_watches_drained_total",
-        "Watches ended by a graceful shutdown's drain, each just after a BOOKMARK at its resourceVersion (its client re-watches on another replica with no LIST).",
-        R,
+        "Watches ended just after a BOOKMARK at their resourceVersion, so that their clients re-watch elsewhere with no LIST, by cause: shutdown (a graceful shutdown's paced drain) or goaway (their HTTP/2 connection drew a GOAWAY, server.goaway_chance).",
+        &["resource", "cause"],
     ),
     gauge(
         "watchmux_upstream_last_event_age_seconds",
@@ -1649,7 +1649,7 @@ impl Collector for ScrapeCollector {
             let l = r.label.as_str();
             let (mut objects, mut bytes, mut rv, mut window, mut age, mut synced) =
                 (0usize, 0u64, 0u64, 0usize, 0.0f64, false);
-            let mut counts = [0u64; 7];
+            let mut counts = [0u64; 8];
             let mut kept = crate::cache::SnapshotUsage::default();
             let mut memory = 0;
             let mut persist = None;
@@ -1676,6 +1676,7 @@ impl Collector for ScrapeCollector {
                     k.deliveries.load(Ordering::Relaxed),
                     k.slow_watchers_closed.load(Ordering::Relaxed),
                     k.watches_drained.load(Ordering::Relaxed),
+                    k.watches_handed_over.load(Ordering::Relaxed),
                 ];
             }
             s.gauge("watchmux_cache_objects", &[l], objects as f64);
@@ -1714,7 +1715,12 @@ impl Collector for ScrapeCollector {
             s.counter("watchmux_cache_selector_evaluations_total", &[l], counts[3]);
             s.counter("watchmux_cache_deliveries_total", &[l], counts[4]);
             s.counter("watchmux_slow_watchers_closed_total", &[l], counts[5]);
-            s.counter("watchmux_watches_drained_total", &[l], counts[6]);
+            s.counter(
+                "watchmux_watches_drained_total",
+                &[l, "shutdown"],
+                counts[6],
+            );
+            s.counter("watchmux_watches_drained_total", &[l, "goaway"], counts[7]);
             let last = r.last_event_ms.load(Ordering::Relaxed);
             s.gauge(
                 "watchmux_upstream_last_event_age_seconds",

@@ -285,6 +285,8 @@ pub struct CacheCounters {
     pub deliveries: AtomicU64,
     /// Watches ended by a graceful shutdown's drain, after a bookmark at their resourceVersion.
     pub watches_drained: AtomicU64,
+    /// Watches ended after a bookmark because their HTTP/2 connection drew a GOAWAY.
+    pub watches_handed_over: AtomicU64,
 }
 
 /// Everything the lock guards.

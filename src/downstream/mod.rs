@@ -183,14 +183,20 @@ async fn serve_hyper(
     let goaway = (app.goaway_chance > 0.0).then(tokio_util::sync::CancellationToken::new);
     let goaway_asked = goaway.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
+        let h2 = req.version() == http::Version::HTTP_2;
         if let Some(g) = &goaway_asked
-            && req.version() == http::Version::HTTP_2
+            && h2
             && draws_goaway(app.goaway_chance)
         {
             g.cancel();
         }
         let app = app.clone();
         let mut req = req.map(request_body::ReqBody::Hyper);
+        if let Some(g) = &goaway_asked
+            && h2
+        {
+            req.extensions_mut().insert(ConnectionGoaway(g.clone()));
+        }
         req.extensions_mut().insert(peer.clone());
         if let Some(a) = client_addr {
             req.extensions_mut().insert(a);
@@ -232,8 +238,9 @@ async fn serve_hyper(
             tracing::debug!(peer = ?client_addr, "HTTP/2 GOAWAY (server.goaway_chance)");
         }
     }
-    // Graceful: HTTP/2 GOAWAY (the streams in flight, the request that drew it and the
-    // watches included, go on to their end; at draining the watches have just been ended),
+    // Graceful: HTTP/2 GOAWAY (the streams in flight, the request that drew it included, go
+    // on to their end; the cached watches end after a bookmark, at draining in the drain's
+    // batches, at a drawn GOAWAY at once: `ConnectionGoaway`),
     // HTTP/1 closes once the response in flight is done; `cancel` drops whatever is left.
     conn.as_mut().graceful_shutdown();
     tokio::select! {
@@ -241,6 +248,14 @@ async fn serve_hyper(
         _ = cancel.cancelled() => {}
     }
 }
+
+/// A request extension: the GOAWAY its HTTP/2 connection may draw (`server.goaway_chance`).
+/// A cached watch on the connection ends when it fires, just after a bookmark at its
+/// resourceVersion: the GOAWAY alone would leave the connection open for as long as its watches
+/// last (up to twice `server.min_request_timeout_secs`), and the client's watches, re-made on
+/// its new connection, go where the balancer sends that.
+#[derive(Debug, Clone)]
+pub struct ConnectionGoaway(pub tokio_util::sync::CancellationToken);
 
 /// Whether an HTTP/2 request draws its connection's GOAWAY, with probability `chance`
 /// (kube-apiserver's `WithProbabilisticGoaway`).

@@ -352,7 +352,13 @@ fn serve(
                 crate::metrics::TRANSPORT_CHUNKED
             };
             let binary = form.encoding() == Encoding::Protobuf;
-            let stream = watch::start(app, cache, opts, filter, transport, form, printer, initial)?;
+            let handover = req
+                .extensions()
+                .get::<super::ConnectionGoaway>()
+                .map(|g| g.0.clone());
+            let stream = watch::start(
+                app, cache, opts, filter, transport, form, printer, initial, handover,
+            )?;
             match ws {
                 None if req.extensions().get::<super::h1::Direct>().is_some() => {
                     Ok(super::h1::direct_response(stream, binary, permit))

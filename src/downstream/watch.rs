@@ -85,7 +85,9 @@ pub type WatchStream = super::frames::Generated<Out>;
 /// Starts a watch on `cache` and returns the stream of its events, in `form` (plain JSON, a
 /// Table per event, or PartialObjectMetadata). Validation already happened in the router. A
 /// watch that sends initial events sends those of `initial`, the state a consistent start was
-/// proven at, when the router resolved one (else the cache's current state).
+/// proven at, when the router resolved one (else the cache's current state). When `handover`
+/// fires (the watch's HTTP/2 connection drew a GOAWAY), the watch ends after a bookmark, as at
+/// a drain.
 #[allow(clippy::too_many_arguments)]
 pub fn start(
     proxy: &App,
@@ -96,6 +98,7 @@ pub fn start(
     form: Form,
     printer: TablePrinter,
     initial: Option<Result<Snapshot, Status>>,
+    handover: Option<tokio_util::sync::CancellationToken>,
 ) -> Result<WatchStream, Status> {
     // A failed start answered with a Status is counted by the server (`Metrics::finish`).
     let rv = opts.cacher_rv()?;
@@ -127,6 +130,7 @@ pub fn start(
             form,
             printer,
             headers_sent: !matches!(form, Form::Table { .. }),
+            handover,
         };
         // The end of a shutdown's drain ends the watch if its paced end has not (see
         // `App::shutdown_within`): the stream ends cleanly.
@@ -301,6 +305,8 @@ struct Watcher {
     /// A Table watch sent its first event, the one with the column definitions (always true
     /// for the other forms).
     headers_sent: bool,
+    /// Fires when the watch's HTTP/2 connection drew a GOAWAY (`super::ConnectionGoaway`).
+    handover: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// The watcher stops (client gone, closed by the hub, deadline).
@@ -515,6 +521,15 @@ impl Watcher {
         let cancelled = sub.shared().closed_owned();
         tokio::pin!(cancelled);
         let bookmark_asks = sub.shared().bookmark_asks();
+        let handover = self.handover.take();
+        let handover = async move {
+            match handover {
+                Some(t) => t.cancelled_owned().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(handover);
+        let mut handed_over = false;
         loop {
             if !sub.shared().is_live() && sub.queue_is_empty() {
                 if sub.shared().is_closed() {
@@ -610,7 +625,13 @@ impl Watcher {
                             let b = self.bookmark(rv, false);
                             self.send(b).await;
                         }
-                        self.cache.counters.watches_drained.fetch_add(1, Ordering::Relaxed);
+                        let counters = &self.cache.counters;
+                        let count = if handed_over {
+                            &counters.watches_handed_over
+                        } else {
+                            &counters.watches_drained
+                        };
+                        count.fetch_add(1, Ordering::Relaxed);
                         return Ok(());
                     }
                     if self.bookmarks
@@ -625,6 +646,11 @@ impl Watcher {
                 _ = &mut cancelled => {
                     self.closed(&sub);
                     return Err(Stop);
+                }
+                // The connection drew a GOAWAY: end as at a drain (the branch above).
+                _ = &mut handover, if !handed_over => {
+                    handed_over = true;
+                    sub.shared().end_after_bookmark();
                 }
             }
         }

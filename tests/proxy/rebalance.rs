@@ -52,22 +52,68 @@ async fn configmaps_watch(
     watch
 }
 
+/// The lines of a watch's whole body, parsed.
+async fn lines_until_the_end(
+    watch: http::Response<hyper::body::Incoming>,
+) -> Vec<serde_json::Value> {
+    // A guard, not a timing: the watch must end by itself.
+    let body = tokio::time::timeout(Duration::from_secs(30), watch.into_body().collect())
+        .await
+        .expect("the watch ends")
+        .expect("a clean end")
+        .to_bytes();
+    String::from_utf8_lossy(&body)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an event"))
+        .collect()
+}
+
+/// An event's resourceVersion.
+fn rv_of(e: &serde_json::Value) -> u64 {
+    e["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("a resourceVersion")
+}
+
+/// A GOAWAY ends the connection gracefully: it takes no new request, and its cached watches
+/// end at once, each just after a bookmark at its resourceVersion, so that the client makes
+/// them again, from there and with no LIST, on its new connection (which the balancer may send
+/// to another replica) instead of keeping the old connection open for as long as they last.
 #[tokio::test]
-async fn goaway_chance_ends_an_http2_connection_gracefully_and_its_watch_goes_on() {
+async fn goaway_chance_ends_an_http2_connection_and_hands_its_watches_over() {
     let sim = sim().await;
     let px = proxy_for(&sim, |c| {
         c.server.goaway_chance = watchmux::config::MAX_GOAWAY_CHANCE;
     })
     .await;
     let mut send = http2_connect(&px.url).await;
-    // A watch in flight on the connection before the GOAWAY.
-    let watch = configmaps_watch(&px.url, &mut send, "timeoutSeconds=60").await;
+    // A watch in flight on the connection before the GOAWAY, with an event.
+    let watch = configmaps_watch(
+        &px.url,
+        &mut send,
+        "allowWatchBookmarks=true&timeoutSeconds=60",
+    )
+    .await;
+    create_object(
+        &sim.url(),
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"metadata": {"name": "before-goaway"}}),
+    )
+    .await;
+    let cache = px.proxy.cache("", "v1", "configmaps").expect("cached");
+    assert!(
+        cache
+            .wait_rv(sim.store().revision(), Duration::from_secs(30))
+            .await,
+        "the cache has the event"
+    );
     let answered = requests_until_goaway(&px.url, &mut send).await;
     assert!(
         answered < REQUESTS,
         "no GOAWAY in {REQUESTS} requests at a chance of 0.02"
     );
-    // The connection takes no new request; the watch on it still delivers.
+    // The connection takes no new request.
     let refused = async {
         send.ready().await.is_err()
             || send
@@ -76,33 +122,41 @@ async fn goaway_chance_ends_an_http2_connection_gracefully_and_its_watch_goes_on
                 .is_err()
     };
     assert!(refused.await, "a request after the GOAWAY");
+    // The watch ended cleanly, its event first, a bookmark last.
+    let lines = lines_until_the_end(watch).await;
+    let added = lines
+        .iter()
+        .find(|e| e["object"]["metadata"]["name"] == "before-goaway")
+        .expect("the event before the GOAWAY");
+    let last = lines.last().expect("lines");
+    assert_eq!(last["type"], "BOOKMARK", "{lines:?}");
+    assert!(rv_of(last) >= rv_of(added), "{lines:?}");
+    // The client makes it again from the bookmark, on a new connection: what changed since
+    // comes, with no 410.
     create_object(
         &sim.url(),
         "/api/v1/namespaces/default/configmaps",
         &json!({"metadata": {"name": "after-goaway"}}),
     )
     .await;
-    let mut body = watch.into_body();
-    let event = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let frame = body
-                .frame()
-                .await
-                .expect("the stream goes on")
-                .expect("data");
-            if let Ok(d) = frame.into_data()
-                && String::from_utf8_lossy(&d).contains("after-goaway")
-            {
-                return String::from_utf8_lossy(&d).into_owned();
-            }
-        }
-    })
-    .await
-    .expect("the event after the GOAWAY");
-    assert!(event.contains("\"ADDED\""), "{event}");
-    // A new connection is served as before.
     let mut again = http2_connect(&px.url).await;
-    assert!(requests_until_goaway(&px.url, &mut again).await > 0);
+    let query = format!("resourceVersion={}&timeoutSeconds=2", rv_of(last));
+    let resumed = configmaps_watch(&px.url, &mut again, &query).await;
+    let events = lines_until_the_end(resumed).await;
+    let names: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["object"]["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["after-goaway"], "{events:?}");
+    assert_eq!(
+        crate::common::metric_sum(
+            &px,
+            "watchmux_watches_drained_total",
+            &[("resource", "configmaps"), ("cause", "goaway")]
+        )
+        .await,
+        1.0
+    );
 }
 
 #[tokio::test]
@@ -156,11 +210,5 @@ async fn a_watch_without_timeout_seconds_ends_after_a_bookmark_within_min_reques
         .expect("the ADDED event");
     let last = events.last().expect("events");
     assert_eq!(last["type"], "BOOKMARK", "{text}");
-    let rv = |e: &serde_json::Value| {
-        e["object"]["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|s| s.parse::<u64>().ok())
-            .expect("a resourceVersion")
-    };
-    assert!(rv(last) >= rv(&events[created]), "{text}");
+    assert!(rv_of(last) >= rv_of(&events[created]), "{text}");
 }
