@@ -211,6 +211,8 @@ async fn force_upstream_relist(sim: &Simulator, proxy: &crate::common::TestProxy
     let bridged = cache.counters.relists_bridged.load(Ordering::SeqCst);
     sim.faults()
         .refuse_connections_for(Duration::from_millis(1500));
+    // Failed once ("did not relist") without this wait: the reflector heard the burst.
+    crate::common::upstream_watches_gone(sim, &["pods"]).await;
     // Changes the proxy can only learn by relisting: a burst of writes, then compaction.
     let mut w = PodWriter::new(sim.state().clone(), 99);
     for _ in 0..60 {

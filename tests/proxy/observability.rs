@@ -594,7 +594,7 @@ async fn metrics_after_a_scenario_have_the_implied_values() {
     let pods_rt = sim.resource("", "v1", "pods").unwrap();
     sim.faults()
         .refuse_connections_for(Duration::from_millis(1500));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    crate::common::upstream_watches_gone(&sim, &["pods"]).await;
     for i in 10..13 {
         sim.ops()
             .create(

@@ -428,11 +428,7 @@ impl Rig {
     /// Waits until the simulator's pods watch stream is gone (after a drop or during an
     /// outage), so later writes cannot reach the proxy over the old connection.
     async fn wait_no_upstream_watch(&self) {
-        let deadline = Instant::now() + DEADLINE;
-        while stat(&self.sim, "openWatches") != 0 {
-            assert!(Instant::now() < deadline, "the pods watch was not dropped");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        crate::common::upstream_watches_gone(&self.sim, &["pods"]).await;
     }
 
     /// Waits until the simulator's pods `key` counter exceeds `before`.

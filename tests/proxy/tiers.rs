@@ -896,6 +896,7 @@ async fn upstream_faults_are_absorbed_by_the_regional_tier() {
     let before = WRITTEN.map(bridged);
     sim.faults()
         .refuse_connections_for(Duration::from_millis(600));
+    crate::common::upstream_watches_gone(&sim, &WRITTEN).await;
     writer.burst(30);
     sim.store().compact_now();
     for (r, b) in WRITTEN.iter().zip(before) {
@@ -1000,6 +1001,7 @@ async fn cut_connections_between_the_tiers_cost_the_edge_no_relist() {
     let bridged = cache.counters.relists_bridged.load(Ordering::SeqCst);
     sim.faults()
         .refuse_connections_for(Duration::from_millis(400));
+    crate::common::upstream_watches_gone(&sim, &["pods"]).await;
     writer.burst(20);
     writer.create(true);
     writer.create(false);

@@ -253,6 +253,29 @@ pub async fn reflectors_watching(sim: &Simulator, resources: &[&str]) {
     .await;
 }
 
+/// Waits until the simulator has no watch open on any of `resources`, after a fault that drops
+/// them (`refuse_connections_for`): a watch ends asynchronously, and until it has it may still
+/// carry what the test writes next. A reflector that heard a burst meant to be learnt by a
+/// relist re-watches from the revision a compaction then leaves, which needs no relist.
+/// Polled often: the fault's refusal is short, and the reflectors watch again after it.
+pub async fn upstream_watches_gone(sim: &Simulator, resources: &[&str]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = sim.stats();
+        if resources
+            .iter()
+            .all(|r| s["resources"][r]["openWatches"].as_u64() == Some(0))
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the upstream watches of {resources:?} were not dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// watchmux's answer to `path` with `accept` (a 200), which must not reach the simulator's
 /// `resources`.
 pub async fn from_the_cache(
