@@ -266,8 +266,8 @@ pub struct Sizes {
     pub balancer_shutdown_delay_secs: u64,
     /// S13: the replicas' `server.shutdown_watch_grace_secs`.
     pub balancer_drain_secs: u64,
-    /// S13: seconds of watching the connections spread after each rolling restart (a third of
-    /// it after the upstream's recovery).
+    /// S13: seconds of watching the connections spread after the rolling restart that turns
+    /// `goaway_chance` on (a third of it after the first, a ninth after the upstream restart).
     pub balancer_observe_secs: f64,
     /// S13: seconds the upstream refuses connections.
     pub balancer_outage_secs: f64,
@@ -349,7 +349,7 @@ impl Sizes {
             balancer_watch_timeout_secs: 30.0,
             balancer_shutdown_delay_secs: 2,
             balancer_drain_secs: 5,
-            balancer_observe_secs: 150.0,
+            balancer_observe_secs: 270.0,
             balancer_outage_secs: 10.0,
             balancer_goaway_chance: 0.02,
             balancer_proxy_protocol: false,

@@ -354,8 +354,9 @@ struct RunArgs {
     /// S13 replicas' `server.shutdown_watch_grace_secs` [default: 5; --smoke: 1].
     #[arg(long)]
     balancer_drain_secs: Option<u64>,
-    /// S13 seconds of watching the connections spread after each rolling restart
-    /// [default: 150; --smoke: 3].
+    /// S13 seconds of watching the connections spread after the rolling restart that turns
+    /// goaway_chance on (a third of it after the first, a ninth after the upstream restart)
+    /// [default: 270; --smoke: 3].
     #[arg(long)]
     balancer_observe_secs: Option<f64>,
     /// S13 seconds the upstream refuses connections [default: 10; --smoke: 2].

@@ -109,7 +109,7 @@ pub fn spec(s: &Sizes) -> ScenarioSpec {
         ID,
         "replicas behind a balancer",
         format!(
-            "HAProxy ({}; TCP mode, `balance roundrobin`, each replica checked with `GET /readyz` every 250 ms, down after 2 failures, up after 2 successes, `option redispatch`{}) on 127.0.0.1 in front of {} watchmux replicas (separate processes of this build, each its own configuration and port, caching pods from the same simulator; `server.shutdown_delay_secs = {}`, `server.shutdown_watch_grace_secs = {}`{}) in front of the simulator (`kube-sim {}`), {} pod writes/s of its `realistic` churn throughout (creates, deletes, status updates, relabels, each stamped with its write time). {} client-go-like watchers, each of one namespace's pods (watcher i of namespace i mod {}), {} to a client whose one HTTP/2 connection (h2c) through HAProxy they share: a watch-list to start (protobuf), a re-watch from the last resourceVersion seen (bookmarks included) when a stream ends, a relist only after a 410, `timeoutSeconds` between {} s and twice that (client-go's minimum is 300 s; shortened so that the watches end, and are made again, within the run), and, as client-go's transport, a new connection at once after a GOAWAY. Phases: **rolling restart** = each replica in turn gets SIGTERM, the bench waits for its exit, starts it again on its port and waits for its `/readyz` and for HAProxy to see it up before the next; then {} s of watching the connections spread. **upstream restart** = the simulator refuses connections and drops its watches for {} s (`/sim/faults/refuse`), then until every replica's upstream watch is back, then {} s. **rolling restart, goaway_chance on** = the same roll, each replica started again with `server.goaway_chance = {}`, then {} s. The issue's \"within 5 min\" after a roll is this run's watching time. Figures per phase: relists = watch-lists the replicas answered after each watcher's first; 410s = watch answers and ERROR events 410; LISTs at replicas = `watchmux_reads_total{{verb=\"list\"}}` over the replicas; lost, duplicated, out of order = events of each watcher's namespace after its sync that it did not receive, received more than once, or received after a later one, against the simulator's own log (its history, read after the run), counted in the phase in which the event was written (lost) or received; delivery gap = for each watcher, the longest time from a write (the simulator's stamp) to its receipt among the events it received during the phase, p99 and max over the watchers; connections = each replica's open connections in HAProxy's stats (`scur`, sampled every second) at the phase's end: fewest, most, most ÷ fewest (– when one has none), and settled s = from the restart's end until most ÷ fewest stayed ≤ {SPREAD_TARGET} (– if it did not by the phase's end); upstream requests, LISTs, WATCHes = what the simulator served from the phase's start until the roll (or the upstream's recovery) ended; restart s = that time; non-2xx to clients = watch requests the watchers saw answered other than 200 or 410 (429s included); ERROR events other than 410; 5xx, 500s at replicas = the replicas' `watchmux_requests_total` by code, added up across their restarts from their scrapes (the last before each SIGTERM: a replica that stops accepting closes its HTTP/1.1 connections, so what it answers while it drains is counted by the clients only); clean stream ends = streams the replicas ended before their `timeoutSeconds` (during a roll: the drains); dials = the clients' new connections.",
+            "HAProxy ({}; TCP mode, `balance roundrobin`, each replica checked with `GET /readyz` every 250 ms, down after 2 failures, up after 2 successes, `option redispatch`{}) on 127.0.0.1 in front of {} watchmux replicas (separate processes of this build, each its own configuration and port, caching pods from the same simulator; `server.shutdown_delay_secs = {}`, `server.shutdown_watch_grace_secs = {}`{}) in front of the simulator (`kube-sim {}`), {} pod writes/s of its `realistic` churn throughout (creates, deletes, status updates, relabels, each stamped with its write time). {} client-go-like watchers, each of one namespace's pods (watcher i of namespace i mod {}), {} to a client whose one HTTP/2 connection (h2c) through HAProxy they share: a watch-list to start (protobuf), a re-watch from the last resourceVersion seen (bookmarks included) when a stream ends, a relist only after a 410, `timeoutSeconds` between {} s and twice that (client-go's minimum is 300 s; shortened so that the watches end, and are made again, within the run), and, as client-go's transport, a new connection at once after a GOAWAY. Phases: **rolling restart** = each replica in turn gets SIGTERM, the bench waits for its exit, starts it again on its port and waits for its `/readyz` and for HAProxy to see it up before the next; then {} s of watching the connections spread. **upstream restart** = the simulator refuses connections and drops its watches for {} s (`/sim/faults/refuse`), then until every replica's upstream watch is back, then {} s. **rolling restart, goaway_chance on** = the same roll, each replica started again with `server.goaway_chance = {}`, then {} s. The issue's \"within 5 min\" after a roll is this run's watching time. Figures per phase: relists = watch-lists the replicas answered after each watcher's first; 410s = watch answers and ERROR events 410; LISTs at replicas = `watchmux_reads_total{{verb=\"list\"}}` over the replicas; lost, duplicated, out of order = events of each watcher's namespace after its sync that it did not receive, received more than once, or received after a later one, against the simulator's own log (its history, read after the run), counted in the phase in which the event was written (lost) or received; delivery gap = for each watcher, the longest time from a write (the simulator's stamp) to its receipt among the events it received during the phase, p99 and max over the watchers; connections = each replica's open connections in HAProxy's stats (`scur`, sampled every second) at the phase's end: fewest, most, most ÷ fewest (– when one has none), and settled s = from the restart's end until most ÷ fewest stayed ≤ {SPREAD_TARGET} (– if it did not by the phase's end); watches most ÷ fewest and watches settled s = the same of each replica's open watches (`watchmux_watchers`, scraped every second): a connection that drew a GOAWAY stays open, and counted, until its watches end, while its client's new watches go to its new connection; upstream requests, LISTs, WATCHes = what the simulator served from the phase's start until the roll (or the upstream's recovery) ended; restart s = that time; non-2xx to clients = watch requests the watchers saw answered other than 200 or 410 (429s included); ERROR events other than 410; 5xx, 500s at replicas = the replicas' `watchmux_requests_total` by code, added up across their restarts from their scrapes (the last before each SIGTERM: a replica that stops accepting closes its HTTP/1.1 connections, so what it answers while it drains is counted by the clients only); clean stream ends = streams the replicas ended before their `timeoutSeconds` (during a roll: the drains); dials = the clients' new connections.",
             haproxy_version(),
             if s.balancer_proxy_protocol {
                 ", `send-proxy-v2` and `check-send-proxy` from 127.0.0.2, which the replicas trust (`server.proxy_protocol_trusted`)"
@@ -130,11 +130,11 @@ pub fn spec(s: &Sizes) -> ScenarioSpec {
             s.balancer_namespaces,
             s.balancer_per_connection,
             s.balancer_watch_timeout_secs,
-            s.balancer_observe_secs,
+            observe_secs(s, Phase::Roll),
             s.balancer_outage_secs,
-            upstream_observe_secs(s),
+            observe_secs(s, Phase::Upstream),
             s.balancer_goaway_chance,
-            s.balancer_observe_secs,
+            observe_secs(s, Phase::GoawayRoll),
         ),
         "phase",
         vec![
@@ -152,6 +152,8 @@ pub fn spec(s: &Sizes) -> ScenarioSpec {
             m("conns_max", "connections most", false),
             m("conn_ratio", "most ÷ fewest", false),
             m("settled_s", "settled s", false),
+            m("watch_ratio", "watches most ÷ fewest", false),
+            m("watch_settled_s", "watches settled s", false),
             m("up_requests", "upstream requests", false),
             m("up_lists", "upstream LISTs", false),
             m("up_watches", "upstream WATCHes", false),
@@ -165,8 +167,16 @@ pub fn spec(s: &Sizes) -> ScenarioSpec {
     )
 }
 
-fn upstream_observe_secs(s: &Sizes) -> f64 {
-    (s.balancer_observe_secs / 3.0).max(1.0)
+/// Seconds of watching after a phase's restart: all of `balancer_observe_secs` after the roll
+/// that turns `goaway_chance` on (the only phase whose connections are expected to move), a
+/// third after the first roll and a ninth after the upstream's recovery (at least 1 s).
+fn observe_secs(s: &Sizes, phase: Phase) -> f64 {
+    let part = match phase {
+        Phase::Roll => 3.0,
+        Phase::Upstream => 9.0,
+        Phase::GoawayRoll => 1.0,
+    };
+    (s.balancer_observe_secs / part).max(1.0)
 }
 
 fn haproxy_version() -> String {
@@ -297,7 +307,7 @@ async fn with_replicas(
         s,
         sim,
         lb: lb.clone(),
-        spread: Spread::start(lb.clone()),
+        spread: Spread::start(lb.clone(), reps.addrs.clone()),
         watchers: w,
     };
     let result = rig.phases(reps, out).await;
@@ -361,15 +371,13 @@ impl Rig<'_> {
         reps.begin_phase().await;
         let from_rv = sim_rv(self.sim).await?;
         let sim0 = targets::sim_stats(self.sim.addr).await?;
-        let observe = match phase {
+        match phase {
             Phase::Roll => {
                 reps.roll(&settings(s, 0.0), &self.lb).await?;
-                s.balancer_observe_secs
             }
             Phase::GoawayRoll => {
                 reps.roll(&settings(s, s.balancer_goaway_chance), &self.lb)
                     .await?;
-                s.balancer_observe_secs
             }
             Phase::Upstream => {
                 let down = Duration::from_secs_f64(s.balancer_outage_secs);
@@ -380,13 +388,28 @@ impl Rig<'_> {
                 {
                     eprintln!("  S13: the replicas' upstream watches not all back after 120 s");
                 }
-                upstream_observe_secs(s)
             }
-        };
+        }
         let restart_end = Instant::now();
         let restart_s = at.elapsed().as_secs_f64();
         let sim1 = targets::sim_stats(self.sim.addr).await?;
-        tokio::time::sleep(Duration::from_secs_f64(observe)).await;
+        // Watching, with a line on how the clients spread every 30 s.
+        let watch_end = restart_end + Duration::from_secs_f64(observe_secs(s, phase));
+        loop {
+            let left = watch_end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            tokio::time::sleep(left.min(Duration::from_secs(30))).await;
+            if let Some(p) = self.spread.since(restart_end).last() {
+                eprintln!(
+                    "  S13: {:.0} s after the restart: connections {:?}, watches {:?}",
+                    p.at.as_secs_f64(),
+                    p.conns,
+                    p.watches
+                );
+            }
+        }
         let grown = reps.end_phase().await;
         let d = |k: &str| {
             sim1[k]
@@ -535,11 +558,15 @@ fn sample(r: &PhaseRun, checked: &[u64; 4]) -> Sample {
         .filter(|g| **g > 0)
         .map(|g| *g as f64 / 1e6)
         .collect();
-    let last = r.points.last().map(|(_, c)| c.clone()).unwrap_or_default();
+
     let t = &r.tally;
     let requests = &r.grown[replicas::counter("watchmux_requests_total")];
     let reads = &r.grown[replicas::counter("watchmux_reads_total")];
     let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
+    let last = r.points.last().cloned().unwrap_or_default();
+    let settled = |of: fn(&spread::Point) -> &[u64]| {
+        opt(spread::settled_after(&r.points, of, SPREAD_TARGET).map(|d| d.as_secs_f64()))
+    };
     Sample {
         scenario: ID,
         case: r.phase.label().to_string(),
@@ -559,13 +586,12 @@ fn sample(r: &PhaseRun, checked: &[u64; 4]) -> Sample {
             ("out_of_order", checked[2] as f64),
             ("gap_p99_s", quantile(&mut gaps, 0.99)),
             ("gap_max_s", quantile(&mut gaps, 1.0)),
-            ("conns_min", opt(last.iter().min().map(|x| *x as f64))),
-            ("conns_max", opt(last.iter().max().map(|x| *x as f64))),
-            ("conn_ratio", spread::ratio(&last)),
-            (
-                "settled_s",
-                opt(spread::settled_after(&r.points, SPREAD_TARGET).map(|d| d.as_secs_f64())),
-            ),
+            ("conns_min", opt(last.conns.iter().min().map(|x| *x as f64))),
+            ("conns_max", opt(last.conns.iter().max().map(|x| *x as f64))),
+            ("conn_ratio", spread::ratio(&last.conns)),
+            ("settled_s", settled(spread::conns)),
+            ("watch_ratio", spread::ratio(&last.watches)),
+            ("watch_settled_s", settled(spread::watches)),
             ("up_requests", r.up.0 as f64),
             ("up_lists", r.up.1 as f64),
             ("up_watches", r.up.2 as f64),
@@ -585,6 +611,15 @@ fn sample(r: &PhaseRun, checked: &[u64; 4]) -> Sample {
             ("stream_ends", t.ended_early as f64),
             ("dials", t.dials as f64),
         ],
+    }
+}
+
+/// A connections ratio: `∞` when a replica has none (the table shows `–`).
+fn show_ratio(r: f64) -> String {
+    if r.is_infinite() {
+        "∞ (a replica has none)".into()
+    } else {
+        fmt_num(r)
     }
 }
 
@@ -644,9 +679,11 @@ const GOALS: [Goal; 5] = [
             (
                 s <= SPREAD_WITHIN_SECS,
                 format!(
-                    "{} at the end; settled after {} s",
-                    fmt_num(v("conn_ratio")),
-                    fmt_num(s)
+                    "{} at the end; settled after {} s; watches: {}, settled after {} s",
+                    show_ratio(v("conn_ratio")),
+                    fmt_num(s),
+                    show_ratio(v("watch_ratio")),
+                    fmt_num(v("watch_settled_s"))
                 ),
             )
         },
@@ -750,7 +787,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| not met (– at the end; settled after – s) | – |"),
+            md.contains("| not met (∞ (a replica has none) at the end; settled after – s; watches: –, settled after – s) | – |"),
             "{md}"
         );
         assert!(md.contains("| – | not met (2.00 500s at replicas"), "{md}");

@@ -1,8 +1,10 @@
-//! How the clients' connections spread over the replicas over time: every second, each
-//! replica's open connections as HAProxy counts them (its stats socket's `scur`; watchmux has no
-//! open-connections gauge of its own), and what a window of those samples says: the spread at
-//! its end (max ÷ min) and how long after its start the spread came within a bound and stayed.
+//! How the clients spread over the replicas over time: every second, each replica's open
+//! connections as HAProxy counts them (its stats socket's `scur`; watchmux has no
+//! open-connections gauge of its own) and the watches it serves (its `watchmux_watchers`), and
+//! what a window of those samples says: the spread at its end (max ÷ min) and how long after
+//! its start the spread came within a bound and stayed.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,9 +12,18 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::haproxy::Haproxy;
+use crate::scrape;
 
-/// One sample: when (since the sampler started) and each replica's connections.
-pub type Point = (Duration, Vec<u64>);
+/// One sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Point {
+    /// When (since the sampler started, or since a window's start).
+    pub at: Duration,
+    /// Each replica's open connections (HAProxy's `scur`).
+    pub conns: Vec<u64>,
+    /// Each replica's open watches (`watchmux_watchers`; 0 while it does not answer).
+    pub watches: Vec<u64>,
+}
 
 /// The sampler, running until stopped.
 pub struct Spread {
@@ -22,8 +33,8 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// Samples `h`'s stats every second from now on.
-    pub fn start(h: Arc<Haproxy>) -> Spread {
+    /// Samples `h`'s stats and the replicas' (at `replicas`) watchers every second from now on.
+    pub fn start(h: Arc<Haproxy>, replicas: Vec<SocketAddr>) -> Spread {
         let points = Arc::new(Mutex::new(Vec::new()));
         let stop = CancellationToken::new();
         let started = Instant::now();
@@ -36,11 +47,18 @@ impl Spread {
                     _ = s.cancelled() => return,
                     _ = tick.tick() => {}
                 }
-                if let Ok(stats) = h.stats().await {
-                    let at = started.elapsed();
-                    p.lock()
-                        .push((at, stats.iter().map(|x| x.current).collect()));
+                let Ok(stats) = h.stats().await else { continue };
+                let at = started.elapsed();
+                let mut watches = Vec::with_capacity(replicas.len());
+                for a in &replicas {
+                    let m = scrape::scrape(*a).await.ok();
+                    watches.push(m.map_or(0, |m| m.sum("watchmux_watchers", &[]) as u64));
                 }
+                p.lock().push(Point {
+                    at,
+                    conns: stats.iter().map(|x| x.current).collect(),
+                    watches,
+                });
             }
         });
         Spread {
@@ -56,8 +74,11 @@ impl Spread {
         self.points
             .lock()
             .iter()
-            .filter(|(at, _)| *at >= from)
-            .map(|(at, c)| (*at - from, c.clone()))
+            .filter(|p| p.at >= from)
+            .map(|p| Point {
+                at: p.at - from,
+                ..p.clone()
+            })
             .collect()
     }
 
@@ -86,16 +107,30 @@ pub fn ratio(counts: &[u64]) -> f64 {
     }
 }
 
-/// The time from the window's start after which every sample's ratio was at most `bound`
-/// (`None`: the last one was not).
-pub fn settled_after(points: &[Point], bound: f64) -> Option<Duration> {
-    // NaN (no connections at all) is not within the bound either.
+/// The time from the window's start after which every sample's ratio (of what `of` picks:
+/// connections or watches) was at most `bound` (`None`: the last one's was not).
+pub fn settled_after(
+    points: &[Point],
+    of: impl Fn(&Point) -> &[u64],
+    bound: f64,
+) -> Option<Duration> {
+    // NaN (none at all) is not within the bound either.
     let within = |c: &[u64]| ratio(c).partial_cmp(&bound).is_some_and(|o| o.is_le());
-    let last_over = points.iter().rposition(|(_, c)| !within(c));
+    let last_over = points.iter().rposition(|p| !within(of(p)));
     match last_over {
         None => points.first().map(|_| Duration::ZERO),
-        Some(i) => points.get(i + 1).map(|(at, _)| *at),
+        Some(i) => points.get(i + 1).map(|p| p.at),
     }
+}
+
+/// A point's connections.
+pub fn conns(p: &Point) -> &[u64] {
+    &p.conns
+}
+
+/// A point's watches.
+pub fn watches(p: &Point) -> &[u64] {
+    &p.watches
 }
 
 #[cfg(test)]
@@ -107,16 +142,30 @@ mod tests {
         assert_eq!(ratio(&[10, 5, 8]), 2.0);
         assert!(ratio(&[3, 0, 1]).is_infinite());
         assert!(ratio(&[0, 0]).is_nan() && ratio(&[]).is_nan());
-        let s = |secs: u64, c: &[u64]| (Duration::from_secs(secs), c.to_vec());
+        let s = |secs: u64, c: &[u64]| Point {
+            at: Duration::from_secs(secs),
+            conns: c.to_vec(),
+            watches: c.iter().map(|x| x * 10).collect(),
+        };
         let points = vec![
             s(0, &[10, 10, 0]),
             s(1, &[9, 8, 3]),
             s(2, &[8, 7, 6]),
             s(3, &[7, 7, 6]),
         ];
-        assert_eq!(settled_after(&points, 1.5), Some(Duration::from_secs(2)));
-        assert_eq!(settled_after(&points[..2], 1.5), None);
-        assert_eq!(settled_after(&points[3..], 1.5), Some(Duration::ZERO));
-        assert_eq!(settled_after(&[], 1.5), None);
+        assert_eq!(
+            settled_after(&points, conns, 1.5),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            settled_after(&points, watches, 1.5),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(settled_after(&points[..2], conns, 1.5), None);
+        assert_eq!(
+            settled_after(&points[3..], conns, 1.5),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(settled_after(&[], conns, 1.5), None);
     }
 }
