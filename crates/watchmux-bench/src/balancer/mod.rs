@@ -303,6 +303,10 @@ async fn with_replicas(
         s.balancer_watchers,
         t0.elapsed().as_secs_f64()
     );
+    // Each phase reports its own first client error.
+    if let Some(e) = w.fleet.first_error.lock().take() {
+        eprintln!("  S13: first client error while syncing: {e}");
+    }
     let rig = Rig {
         s,
         sim,
@@ -350,6 +354,10 @@ impl Rig<'_> {
                 r.secs,
                 summary(&r.tally)
             );
+            // The phase's first client error, if any (each phase starts without one).
+            if let Some(e) = self.watchers.fleet.first_error.lock().take() {
+                eprintln!("  S13: {}: first client error: {e}", phase.label());
+            }
         }
         targets::set_churn(self.sim.addr, 0.0, "realistic").await?;
         let verdicts = self.check(&runs).await?;
@@ -529,7 +537,7 @@ async fn sim_rv(sim: &Proc) -> Result<u64, BenchError> {
 
 fn summary(t: &Tally) -> String {
     format!(
-        "{} re-watches, {} relists, {} 410s, {} 429s, {} other statuses, {} clean ends, {} broken, {} dials",
+        "{} re-watches, {} relists, {} 410s, {} 429s, {} other statuses, {} clean ends, {} broken, {} dials ({} failed), {} requests not sent",
         t.watch_requests,
         t.relists,
         t.gone_410,
@@ -537,7 +545,9 @@ fn summary(t: &Tally) -> String {
         t.watch_other_status,
         t.ended_early,
         t.broken,
-        t.dials
+        t.dials,
+        t.dial_failures,
+        t.send_failures
     )
 }
 

@@ -3,7 +3,8 @@
 //! run's CA) or h2c (HTTP/2 with prior knowledge on plain TCP), kept up by a task that redials
 //! with client-go's reflector back-off (0.8 s doubling to 30 s, up to twice that with jitter)
 //! when it fails, at once when the server ended it gracefully (a GOAWAY: the streams still open
-//! finish on the old connection), and pings like client-go (30 s idle, 15 s timeout).
+//! finish on the old connection; at most one dial per 100 ms), and pings like client-go (30 s
+//! idle, 15 s timeout).
 //!
 //! Also the request helpers the node's tasks send on it. It reads no events: the informers do
 //! ([`super::informer`]).
@@ -58,9 +59,9 @@ impl Backoff {
     }
 }
 
-/// How long a connection must have been up for its graceful end to be followed by a new dial
-/// at once rather than after the back-off.
-const GRACEFUL_REDIAL_AFTER: Duration = Duration::from_secs(1);
+/// The shortest time between a connection's dial and the next one's after a graceful end (a
+/// GOAWAY): a young connection's GOAWAY is followed by a dial this long after its own.
+const GRACEFUL_REDIAL_EVERY: Duration = Duration::from_millis(100);
 
 /// A node's connection as its tasks see it: the current sender, when connected.
 #[derive(Clone)]
@@ -185,11 +186,16 @@ pub fn connect(
                     };
                     tx.send_replace(None);
                     Fleet::add(&fleet.counts.conns_lost);
-                    // A GOAWAY (or a clean close) of a connection that served a while: as
-                    // client-go's transport, the next request dials a new connection at once,
-                    // while the streams still open on the old one run to their end. (A server
-                    // that closes at once is dialed again only after the back-off.)
-                    if graceful && up.elapsed() >= GRACEFUL_REDIAL_AFTER {
+                    // A GOAWAY (or a clean close): as client-go's transport, the next request
+                    // dials a new connection at once, while the streams still open on the old
+                    // one run to their end. (A server that ends every connection at once is
+                    // dialed at most every GRACEFUL_REDIAL_EVERY.)
+                    if graceful {
+                        let wait = GRACEFUL_REDIAL_EVERY.saturating_sub(up.elapsed());
+                        tokio::select! {
+                            _ = stop.cancelled() => break,
+                            _ = tokio::time::sleep(wait) => {}
+                        }
                         continue;
                     }
                 }

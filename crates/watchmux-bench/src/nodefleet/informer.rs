@@ -183,8 +183,10 @@ async fn run(
                 Fleet::add(&fleet.counts.send_failures);
                 // On a connection that went away meanwhile (a GOAWAY), client-go's transport
                 // sends the request again on the next connection, unseen by the reflector: no
-                // back-off (the connection's own task backs off when dialing fails).
-                if sender.is_closed() {
+                // back-off (the connection's own task backs off when dialing fails). A request
+                // that raced the GOAWAY fails a moment before the connection's task has seen it
+                // and closed the sender: that moment is waited for, briefly.
+                if went_away(&sender).await {
                     continue;
                 }
                 if !pause(backoff.next_wait(), &stop).await {
@@ -366,6 +368,23 @@ fn set_rv(rv: &mut Option<String>, seen: &[u8]) {
         }
         None => *rv = Some(seen.to_string()),
     }
+}
+
+/// How long a failed request waits for its connection to turn out closed ([`went_away`]).
+const GOING_AWAY_WAIT: Duration = Duration::from_millis(100);
+
+/// Whether `sender`'s connection is closed, or closes within [`GOING_AWAY_WAIT`] (checked every
+/// 5 ms): after a request failed, that is the difference between a connection that went away
+/// (a GOAWAY: send again on the next) and a request that failed on a live one (back off).
+async fn went_away(sender: &super::conn::Sender) -> bool {
+    let t0 = Instant::now();
+    while !sender.is_closed() {
+        if t0.elapsed() >= GOING_AWAY_WAIT {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
 }
 
 /// Sleeps `d` unless `stop` comes first; false when stopped.
