@@ -462,11 +462,7 @@ impl WatchStats {
     /// the write lies inside the window and the object is not being deleted (`deleting` is only
     /// asked then: it costs a search).
     fn timed(&self, now: u64, stamp: &[u8], deleting: impl FnOnce() -> bool) {
-        let digits = stamp.iter().take_while(|b| b.is_ascii_digit()).count();
-        let Some(stamp) = std::str::from_utf8(&stamp[..digits])
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
+        let Some(stamp) = parse_stamp(stamp) else {
             return;
         };
         if !self.window.contains(stamp) || deleting() {
@@ -538,6 +534,12 @@ impl WatchStats {
         };
         self.timed(now, stamp, || pbframe::deleting(meta));
     }
+}
+
+/// The UNIX nanoseconds of a write-time stamp: the decimal digits `stamp` starts with.
+pub fn parse_stamp(stamp: &[u8]) -> Option<u64> {
+    let digits = stamp.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&stamp[..digits]).ok()?.parse().ok()
 }
 
 /// Runs one watch asking for `encoding` until the stream ends or `stop` fires: connects

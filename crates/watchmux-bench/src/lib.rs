@@ -10,9 +10,11 @@
 //! program are this same binary's `sim`, `serve` and `limit` roles (or nginx), started as
 //! children, so the bench process holds only clients.
 
+pub mod balancer;
 pub mod client;
 pub mod consistent;
 pub mod decode;
+pub mod haproxy;
 pub mod heap;
 pub mod hist;
 pub mod httpfuzz;
@@ -102,6 +104,9 @@ pub enum Scenario {
     /// S12: N simulated nodes (kubelet and kube-proxy each) through watchmux and directly: cold
     /// starts, a restart on `persist_dir`, steady churn, the upstream down.
     NodeFleet,
+    /// S13: watchmux replicas behind HAProxy: rolling restarts, an upstream restart,
+    /// `goaway_chance`, with client-go-like watchers checked against the simulator's log.
+    Balancer,
 }
 
 impl Scenario {
@@ -135,9 +140,10 @@ impl std::str::FromStr for Scenario {
             "s10" | "ondemand" | "on-demand" => Scenario::OnDemand,
             "s11" | "pbnative" => Scenario::PbNative,
             "s12" | "nodefleet" | "nodes" => Scenario::NodeFleet,
+            "s13" | "balancer" | "replicas" => Scenario::Balancer,
             other => {
                 return Err(format!(
-                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand, s11 pbnative, s12 nodefleet)"
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand, s11 pbnative, s12 nodefleet, s13 balancer)"
                 ));
             }
         })
@@ -242,6 +248,36 @@ pub struct Sizes {
     pub nodefleet_sync_timeout_secs: f64,
     /// S12: repeats (each a fresh simulator per target).
     pub nodefleet_repeats: usize,
+    /// S13: watchmux replicas behind the balancer.
+    pub balancer_replicas: usize,
+    /// S13: watchers (each of one namespace's pods).
+    pub balancer_watchers: usize,
+    /// S13: watchers sharing one client's HTTP/2 connection.
+    pub balancer_per_connection: usize,
+    /// S13: namespaces of the simulator's fleet (the watchers spread over them).
+    pub balancer_namespaces: usize,
+    /// S13: pods of the simulator's fleet.
+    pub balancer_pods: usize,
+    /// S13: the simulator's pod writes per second, throughout.
+    pub balancer_rate: f64,
+    /// S13: the watchers' minimum watch timeout (each asks for between it and twice it).
+    pub balancer_watch_timeout_secs: f64,
+    /// S13: the replicas' `server.shutdown_delay_secs`.
+    pub balancer_shutdown_delay_secs: u64,
+    /// S13: the replicas' `server.shutdown_watch_grace_secs`.
+    pub balancer_drain_secs: u64,
+    /// S13: seconds of watching the connections spread after the rolling restart that turns
+    /// `goaway_chance` on (a third of it after the first, a ninth after the upstream restart).
+    pub balancer_observe_secs: f64,
+    /// S13: seconds the upstream refuses connections.
+    pub balancer_outage_secs: f64,
+    /// S13: the replicas' `server.goaway_chance` in the last phase.
+    pub balancer_goaway_chance: f64,
+    /// S13: HAProxy sends the PROXY protocol v2 header and the replicas trust it (needs a
+    /// watchmux with `server.proxy_protocol_trusted`).
+    pub balancer_proxy_protocol: bool,
+    /// S13: each replica has a `cache.persist_dir` of its own.
+    pub balancer_persist: bool,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -304,6 +340,20 @@ impl Sizes {
             nodefleet_outage_secs: 30.0,
             nodefleet_sync_timeout_secs: 1800.0,
             nodefleet_repeats: 1,
+            balancer_replicas: 3,
+            balancer_watchers: 2000,
+            balancer_per_connection: 10,
+            balancer_namespaces: 50,
+            balancer_pods: 2000,
+            balancer_rate: 50.0,
+            balancer_watch_timeout_secs: 30.0,
+            balancer_shutdown_delay_secs: 2,
+            balancer_drain_secs: 5,
+            balancer_observe_secs: 270.0,
+            balancer_outage_secs: 10.0,
+            balancer_goaway_chance: 0.02,
+            balancer_proxy_protocol: false,
+            balancer_persist: false,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -359,6 +409,20 @@ impl Sizes {
             nodefleet_outage_secs: 2.0,
             nodefleet_sync_timeout_secs: 60.0,
             nodefleet_repeats: 1,
+            balancer_replicas: 3,
+            balancer_watchers: 30,
+            balancer_per_connection: 3,
+            balancer_namespaces: 5,
+            balancer_pods: 100,
+            balancer_rate: 20.0,
+            balancer_watch_timeout_secs: 5.0,
+            balancer_shutdown_delay_secs: 1,
+            balancer_drain_secs: 1,
+            balancer_observe_secs: 3.0,
+            balancer_outage_secs: 2.0,
+            balancer_goaway_chance: 0.02,
+            balancer_proxy_protocol: false,
+            balancer_persist: false,
             window_secs: 0.5,
             repeats: 2,
         }
@@ -465,6 +529,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::OnDemand => vec![ondemand::spec(s)],
             Scenario::PbNative => pbnative::specs(s, opts.baseline_exe.as_deref(), &opts.exe),
             Scenario::NodeFleet => nodefleet::specs(s),
+            Scenario::Balancer => vec![balancer::spec(s)],
         };
         let title = mine
             .iter()
@@ -502,6 +567,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
                 pbnative::run(&env, s, baseline, kinds, &mut samples).await?
             }
             Scenario::NodeFleet => nodefleet::run(&env, s, kinds, &mut samples).await?,
+            Scenario::Balancer => balancer::run(&env, s, kinds, &mut samples).await?,
         }
         eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
         specs.extend(mine);
@@ -533,6 +599,8 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
         let mine: Vec<&Sample> = samples.iter().filter(|x| x.scenario == spec.id).collect();
         let repeats = if nodefleet::reports(spec) {
             s.nodefleet_repeats
+        } else if balancer::reports(spec) {
+            1
         } else {
             s.repeats
         };
@@ -540,6 +608,9 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             md.push_str(&pbnative::markdown(spec, &mine, repeats));
         } else {
             md.push_str(&report::markdown(spec, &mine, repeats));
+        }
+        if balancer::reports(spec) {
+            md.push_str(&balancer::targets_markdown(&mine));
         }
         let skipped: Vec<&NotRun> = not_run.iter().filter(|n| n.scenario == spec.id).collect();
         md.push_str(&report::not_run_markdown(&skipped));
@@ -618,22 +689,11 @@ pub(crate) fn machine() -> String {
     format!("{cpu}, {cores} cores, {mem_gib:.0} GiB, Linux {kernel}")
 }
 
-#[allow(
-    clippy::disallowed_methods,
-    reason = "`nginx -v` runs once per report, before or after the measured windows"
-)]
 fn nginx_version(bin: Option<&Path>) -> String {
     let Some(bin) = bin else {
         return "not installed: left out".into();
     };
-    std::process::Command::new(bin)
-        .arg("-v")
-        .output()
-        .ok()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stderr)
-                .trim()
-                .replace("nginx version: ", "")
-        })
+    procs::version_line(bin)
+        .map(|l| l.replace("nginx version: ", ""))
         .unwrap_or_else(|| "unknown version".into())
 }

@@ -162,8 +162,8 @@ struct PersistArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync s7|consistent
-    /// s8|protobuf s9|watchcost s10|ondemand s11|pbnative s12|nodefleet, or `all` (all but
-    /// s10, s11 and s12).
+    /// s8|protobuf s9|watchcost s10|ondemand s11|pbnative s12|nodefleet s13|balancer, or `all`
+    /// (all but s10 to s13).
     #[arg(default_value = "all")]
     scenarios: Vec<String>,
     /// Scenarios, as the positional list takes them (`--scenario S12`); stands for it when
@@ -326,6 +326,52 @@ struct RunArgs {
     /// S12 repeats [default: 1].
     #[arg(long)]
     nodefleet_repeats: Option<usize>,
+    /// S13 watchmux replicas behind HAProxy [default: 3].
+    #[arg(long)]
+    balancer_replicas: Option<usize>,
+    /// S13 watchers [default: 2000; --smoke: 30].
+    #[arg(long)]
+    balancer_watchers: Option<usize>,
+    /// S13 watchers sharing one client's HTTP/2 connection [default: 10; --smoke: 3].
+    #[arg(long)]
+    balancer_per_connection: Option<usize>,
+    /// S13 namespaces the watchers spread over [default: 50; --smoke: 5].
+    #[arg(long)]
+    balancer_namespaces: Option<usize>,
+    /// S13 pods of the simulator's fleet [default: 2000; --smoke: 100].
+    #[arg(long)]
+    balancer_pods: Option<usize>,
+    /// S13 pod writes per second, throughout [default: 50; --smoke: 20].
+    #[arg(long)]
+    balancer_rate: Option<f64>,
+    /// S13 watchers' minimum watch timeout, seconds (client-go's is 300) [default: 30;
+    /// --smoke: 5].
+    #[arg(long)]
+    balancer_watch_timeout_secs: Option<f64>,
+    /// S13 replicas' `server.shutdown_delay_secs` [default: 2; --smoke: 1].
+    #[arg(long)]
+    balancer_shutdown_delay_secs: Option<u64>,
+    /// S13 replicas' `server.shutdown_watch_grace_secs` [default: 5; --smoke: 1].
+    #[arg(long)]
+    balancer_drain_secs: Option<u64>,
+    /// S13 seconds of watching the connections spread after the rolling restart that turns
+    /// goaway_chance on (a third of it after the first, a ninth after the upstream restart)
+    /// [default: 270; --smoke: 3].
+    #[arg(long)]
+    balancer_observe_secs: Option<f64>,
+    /// S13 seconds the upstream refuses connections [default: 10; --smoke: 2].
+    #[arg(long)]
+    balancer_outage_secs: Option<f64>,
+    /// S13 replicas' `server.goaway_chance` in the last phase [default: 0.02].
+    #[arg(long)]
+    balancer_goaway_chance: Option<f64>,
+    /// S13: HAProxy sends `send-proxy-v2` (from 127.0.0.2) and the replicas trust it
+    /// (`server.proxy_protocol_trusted`; needs a watchmux that has that key) [default: off].
+    #[arg(long)]
+    balancer_proxy_protocol: bool,
+    /// S13: each replica gets a `cache.persist_dir` of its own [default: off].
+    #[arg(long)]
+    balancer_persist: bool,
 }
 
 #[tokio::main]
@@ -433,8 +479,22 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         nodefleet_window_secs,
         nodefleet_outage_secs,
         nodefleet_sync_timeout_secs,
-        nodefleet_repeats
+        nodefleet_repeats,
+        balancer_replicas,
+        balancer_watchers,
+        balancer_per_connection,
+        balancer_namespaces,
+        balancer_pods,
+        balancer_rate,
+        balancer_watch_timeout_secs,
+        balancer_shutdown_delay_secs,
+        balancer_drain_secs,
+        balancer_observe_secs,
+        balancer_outage_secs,
+        balancer_goaway_chance
     );
+    sizes.balancer_proxy_protocol |= a.balancer_proxy_protocol;
+    sizes.balancer_persist |= a.balancer_persist;
     if let Some(r) = a.watchcost_repeats {
         sizes.watchcost_repeats = Some(r);
     }

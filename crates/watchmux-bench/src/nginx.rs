@@ -27,7 +27,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -92,11 +92,7 @@ pub enum NginxError {
 impl Nginx {
     /// The nginx binary if installed (PATH, then /usr/sbin/nginx).
     pub fn find() -> Option<PathBuf> {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("nginx"))
-            .chain([PathBuf::from("/usr/sbin/nginx")])
-            .find(|p| is_executable(p))
+        crate::procs::find_binary("nginx", &["/usr/sbin/nginx"])
     }
 
     /// Writes a config under `workdir` and starts nginx in the foreground (`daemon off`),
@@ -224,7 +220,7 @@ impl Nginx {
             return;
         };
         let workers = children_of(self.pid);
-        signal("TERM", &[self.pid]).await;
+        crate::procs::signal("TERM", &[self.pid]).await;
         if tokio::time::timeout(STOP_TIMEOUT, child.wait())
             .await
             .is_err()
@@ -232,7 +228,7 @@ impl Nginx {
             // Killing the master alone would orphan its workers, with the listening socket.
             let mut all = vec![self.pid];
             all.extend(workers);
-            signal("KILL", &all).await;
+            crate::procs::signal("KILL", &all).await;
             let _ = child.wait().await;
         }
     }
@@ -256,19 +252,8 @@ impl Nginx {
 
     /// The last lines of nginx's error log and of its own output.
     fn log_tail(&self) -> String {
-        let mut out = String::new();
-        for name in ["error.log", "nginx.out"] {
-            let text = std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            for l in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        if out.is_empty() {
-            out.push_str("(empty)\n");
-        }
-        out
+        let files = ["error.log", "nginx.out"].map(|n| self.dir.join(n));
+        crate::procs::tail(&files, LOG_TAIL_LINES)
     }
 }
 
@@ -365,10 +350,6 @@ fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
-fn is_executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 /// Processes whose parent is `parent`, from `/proc/PID/stat`.
 fn children_of(parent: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -388,17 +369,6 @@ fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Sends a signal with the `kill` command (no `unsafe` for `libc::kill` in this crate).
-async fn signal(sig: &str, pids: &[u32]) {
-    let _ = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .args(pids.iter().map(u32::to_string))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await;
 }
 
 #[cfg(test)]

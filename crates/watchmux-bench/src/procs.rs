@@ -14,6 +14,69 @@ use tokio::process::{Child, Command};
 
 use super::BenchError;
 
+/// An installed program: the first executable `name` on `PATH`, else the first of `fallbacks`
+/// that is executable (Debian puts daemons in `/usr/sbin`, which a user's `PATH` may lack).
+pub fn find_binary(name: &str, fallbacks: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .chain(fallbacks.iter().map(PathBuf::from))
+        .find(|p| is_executable(p))
+}
+
+/// Whether `p` is a file with an execute bit.
+pub fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Sends `sig` (`TERM`, `KILL`, …) to `pids` with the `kill` command (no `unsafe` for
+/// `libc::kill` in this crate).
+pub async fn signal(sig: &str, pids: &[u32]) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .args(pids.iter().map(u32::to_string))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await;
+}
+
+/// The last `lines` lines of each of `files` that exists, one after the other (for errors that
+/// quote a child's logs); `(empty)` when there are none.
+pub fn tail(files: &[PathBuf], lines: usize) -> String {
+    let mut out = String::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        for l in &all[all.len().saturating_sub(lines)..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(empty)\n");
+    }
+    out
+}
+
+/// The first line `bin -v` prints (on its output, else its error output: nginx prints its
+/// version there), trimmed.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "`-v` runs once per report, before or after the measured windows"
+)]
+pub fn version_line(bin: &Path) -> Option<String> {
+    let o = std::process::Command::new(bin).arg("-v").output().ok()?;
+    [o.stdout, o.stderr].iter().find_map(|b| {
+        String::from_utf8_lossy(b)
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_string)
+    })
+}
+
 /// A free port on 127.0.0.1 (bound and released; the child binds it a moment later).
 #[allow(
     clippy::disallowed_types,
@@ -139,12 +202,7 @@ impl Proc {
     /// `unsafe` for `libc::kill`), then waits up to `grace` for it to exit, and kills it if it
     /// has not. Returns whether it exited on its own.
     pub async fn terminate(mut self, grace: Duration) -> bool {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .await;
+        signal("TERM", &[self.pid()]).await;
         if tokio::time::timeout(grace, self.child.wait()).await.is_ok() {
             return true;
         }

@@ -63,6 +63,60 @@ impl Metrics {
     }
 }
 
+/// A counter's growth per combination of label values (joined by `/`).
+pub type Growth = std::collections::BTreeMap<String, f64>;
+
+/// How much counter `name` grew from `before` (nothing: from zero) to `after`, per combination
+/// of the labels `keys`, for the series `keep` accepts.
+pub fn growth(
+    after: &Metrics,
+    before: Option<&Metrics>,
+    name: &str,
+    keys: &[&str],
+    keep: impl Fn(&[(String, String)]) -> bool,
+) -> Growth {
+    let mut by = Growth::new();
+    let mut add = |m: &Metrics, sign: f64| {
+        for (labels, v) in m.series(name) {
+            if !keep(labels) {
+                continue;
+            }
+            let key = keys
+                .iter()
+                .map(|k| Metrics::label(labels, k))
+                .collect::<Vec<_>>()
+                .join("/");
+            *by.entry(key).or_default() += sign * v;
+        }
+    };
+    add(after, 1.0);
+    if let Some(b) = before {
+        add(b, -1.0);
+    }
+    by
+}
+
+/// Adds `more` into `total`, key by key.
+pub fn add_growth(total: &mut Growth, more: &Growth) {
+    for (k, v) in more {
+        *total.entry(k.clone()).or_default() += v;
+    }
+}
+
+/// `key=value, …` of what grew; `none` when nothing did.
+pub fn show_growth(g: &Growth) -> String {
+    let parts: Vec<String> = g
+        .iter()
+        .filter(|(_, v)| **v > 0.0)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// `name{k="v",…} value [timestamp]` or `name value`.
 fn parse_line(line: &str) -> Option<Line> {
     let line = line.trim();

@@ -203,6 +203,18 @@ pub async fn sim_control(sim: SocketAddr, path_and_query: &str) -> Result<(), Be
     Ok(())
 }
 
+/// Takes the simulator down for `down` (it refuses connections and drops its watches:
+/// `/sim/faults/refuse`), and returns when it answers again (waiting at most `down` more).
+pub async fn upstream_outage(sim: SocketAddr, down: Duration) -> Result<Instant, BenchError> {
+    sim_control(sim, &format!("/sim/faults/refuse?ms={}", down.as_millis())).await?;
+    tokio::time::sleep(down).await;
+    let back = Instant::now();
+    while sim_stats(sim).await.is_err() && back.elapsed() < down {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(back)
+}
+
 /// Sets the simulator's churn: `mix` is `status` or `realistic`; 0 stops it.
 pub async fn set_churn(sim: SocketAddr, per_second: f64, mix: &str) -> Result<(), BenchError> {
     sim_control(
@@ -301,6 +313,11 @@ pub struct Launch {
     pub upstream_token: Option<String>,
     /// More `[server]` keys for watchmux (TOML lines, e.g. `authz = "delegated"`).
     pub server_extra: String,
+    /// Listen on this address instead of a free port (a replica started again where it was).
+    pub listen: Option<SocketAddr>,
+    /// The process's name in its log file's name, instead of the target's (`watchmux-r0`: one
+    /// log per replica).
+    pub name: Option<String>,
 }
 
 /// A build of watchmux to start: a `watchmux-bench` binary, whose `serve` role takes the
@@ -418,7 +435,10 @@ pub async fn start_watchmux_full(
     log: Option<&str>,
     launch: &Launch,
 ) -> Result<Target, BenchError> {
-    let addr = procs::free_addr()?;
+    let addr = match launch.listen {
+        Some(a) => a,
+        None => procs::free_addr()?,
+    };
     let pki = launch.tls.then(|| env.pki()).transpose()?;
     let config = env.workdir.join(format!("watchmux-{}.toml", addr.port()));
     let server = format!("http://{}", sim.addr);
@@ -478,9 +498,13 @@ async fn own_process(
     args: &[String],
     launch: &Launch,
 ) -> Result<Target, BenchError> {
-    let (exe, log) = match &launch.build {
-        Some(b) => (&b.exe, env.log(&format!("{}-{}", kind.name(), b.name))),
-        None => (&env.exe, env.log(kind.name())),
+    let (exe, log) = match (&launch.build, &launch.name) {
+        (_, Some(n)) => (
+            launch.build.as_ref().map_or(&env.exe, |b| &b.exe),
+            env.log(n),
+        ),
+        (Some(b), None) => (&b.exe, env.log(&format!("{}-{}", kind.name(), b.name))),
+        (None, None) => (&env.exe, env.log(kind.name())),
     };
     let p = Proc::spawn_with(
         kind.name(),

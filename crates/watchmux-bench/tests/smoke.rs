@@ -1,5 +1,6 @@
 //! The benchmark suite at tiny sizes, so it never rots: every scenario runs end to end against
-//! every target (nginx when installed; over TLS and HTTP/2 too where the scenario does), writes
+//! every target (nginx when installed; over TLS and HTTP/2 too where the scenario does; S13
+//! behind HAProxy when installed), writes
 //! its reports, and the figures that do not depend on timing hold. And a short chaos soak (`watchmux-bench soak`) whose checks must all hold,
 //! and a short HTTP fuzz (`watchmux-bench httpfuzz`) without findings.
 
@@ -370,6 +371,66 @@ async fn smoke_bench_node_fleet() {
     // The cold starts' upstream requests per kind, for each target.
     let kinds = s.iter().filter(|x| x.scenario == "S12.3").count();
     assert_eq!(kinds, 9 * 3 * sizes.nodefleet_repeats, "{s:?}");
+}
+
+/// S13 at smoke sizes: HAProxy in front of three watchmux replicas, 30 watchers through it,
+/// two rolling restarts (the second starting the replicas with `goaway_chance`) and an upstream
+/// restart. Every phase reports its row and the targets are judged; what must hold at any size:
+/// no watcher lost, repeated or reordered an event against the simulator's log, none relisted,
+/// no replica answered 500, and each roll ended watches cleanly (the drains) and restarted every
+/// replica. Skipped
+/// (with the reason printed) where haproxy is not installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_bench_replicas_behind_haproxy() {
+    if watchmux_bench::haproxy::Haproxy::find().is_none() {
+        eprintln!(
+            "skipped: haproxy is not installed (crates/watchmux-bench/scripts/install-haproxy installs it)"
+        );
+        return;
+    }
+    let (report, _) = smoke_bench(&[Scenario::Balancer], &["S13"]).await;
+    let s = &report.samples;
+    let phases = [
+        "rolling restart",
+        "upstream restart",
+        "rolling restart, goaway_chance on",
+    ];
+    for phase in phases {
+        let rows: Vec<&Sample> = s
+            .iter()
+            .filter(|x| x.scenario == "S13" && x.case == phase)
+            .collect();
+        assert_eq!(rows.len(), 1, "{phase}: {s:?}");
+        let get = |k: &str| {
+            rows[0]
+                .values
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, x)| *x)
+                .unwrap_or_else(|| panic!("{phase}: no {k} in {:?}", rows[0]))
+        };
+        for k in [
+            "lost",
+            "duplicated",
+            "out_of_order",
+            "relists",
+            "replica_500",
+        ] {
+            assert_eq!(get(k), 0.0, "{phase}: {k} in {:?}", rows[0]);
+        }
+        assert!(get("secs") > 0.0, "{phase}: {:?}", rows[0]);
+        if phase != "upstream restart" {
+            assert!(get("stream_ends") > 0.0, "{phase}: {:?}", rows[0]);
+            // Three replicas started again: a LIST and a WATCH of pods each, upstream.
+            assert!(get("up_watches") >= 3.0, "{phase}: {:?}", rows[0]);
+        }
+    }
+    let md = &report.markdown;
+    assert!(md.contains("Targets (the issue's), per phase:"), "{md}");
+    assert!(
+        md.contains("| 0 events lost or duplicated (and none out of order) | **met**"),
+        "{md}"
+    );
 }
 
 /// S9's figures that do not depend on timing: every watch established over plain HTTP/1.1,

@@ -2,7 +2,9 @@
 //! probe's reads share as client-go's cached transport shares one: over TLS (ALPN `h2`, the
 //! run's CA) or h2c (HTTP/2 with prior knowledge on plain TCP), kept up by a task that redials
 //! with client-go's reflector back-off (0.8 s doubling to 30 s, up to twice that with jitter)
-//! when it fails or ends, and pings like client-go (30 s idle, 15 s timeout).
+//! when it fails, at once when the server ended it gracefully (a GOAWAY: the streams still open
+//! finish on the old connection; at most one dial per 100 ms), and pings like client-go (30 s
+//! idle, 15 s timeout).
 //!
 //! Also the request helpers the node's tasks send on it. It reads no events: the informers do
 //! ([`super::informer`]).
@@ -56,6 +58,10 @@ impl Backoff {
         self.next = Backoff::FIRST;
     }
 }
+
+/// The shortest time between a connection's dial and the next one's after a graceful end (a
+/// GOAWAY): a young connection's GOAWAY is followed by a dial this long after its own.
+const GRACEFUL_REDIAL_EVERY: Duration = Duration::from_millis(100);
 
 /// A node's connection as its tasks see it: the current sender, when connected.
 #[derive(Clone)]
@@ -164,19 +170,34 @@ pub fn connect(
                     Fleet::add(&fleet.counts.dials);
                     backoff.reset();
                     tx.send_replace(Some(sender));
-                    tokio::select! {
+                    let up = tokio::time::Instant::now();
+                    let graceful = tokio::select! {
                         _ = stop.cancelled() => break,
-                        r = driver => {
-                            if let Err(e) = r {
+                        r = driver => match r {
+                            Ok(()) => true,
+                            Err(e) => {
                                 // hyper's text is "http2 error"; the cause (a keep-alive
                                 // timeout, a GOAWAY, a reset) is in its sources.
                                 let why = crate::httpfuzz::wire::chain(&e);
                                 fleet.error(|| format!("HTTP/2 connection: {why}"));
+                                false
                             }
-                        }
-                    }
+                        },
+                    };
                     tx.send_replace(None);
                     Fleet::add(&fleet.counts.conns_lost);
+                    // A GOAWAY (or a clean close): as client-go's transport, the next request
+                    // dials a new connection at once, while the streams still open on the old
+                    // one run to their end. (A server that ends every connection at once is
+                    // dialed at most every GRACEFUL_REDIAL_EVERY.)
+                    if graceful {
+                        let wait = GRACEFUL_REDIAL_EVERY.saturating_sub(up.elapsed());
+                        tokio::select! {
+                            _ = stop.cancelled() => break,
+                            _ = tokio::time::sleep(wait) => {}
+                        }
+                        continue;
+                    }
                 }
                 Err(e) => {
                     Fleet::add(&fleet.counts.dial_failures);

@@ -47,7 +47,8 @@ counts! {
     watch_requests,
     /// Watch-lists sent (an informer's first sync, and each relist).
     watch_lists,
-    /// Watch-lists after an informer's first: relists (after a 410).
+    /// Watch-lists answered 200 after an informer's first: relists (after a 410, or a
+    /// watch-list cut before its end).
     relists,
     /// Initial syncs completed (the `k8s.io/initial-events-end` bookmark received).
     syncs,
@@ -130,6 +131,32 @@ impl Fleet {
     /// A gauge's value.
     pub fn gauge(g: &AtomicI64) -> i64 {
         g.load(Ordering::Relaxed)
+    }
+
+    /// Every informer synced (none waiting for its initial sync or a relist).
+    pub fn synced(&self) -> bool {
+        Fleet::gauge(&self.pending_sync) == 0
+    }
+
+    /// Every informer synced and streaming.
+    pub fn streaming(&self) -> bool {
+        self.synced() && Fleet::gauge(&self.streaming) == Fleet::gauge(&self.informers)
+    }
+
+    /// Waits until `done` holds (checked every 50 ms), at most `max`; how long it took.
+    pub async fn until(
+        &self,
+        max: std::time::Duration,
+        done: impl Fn(&Fleet) -> bool,
+    ) -> Option<std::time::Duration> {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < max {
+            if done(self) {
+                return Some(t0.elapsed());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        None
     }
 
     /// Resets the histograms a phase reports (the delivery latency, the Lease and probe

@@ -5,7 +5,9 @@
 //! `timeoutSeconds`, or the server) is re-watched from the last resourceVersion seen; a 410
 //! (answered or as an ERROR event) starts a new watch-list (a relist); a 429 waits its
 //! `Retry-After` (1 s when absent) and tries again; anything else, and a lost connection, waits
-//! the reflector's back-off and re-watches from the last resourceVersion.
+//! the reflector's back-off and re-watches from the last resourceVersion (a request that could
+//! not be sent because its connection went away is sent again at once on the next one, as
+//! client-go's transport does after a GOAWAY).
 //!
 //! Every request asks for protobuf (`Accept: application/vnd.kubernetes.protobuf;stream=watch`)
 //! and `timeoutSeconds` drawn as client-go draws it (between the informer's minimum and twice
@@ -70,6 +72,9 @@ pub trait Store: Send {
     fn apply(&mut self, ty: &[u8], object: &[u8], meta: &[u8]);
     /// The watch-list's initial events are all in.
     fn end_list(&mut self);
+    /// A BOOKMARK (`meta`: its object's encoded `ObjectMeta`), before [`Store::end_list`] when
+    /// it ends a watch-list.
+    fn bookmark(&mut self, _meta: &[u8]) {}
 }
 
 /// A store that only counts its objects (ADDED +1, DELETED −1; a watch-list starts from 0):
@@ -163,10 +168,6 @@ async fn run(
         Fleet::add(&fleet.counts.watch_requests);
         if listing {
             Fleet::add(&fleet.counts.watch_lists);
-            if listed_before {
-                Fleet::add(&fleet.counts.relists);
-            }
-            listed_before = true;
         }
         let sent = async {
             sender.ready().await?;
@@ -180,6 +181,14 @@ async fn run(
             Ok(r) => r,
             Err(_) => {
                 Fleet::add(&fleet.counts.send_failures);
+                // On a connection that went away meanwhile (a GOAWAY), client-go's transport
+                // sends the request again on the next connection, unseen by the reflector: no
+                // back-off (the connection's own task backs off when dialing fails). A request
+                // that raced the GOAWAY fails a moment before the connection's task has seen it
+                // and closed the sender: that moment is waited for, briefly.
+                if went_away(&sender).await {
+                    continue;
+                }
                 if !pause(backoff.next_wait(), &stop).await {
                     break;
                 }
@@ -213,6 +222,12 @@ async fn run(
         backoff.reset();
         let opened = Instant::now();
         if listing {
+            // A relist is a watch-list the server answered after the informer's first (one
+            // that was refused or never sent is not).
+            if listed_before {
+                Fleet::add(&fleet.counts.relists);
+            }
+            listed_before = true;
             store.begin_list();
         }
         state.streaming.store(true, Ordering::Relaxed);
@@ -262,6 +277,7 @@ async fn run(
                     }
                     b"BOOKMARK" => {
                         if let Some(meta) = e.meta() {
+                            store.bookmark(meta);
                             set_rv(&mut rv, wire::resource_version(meta));
                             if listing && wire::ends_initial_events(meta) {
                                 store.end_list();
@@ -352,6 +368,23 @@ fn set_rv(rv: &mut Option<String>, seen: &[u8]) {
         }
         None => *rv = Some(seen.to_string()),
     }
+}
+
+/// How long a failed request waits for its connection to turn out closed ([`went_away`]).
+const GOING_AWAY_WAIT: Duration = Duration::from_millis(100);
+
+/// Whether `sender`'s connection is closed, or closes within [`GOING_AWAY_WAIT`] (checked every
+/// 5 ms): after a request failed, that is the difference between a connection that went away
+/// (a GOAWAY: send again on the next) and a request that failed on a live one (back off).
+async fn went_away(sender: &super::conn::Sender) -> bool {
+    let t0 = Instant::now();
+    while !sender.is_closed() {
+        if t0.elapsed() >= GOING_AWAY_WAIT {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
 }
 
 /// Sleeps `d` unless `stop` comes first; false when stopped.

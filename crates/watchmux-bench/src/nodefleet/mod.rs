@@ -405,28 +405,6 @@ impl Running {
         }
     }
 
-    /// Every informer synced.
-    fn synced(&self) -> bool {
-        Fleet::gauge(&self.fleet.pending_sync) == 0
-    }
-
-    /// Every informer synced and streaming.
-    fn streaming(&self) -> bool {
-        self.synced() && Fleet::gauge(&self.fleet.streaming) == Fleet::gauge(&self.fleet.informers)
-    }
-
-    /// Waits until `done` holds (checked every 50 ms), at most `max`; how long it took.
-    async fn until(&self, max: Duration, done: impl Fn(&Running) -> bool) -> Option<Duration> {
-        let t0 = Instant::now();
-        while t0.elapsed() < max {
-            if done(self) {
-                return Some(t0.elapsed());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        None
-    }
-
     /// Stops every task (bounded).
     async fn stop(self) {
         self.stop.cancel();
@@ -791,34 +769,7 @@ fn breakdown(
     keys: &[&str],
     keep: impl Fn(&[(String, String)]) -> bool,
 ) -> String {
-    let mut by: std::collections::BTreeMap<String, f64> = Default::default();
-    let mut add = |m: &Metrics, sign: f64| {
-        for (labels, v) in m.series(name) {
-            if !keep(labels) {
-                continue;
-            }
-            let key = keys
-                .iter()
-                .map(|k| Metrics::label(labels, k))
-                .collect::<Vec<_>>()
-                .join("/");
-            *by.entry(key).or_default() += sign * v;
-        }
-    };
-    add(after, 1.0);
-    if let Some(b) = before {
-        add(b, -1.0);
-    }
-    let parts: Vec<String> = by
-        .into_iter()
-        .filter(|(_, v)| *v > 0.0)
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    if parts.is_empty() {
-        "none".into()
-    } else {
-        parts.join(", ")
-    }
+    scrape::show_growth(&scrape::growth(after, before, name, keys, keep))
 }
 
 /// The simulator's open watches over every resource, in a `/sim/stats` answer.
@@ -921,7 +872,7 @@ impl Run<'_> {
             self.s.nodefleet_authz,
             fleet,
         );
-        let sync = running.until(self.sync_bound(), Running::synced).await;
+        let sync = running.fleet.until(self.sync_bound(), Fleet::synced).await;
         if sync.is_none() {
             eprintln!(
                 "  S12: {} informers of {} not synced after {:?} (first error: {:?})",
@@ -972,18 +923,11 @@ impl Run<'_> {
         let b = self.before(&fleet, t, false).await?;
         let peak = PeakRss::start(t.pids());
         let down = Duration::from_secs_f64(self.s.nodefleet_outage_secs);
-        targets::sim_control(
-            self.sim.addr,
-            &format!("/sim/faults/refuse?ms={}", down.as_millis()),
-        )
-        .await?;
-        tokio::time::sleep(down).await;
-        // Back when the simulator answers again.
-        let back = Instant::now();
-        while targets::sim_stats(self.sim.addr).await.is_err() && back.elapsed() < down {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let recover = running.until(self.sync_bound(), Running::streaming).await;
+        let back = targets::upstream_outage(self.sim.addr, down).await?;
+        let recover = running
+            .fleet
+            .until(self.sync_bound(), Fleet::streaming)
+            .await;
         let extra_recover = recover.map(|_| back.elapsed().as_secs_f64());
         // And watchmux's own upstream watches up again (`watchmux_upstream_watch_up` 1 for every
         // kind it caches); the simulator's watchers are the nodes themselves.
