@@ -273,8 +273,8 @@ pub struct Sizes {
     pub balancer_outage_secs: f64,
     /// S13: the replicas' `server.goaway_chance` in the last phase.
     pub balancer_goaway_chance: f64,
-    /// S13: HAProxy sends the PROXY protocol v2 header and the replicas trust it (needs a
-    /// watchmux with `server.proxy_protocol_trusted`).
+    /// S13: HAProxy sends the PROXY protocol v2 header and the replicas trust it
+    /// (`server.proxy_protocol_trusted`), as behind a production balancer.
     pub balancer_proxy_protocol: bool,
     /// S13: each replica has a `cache.persist_dir` of its own.
     pub balancer_persist: bool,
@@ -352,7 +352,7 @@ impl Sizes {
             balancer_observe_secs: 270.0,
             balancer_outage_secs: 10.0,
             balancer_goaway_chance: 0.02,
-            balancer_proxy_protocol: false,
+            balancer_proxy_protocol: true,
             balancer_persist: false,
             window_secs: 5.0,
             repeats: 3,
@@ -421,7 +421,7 @@ impl Sizes {
             balancer_observe_secs: 3.0,
             balancer_outage_secs: 2.0,
             balancer_goaway_chance: 0.02,
-            balancer_proxy_protocol: false,
+            balancer_proxy_protocol: true,
             balancer_persist: false,
             window_secs: 0.5,
             repeats: 2,

@@ -365,10 +365,10 @@ struct RunArgs {
     /// S13 replicas' `server.goaway_chance` in the last phase [default: 0.02].
     #[arg(long)]
     balancer_goaway_chance: Option<f64>,
-    /// S13: HAProxy sends `send-proxy-v2` (from 127.0.0.2) and the replicas trust it
-    /// (`server.proxy_protocol_trusted`; needs a watchmux that has that key) [default: off].
+    /// S13: HAProxy sends no PROXY protocol header (by default it sends `send-proxy-v2`
+    /// from 127.0.0.2, which the replicas trust: `server.proxy_protocol_trusted`).
     #[arg(long)]
-    balancer_proxy_protocol: bool,
+    balancer_no_proxy_protocol: bool,
     /// S13: each replica gets a `cache.persist_dir` of its own [default: off].
     #[arg(long)]
     balancer_persist: bool,
@@ -493,7 +493,9 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         balancer_outage_secs,
         balancer_goaway_chance
     );
-    sizes.balancer_proxy_protocol |= a.balancer_proxy_protocol;
+    if a.balancer_no_proxy_protocol {
+        sizes.balancer_proxy_protocol = false;
+    }
     sizes.balancer_persist |= a.balancer_persist;
     if let Some(r) = a.watchcost_repeats {
         sizes.watchcost_repeats = Some(r);

@@ -409,15 +409,18 @@ async fn smoke_bench_replicas_behind_haproxy() {
                 .map(|(_, x)| *x)
                 .unwrap_or_else(|| panic!("{phase}: no {k} in {:?}", rows[0]))
         };
-        for k in [
-            "lost",
-            "duplicated",
-            "out_of_order",
-            "relists",
-            "replica_500",
-        ] {
+        for k in ["lost", "duplicated", "out_of_order", "replica_500"] {
             assert_eq!(get(k), 0.0, "{phase}: {k} in {:?}", rows[0]);
         }
+        // No relist but after a 410. One can happen in a roll, as between kube-apiservers: a
+        // watch that reaches a draining replica gets kube's 503 with `Retry-After: 1`, and its
+        // retry may reach the replica started meanwhile, whose history begins at its first
+        // LIST, after the watch's resourceVersion (seen once in a smoke run, not in full runs).
+        assert!(
+            get("relists") <= get("gone_410"),
+            "{phase}: a relist without a 410 in {:?}",
+            rows[0]
+        );
         assert!(get("secs") > 0.0, "{phase}: {:?}", rows[0]);
         if phase != "upstream restart" {
             assert!(get("stream_ends") > 0.0, "{phase}: {:?}", rows[0]);
