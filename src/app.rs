@@ -175,6 +175,8 @@ pub struct App {
     pub http2_max_concurrent_streams: u32,
     /// `server.goaway_chance`.
     pub goaway_chance: f64,
+    /// `server.max_connection_age_secs` (zero: off).
+    pub max_connection_age: Duration,
     /// The upstream's CRDs (all of them in on-demand mode, those of the cached custom
     /// resources in listed mode), kept current by one upstream watch (started only when a
     /// custom resource may be cached).
@@ -251,6 +253,7 @@ impl App {
             header_read_timeout: config.server.header_read_timeout,
             http2_max_concurrent_streams: config.server.http2_max_concurrent_streams,
             goaway_chance: config.server.goaway_chance,
+            max_connection_age: config.server.max_connection_age,
             tasks: TaskTracker::new(),
             control: ControlRuntime::start(),
             conns: TaskTracker::new(),

@@ -127,6 +127,14 @@ pub struct ServerConfig {
     /// its client re-watches from its resourceVersion, over a connection a balancer may send to
     /// another replica, and such watches do not all end together.
     pub min_request_timeout: Duration,
+    /// `max_connection_age_secs`: a connection is ended gracefully (HTTP/2 GOAWAY, HTTP/1
+    /// `Connection: close` after the response in flight) once it is this old, give or take
+    /// 10 % (gRPC's `MAX_CONNECTION_AGE`); its cached watches end just after a bookmark, as at a
+    /// drawn GOAWAY, and its client reconnects through the balancer. What bounds how long a
+    /// replica roll leaves the clients unevenly spread, which `goaway_chance` alone (a GOAWAY
+    /// only after a request) does not. 0 (the default): connections live as long as their
+    /// clients keep them.
+    pub max_connection_age: Duration,
     /// `proxy_protocol_trusted`: the address ranges (load balancers) whose connections start
     /// with a PROXY protocol header (v1 or v2), which names the client's address. A connection
     /// from one of them without a valid header is closed; from any other address a header is
@@ -224,6 +232,7 @@ impl Default for ServerConfig {
             http2_max_concurrent_streams: 1000,
             goaway_chance: 0.0,
             min_request_timeout: Duration::from_secs(1800),
+            max_connection_age: Duration::ZERO,
             proxy_protocol_trusted: Vec::new(),
         }
     }
@@ -776,6 +785,7 @@ impl Config {
             s.min_request_timeout,
             false,
         )?;
+        check_duration("server.max_connection_age_secs", s.max_connection_age, true)?;
         // kube-apiserver's bounds (`--goaway-chance`): beyond 1 request in 50 the connections
         // are remade faster than they carry requests.
         if !(0.0..=MAX_GOAWAY_CHANCE).contains(&s.goaway_chance) {
@@ -1112,6 +1122,7 @@ struct RawServer {
     http2_max_concurrent_streams: u32,
     goaway_chance: f64,
     min_request_timeout_secs: u64,
+    max_connection_age_secs: u64,
     proxy_protocol_trusted: Vec<String>,
 }
 
@@ -1142,6 +1153,7 @@ impl Default for RawServer {
             http2_max_concurrent_streams: d.http2_max_concurrent_streams,
             goaway_chance: d.goaway_chance,
             min_request_timeout_secs: d.min_request_timeout.as_secs(),
+            max_connection_age_secs: d.max_connection_age.as_secs(),
             proxy_protocol_trusted: d
                 .proxy_protocol_trusted
                 .iter()
@@ -1315,6 +1327,7 @@ impl RawConfig {
                 http2_max_concurrent_streams: self.server.http2_max_concurrent_streams,
                 goaway_chance: self.server.goaway_chance,
                 min_request_timeout: Duration::from_secs(self.server.min_request_timeout_secs),
+                max_connection_age: Duration::from_secs(self.server.max_connection_age_secs),
                 proxy_protocol_trusted,
             },
             log: LogConfig {
@@ -1895,6 +1908,9 @@ version = "v1"
         );
         let c = Config::from_toml_str("[server]\nmin_request_timeout_secs = 60\n", "t").unwrap();
         assert_eq!(c.server.min_request_timeout, Duration::from_secs(60));
+        assert!(Config::default().server.max_connection_age.is_zero(), "off");
+        let c = Config::from_toml_str("[server]\nmax_connection_age_secs = 120\n", "t").unwrap();
+        assert_eq!(c.server.max_connection_age, Duration::from_secs(120));
         assert_eq!(
             Config::default().server.http2_max_concurrent_streams,
             1000,
@@ -1955,6 +1971,11 @@ version = "v1"
                 "goaway_chance = nan",
                 "server.goaway_chance",
                 "NaN is outside 0 (off) to 0.02",
+            ),
+            (
+                "max_connection_age_secs = 99999999999",
+                "server.max_connection_age_secs",
+                "must be at most 31536000 seconds (one year)",
             ),
         ] {
             let e = err(&format!("[server]\n{text}\n"));

@@ -44,6 +44,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use crate::cache::budget::MemoryBudget;
 use crate::cache::{ResourceCache, ResourceInfo};
 use crate::config::{Config, ResourceSpec};
+use crate::downstream::GoawayCause;
 use crate::downstream::authz::{Lookup, Review};
 use crate::downstream::proxy_protocol::Rejection;
 use crate::downstream::read_point::PassReason;
@@ -729,6 +730,8 @@ pub struct Metrics {
     authz: AuthzMetrics,
     /// `watchmux_proxy_protocol_rejected_total`, one per [`Rejection`] in its order.
     proxy_rejected: [IntCounter; 4],
+    /// `watchmux_connection_goaways_total`, one per [`GoawayCause`] in its order.
+    goaways: [IntCounter; 2],
 }
 
 impl std::fmt::Debug for Metrics {
@@ -917,6 +920,13 @@ impl Metrics {
         );
         let proxy_rejected =
             Rejection::ALL.map(|r| proxy_rejected.with_label_values(&[r.as_str()]));
+        let goaways = counter_vec(
+            r,
+            "watchmux_connection_goaways_total",
+            "Client connections watchmux ended gracefully (HTTP/2 GOAWAY, HTTP/1 close after the response in flight) so that their clients reconnect through the balancer, their cached watches handed over after a bookmark, by cause: chance (an HTTP/2 request drew it, server.goaway_chance) or age (the connection reached server.max_connection_age_secs).",
+            &["cause"],
+        );
+        let goaways = GoawayCause::ALL.map(|c| goaways.with_label_values(&[c.as_str()]));
         let epoch = Instant::now();
         let families = Families {
             epoch,
@@ -1004,7 +1014,14 @@ impl Metrics {
             reads,
             authz,
             proxy_rejected,
+            goaways,
         }
+    }
+
+    /// Counts a connection ended gracefully to move its client (`server.goaway_chance`,
+    /// `server.max_connection_age_secs`).
+    pub fn connection_goaway(&self, cause: GoawayCause) {
+        self.goaways[cause as usize].inc();
     }
 
     /// Counts a connection closed for the PROXY protocol.
@@ -1480,7 +1497,7 @@ const SCRAPED: &[Family] = &[
     ),
     counter(
         "watchmux_watches_drained_total",
-        "Watches ended just after a BOOKMARK at their resourceVersion, so that their clients re-watch elsewhere with no LIST, by cause: shutdown (a graceful shutdown's paced drain) or goaway (their HTTP/2 connection drew a GOAWAY, server.goaway_chance).",
+        "Watches ended just after a BOOKMARK at their resourceVersion, so that their clients re-watch elsewhere with no LIST, by cause: shutdown (a graceful shutdown's paced drain) or goaway (their connection was ended to move its client: an HTTP/2 GOAWAY drawn, server.goaway_chance, or the connection's age, server.max_connection_age_secs).",
         &["resource", "cause"],
     ),
     gauge(

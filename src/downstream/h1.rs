@@ -101,6 +101,9 @@ pub struct ConnSettings {
     pub header_read_timeout: Duration,
     /// `server.max_header_bytes` (at least 8 KiB).
     pub max_header_bytes: usize,
+    /// When the connection reaches `server.max_connection_age_secs` (jittered), if set: past
+    /// it no further request is read on it (here, its watch runs to its own end first).
+    pub ends_at: Option<tokio::time::Instant>,
 }
 
 /// How [`serve`] left a connection.
@@ -162,7 +165,11 @@ pub async fn serve(
             },
             None => Box::pin(write_response(&mut io, resp)).await,
         };
-        if finished.is_err() || !keep_alive || draining.is_cancelled() {
+        let aged = s.ends_at.is_some_and(|t| t <= tokio::time::Instant::now());
+        if aged && finished.is_ok() && keep_alive && !draining.is_cancelled() {
+            app.metrics.connection_goaway(super::GoawayCause::Age);
+        }
+        if finished.is_err() || !keep_alive || draining.is_cancelled() || aged {
             let _ = io.shutdown().await;
             return Served::Done;
         }

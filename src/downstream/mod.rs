@@ -3,8 +3,9 @@
 //!
 //! * this file: the accept loop (a connection refused before HTTP is logged there, and counted
 //!   when the PROXY protocol refused it) and the connection settings (HTTP/1 and HTTP/2, header
-//!   limits, the slow-header guard, graceful draining, and the HTTP/2 GOAWAY a request may draw,
-//!   `server.goaway_chance`, which moves clients between replicas).
+//!   limits, the slow-header guard, graceful draining, and the graceful end that moves clients
+//!   between replicas: the HTTP/2 GOAWAY a request may draw, `server.goaway_chance`, and the
+//!   end of a connection at `server.max_connection_age_secs`).
 //! * [`accept`]: a trusted balancer's PROXY protocol header, then the TLS handshake and the
 //!   peer's identity.
 //! * [`proxy_protocol`]: that header: the sources trusted to send one, where it ends, the
@@ -143,6 +144,9 @@ pub async fn serve_with(app: Arc<App>, listener: TcpListener, acceptor: Arc<Acce
                 client_addr: Some(limits::ClientAddr(client.ip().to_canonical())),
                 header_read_timeout,
                 max_header_bytes,
+                ends_at: (!conn_app.max_connection_age.is_zero()).then(|| {
+                    tokio::time::Instant::now() + jittered_age(conn_app.max_connection_age)
+                }),
             };
             // Cached watches over HTTP/1.1 are written by `h1`; hyper serves the rest.
             let served = tokio::select! {
@@ -176,12 +180,16 @@ async fn serve_hyper(
         client_addr,
         header_read_timeout,
         max_header_bytes,
+        ends_at,
     } = settings;
     let http2_max_concurrent_streams = app.http2_max_concurrent_streams;
-    // Cancelled by the request that drew the GOAWAY (`server.goaway_chance`); none when that
-    // is off, so the connection's task polls no token for it.
-    let goaway = (app.goaway_chance > 0.0).then(tokio_util::sync::CancellationToken::new);
+    // Cancelled by the request that drew the GOAWAY (`server.goaway_chance`) or at the
+    // connection's age (`server.max_connection_age_secs`); none when both are off, so the
+    // connection's task polls no token for it.
+    let goaway = (app.goaway_chance > 0.0 || ends_at.is_some())
+        .then(tokio_util::sync::CancellationToken::new);
     let goaway_asked = goaway.clone();
+    let metrics = app.metrics.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
         let h2 = req.version() == http::Version::HTTP_2;
         if let Some(g) = &goaway_asked
@@ -192,9 +200,9 @@ async fn serve_hyper(
         }
         let app = app.clone();
         let mut req = req.map(request_body::ReqBody::Hyper);
-        if let Some(g) = &goaway_asked
-            && h2
-        {
+        if let Some(g) = &goaway_asked {
+            // HTTP/1 too: at the connection's age its watch (an HTTP/1 connection carries one
+            // at a time) ends after a bookmark and the connection closes after it.
             req.extensions_mut().insert(ConnectionGoaway(g.clone()));
         }
         req.extensions_mut().insert(peer.clone());
@@ -236,6 +244,19 @@ async fn serve_hyper(
             }
         } => {
             tracing::debug!(peer = ?client_addr, "HTTP/2 GOAWAY (server.goaway_chance)");
+            metrics.connection_goaway(GoawayCause::Chance);
+        }
+        _ = async {
+            match ends_at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        } => {
+            tracing::debug!(peer = ?client_addr, "connection ended at server.max_connection_age_secs");
+            metrics.connection_goaway(GoawayCause::Age);
+            if let Some(g) = &goaway {
+                g.cancel();
+            }
         }
     }
     // Graceful: HTTP/2 GOAWAY (the streams in flight, the request that drew it included, go
@@ -249,13 +270,44 @@ async fn serve_hyper(
     }
 }
 
-/// A request extension: the GOAWAY its HTTP/2 connection may draw (`server.goaway_chance`).
-/// A cached watch on the connection ends when it fires, just after a bookmark at its
-/// resourceVersion: the GOAWAY alone would leave the connection open for as long as its watches
-/// last (up to twice `server.min_request_timeout_secs`), and the client's watches, re-made on
-/// its new connection, go where the balancer sends that.
+/// A request extension: the graceful end its connection may come to to move its client, a
+/// GOAWAY an HTTP/2 request draws (`server.goaway_chance`) or the connection's age
+/// (`server.max_connection_age_secs`). A cached watch on the connection ends when it fires,
+/// just after a bookmark at its resourceVersion: the GOAWAY alone would leave the connection
+/// open for as long as its watches last (up to twice `server.min_request_timeout_secs`), and the
+/// client's watches, re-made on its new connection, go where the balancer sends that.
 #[derive(Debug, Clone)]
 pub struct ConnectionGoaway(pub tokio_util::sync::CancellationToken);
+
+/// Why watchmux ended a connection to move its client, the `cause` of
+/// `watchmux_connection_goaways_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoawayCause {
+    /// An HTTP/2 request drew it (`server.goaway_chance`).
+    Chance,
+    /// The connection reached `server.max_connection_age_secs`.
+    Age,
+}
+
+impl GoawayCause {
+    /// Every value, in declaration order: a value `as usize` is its index.
+    pub const ALL: [GoawayCause; 2] = [GoawayCause::Chance, GoawayCause::Age];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoawayCause::Chance => "chance",
+            GoawayCause::Age => "age",
+        }
+    }
+}
+
+/// A connection's age limit: `max` give or take 10 % (gRPC's jitter for `MAX_CONNECTION_AGE`),
+/// so that the connections a fleet opened together (after a replica roll) do not all end
+/// together again.
+fn jittered_age(max: std::time::Duration) -> std::time::Duration {
+    max.mul_f64(rand::random_range(0.9..1.1))
+}
 
 /// Whether an HTTP/2 request draws its connection's GOAWAY, with probability `chance`
 /// (kube-apiserver's `WithProbabilisticGoaway`).

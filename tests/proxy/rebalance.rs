@@ -76,6 +76,17 @@ fn rv_of(e: &serde_json::Value) -> u64 {
         .expect("a resourceVersion")
 }
 
+/// Asserts that `lines` end with a BOOKMARK no older than the event of the object `name`.
+fn ends_with_a_bookmark_after(lines: &[serde_json::Value], name: &str) {
+    let event = lines
+        .iter()
+        .find(|e| e["object"]["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no event of {name}: {lines:?}"));
+    let last = lines.last().expect("lines");
+    assert_eq!(last["type"], "BOOKMARK", "{lines:?}");
+    assert!(rv_of(last) >= rv_of(event), "{lines:?}");
+}
+
 /// A GOAWAY ends the connection gracefully: it takes no new request, and its cached watches
 /// end at once, each just after a bookmark at its resourceVersion, so that the client makes
 /// them again, from there and with no LIST, on its new connection (which the balancer may send
@@ -124,13 +135,8 @@ async fn goaway_chance_ends_an_http2_connection_and_hands_its_watches_over() {
     assert!(refused.await, "a request after the GOAWAY");
     // The watch ended cleanly, its event first, a bookmark last.
     let lines = lines_until_the_end(watch).await;
-    let added = lines
-        .iter()
-        .find(|e| e["object"]["metadata"]["name"] == "before-goaway")
-        .expect("the event before the GOAWAY");
+    ends_with_a_bookmark_after(&lines, "before-goaway");
     let last = lines.last().expect("lines");
-    assert_eq!(last["type"], "BOOKMARK", "{lines:?}");
-    assert!(rv_of(last) >= rv_of(added), "{lines:?}");
     // The client makes it again from the bookmark, on a new connection: what changed since
     // comes, with no 410.
     create_object(
@@ -204,11 +210,133 @@ async fn a_watch_without_timeout_seconds_ends_after_a_bookmark_within_min_reques
         .lines()
         .map(|l| serde_json::from_str(l).expect("an event"))
         .collect();
-    let created = events
-        .iter()
-        .position(|e| e["object"]["metadata"]["name"] == "before-the-end")
-        .expect("the ADDED event");
-    let last = events.last().expect("events");
-    assert_eq!(last["type"], "BOOKMARK", "{text}");
-    assert!(rv_of(last) >= rv_of(&events[created]), "{text}");
+    ends_with_a_bookmark_after(&events, "before-the-end");
+}
+
+/// `server.max_connection_age_secs`: an HTTP/2 connection is ended gracefully at its age (give
+/// or take 10 %) whether or not its client sends requests, its cached watches each just after a
+/// bookmark at its resourceVersion: what spreads the clients of a rolled replica set again in a
+/// bounded time, where `goaway_chance` waits for requests.
+#[tokio::test]
+async fn an_http2_connection_ends_at_max_connection_age_and_hands_its_watches_over() {
+    const AGE: Duration = Duration::from_secs(2);
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| c.server.max_connection_age = AGE).await;
+    let started = tokio::time::Instant::now();
+    let mut send = http2_connect(&px.url).await;
+    // No timeoutSeconds, and min_request_timeout_secs at its 1800: only the age ends it.
+    let watch = configmaps_watch(&px.url, &mut send, "allowWatchBookmarks=true").await;
+    create_object(
+        &sim.url(),
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"metadata": {"name": "before-the-age"}}),
+    )
+    .await;
+    let lines = lines_until_the_end(watch).await;
+    let lasted = started.elapsed();
+    assert!(
+        lasted >= AGE.mul_f64(0.9),
+        "ended after {lasted:?}, before {AGE:?} less 10 %"
+    );
+    ends_with_a_bookmark_after(&lines, "before-the-age");
+    // The connection takes no new request.
+    let refused = send.ready().await.is_err()
+        || send
+            .send_request(http2_get(&px.url, "/livez", &[]))
+            .await
+            .is_err();
+    assert!(refused, "a request after the connection's age");
+    for (name, labels) in [
+        ("watchmux_connection_goaways_total", &[("cause", "age")][..]),
+        (
+            "watchmux_watches_drained_total",
+            &[("resource", "configmaps"), ("cause", "goaway")][..],
+        ),
+    ] {
+        assert_eq!(
+            crate::common::metric_sum(&px, name, labels).await,
+            1.0,
+            "{name}"
+        );
+    }
+}
+
+/// The same age over HTTP/1.1 keep-alive: the cached watches a connection carries one after
+/// another (each to its own `timeoutSeconds`) go on until it is that old; then the connection
+/// closes after the watch in flight instead of reading another request.
+#[tokio::test]
+async fn an_http1_keep_alive_connection_closes_after_max_connection_age() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const AGE: Duration = Duration::from_secs(2);
+    /// More watches of 1 s than fit in the age and its 10 %.
+    const WATCHES: usize = 8;
+    let sim = sim().await;
+    let px = proxy_for(&sim, |c| c.server.max_connection_age = AGE).await;
+    let addr = px.url.strip_prefix("http://").expect("a plain HTTP URL");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let started = tokio::time::Instant::now();
+    let request = "GET /api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1 HTTP/1.1\r\n\
+                   Host: watchmux\r\n\r\n";
+    let mut served = 0;
+    let mut closed = false;
+    let mut got = Vec::new();
+    for _ in 0..WATCHES {
+        if tcp.write_all(request.as_bytes()).await.is_err() {
+            closed = true;
+            break;
+        }
+        // Read to the chunked body's end, or to the connection's close.
+        got.clear();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(30), tcp.read(&mut buf))
+                .await
+                .expect("a watch of 1 s ends")
+                .unwrap_or(0);
+            if n == 0 {
+                closed = true;
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            if got.ends_with(b"0\r\n\r\n") {
+                break;
+            }
+        }
+        if closed {
+            break;
+        }
+        assert!(
+            got.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
+        served += 1;
+        if started.elapsed() > AGE.mul_f64(1.1) {
+            // Past the age: the connection closes after the watch just ended.
+            let mut rest = [0u8; 1];
+            let n = tokio::time::timeout(Duration::from_secs(30), tcp.read(&mut rest))
+                .await
+                .expect("closed")
+                .unwrap_or(0);
+            closed = n == 0;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "the connection served {served} watches and stayed open"
+    );
+    assert!(
+        served >= 2,
+        "closed after {served} watch(es), before its age"
+    );
+    assert_eq!(
+        crate::common::metric_sum(
+            &px,
+            "watchmux_connection_goaways_total",
+            &[("cause", "age")]
+        )
+        .await,
+        1.0
+    );
 }

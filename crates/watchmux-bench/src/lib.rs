@@ -266,13 +266,16 @@ pub struct Sizes {
     pub balancer_shutdown_delay_secs: u64,
     /// S13: the replicas' `server.shutdown_watch_grace_secs`.
     pub balancer_drain_secs: u64,
-    /// S13: seconds of watching the connections spread after the rolling restart that turns
-    /// `goaway_chance` on (a third of it after the first, a ninth after the upstream restart).
+    /// S13: seconds of watching the connections spread after each rolling restart that turns
+    /// `goaway_chance` or `max_connection_age_secs` on (a third of it after the first, a ninth
+    /// after the upstream restart).
     pub balancer_observe_secs: f64,
     /// S13: seconds the upstream refuses connections.
     pub balancer_outage_secs: f64,
-    /// S13: the replicas' `server.goaway_chance` in the last phase.
+    /// S13: the replicas' `server.goaway_chance` in the last two phases.
     pub balancer_goaway_chance: f64,
+    /// S13: the replicas' `server.max_connection_age_secs` in the last phase.
+    pub balancer_max_connection_age_secs: u64,
     /// S13: HAProxy sends the PROXY protocol v2 header and the replicas trust it
     /// (`server.proxy_protocol_trusted`), as behind a production balancer.
     pub balancer_proxy_protocol: bool,
@@ -352,6 +355,7 @@ impl Sizes {
             balancer_observe_secs: 270.0,
             balancer_outage_secs: 10.0,
             balancer_goaway_chance: 0.02,
+            balancer_max_connection_age_secs: 180,
             balancer_proxy_protocol: true,
             balancer_persist: false,
             window_secs: 5.0,
@@ -421,6 +425,7 @@ impl Sizes {
             balancer_observe_secs: 3.0,
             balancer_outage_secs: 2.0,
             balancer_goaway_chance: 0.02,
+            balancer_max_connection_age_secs: 2,
             balancer_proxy_protocol: true,
             balancer_persist: false,
             window_secs: 0.5,

@@ -354,17 +354,22 @@ struct RunArgs {
     /// S13 replicas' `server.shutdown_watch_grace_secs` [default: 5; --smoke: 1].
     #[arg(long)]
     balancer_drain_secs: Option<u64>,
-    /// S13 seconds of watching the connections spread after the rolling restart that turns
-    /// goaway_chance on (a third of it after the first, a ninth after the upstream restart)
+    /// S13 seconds of watching the connections spread after each rolling restart that turns
+    /// goaway_chance or max_connection_age_secs on (a third of it after the first, a ninth
+    /// after the upstream restart)
     /// [default: 270; --smoke: 3].
     #[arg(long)]
     balancer_observe_secs: Option<f64>,
     /// S13 seconds the upstream refuses connections [default: 10; --smoke: 2].
     #[arg(long)]
     balancer_outage_secs: Option<f64>,
-    /// S13 replicas' `server.goaway_chance` in the last phase [default: 0.02].
+    /// S13 replicas' `server.goaway_chance` in the last two phases [default: 0.02].
     #[arg(long)]
     balancer_goaway_chance: Option<f64>,
+    /// S13 replicas' `server.max_connection_age_secs` in the last phase [default: 180, the
+    /// edge overlay's; --smoke: 2].
+    #[arg(long)]
+    balancer_max_connection_age_secs: Option<u64>,
     /// S13: HAProxy sends no PROXY protocol header (by default it sends `send-proxy-v2`
     /// from 127.0.0.2, which the replicas trust: `server.proxy_protocol_trusted`).
     #[arg(long)]
@@ -491,7 +496,8 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         balancer_drain_secs,
         balancer_observe_secs,
         balancer_outage_secs,
-        balancer_goaway_chance
+        balancer_goaway_chance,
+        balancer_max_connection_age_secs
     );
     if a.balancer_no_proxy_protocol {
         sizes.balancer_proxy_protocol = false;

@@ -394,6 +394,7 @@ async fn smoke_bench_replicas_behind_haproxy() {
         "rolling restart",
         "upstream restart",
         "rolling restart, goaway_chance on",
+        "rolling restart, max_connection_age on",
     ];
     for phase in phases {
         let rows: Vec<&Sample> = s

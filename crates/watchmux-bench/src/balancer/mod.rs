@@ -5,7 +5,8 @@
 //! ([`watchers`]) under the simulator's churn. Phases: (1) a rolling restart of the replicas,
 //! then a while to watch the connections spread; (2) an upstream restart (the simulator refuses
 //! connections and drops its watches for a while); (3) a second rolling restart that starts the
-//! replicas with `server.goaway_chance` on, then the same while.
+//! replicas with `server.goaway_chance` on, then the same while; (4) a third that adds
+//! `server.max_connection_age_secs`, then the same while.
 //!
 //! Per phase it reports relists (watch-lists after each watcher's first, 410s, LISTs the
 //! replicas served), the events lost, duplicated or out of order against the simulator's log
@@ -62,11 +63,18 @@ pub enum Phase {
     Upstream,
     /// The replicas restarted one at a time with `goaway_chance` on.
     GoawayRoll,
+    /// The replicas restarted one at a time with `goaway_chance` and `max_connection_age_secs`.
+    AgeRoll,
 }
 
 impl Phase {
     /// All, in run order.
-    pub const ALL: [Phase; 3] = [Phase::Roll, Phase::Upstream, Phase::GoawayRoll];
+    pub const ALL: [Phase; 4] = [
+        Phase::Roll,
+        Phase::Upstream,
+        Phase::GoawayRoll,
+        Phase::AgeRoll,
+    ];
 
     /// Its case name.
     pub fn label(self) -> &'static str {
@@ -74,6 +82,7 @@ impl Phase {
             Phase::Roll => "rolling restart",
             Phase::Upstream => "upstream restart",
             Phase::GoawayRoll => "rolling restart, goaway_chance on",
+            Phase::AgeRoll => "rolling restart, max_connection_age on",
         }
     }
 
@@ -109,7 +118,7 @@ pub fn spec(s: &Sizes) -> ScenarioSpec {
         ID,
         "replicas behind a balancer",
         format!(
-            "HAProxy ({}; TCP mode, `balance roundrobin`, each replica checked with `GET /readyz` every 250 ms, down after 2 failures, up after 2 successes, `option redispatch`{}) on 127.0.0.1 in front of {} watchmux replicas (separate processes of this build, each its own configuration and port, caching pods from the same simulator; `server.shutdown_delay_secs = {}`, `server.shutdown_watch_grace_secs = {}`{}) in front of the simulator (`kube-sim {}`), {} pod writes/s of its `realistic` churn throughout (creates, deletes, status updates, relabels, each stamped with its write time). {} client-go-like watchers, each of one namespace's pods (watcher i of namespace i mod {}), {} to a client whose one HTTP/2 connection (h2c) through HAProxy they share: a watch-list to start (protobuf), a re-watch from the last resourceVersion seen (bookmarks included) when a stream ends, a relist only after a 410, `timeoutSeconds` between {} s and twice that (client-go's minimum is 300 s; shortened so that the watches end, and are made again, within the run), and, as client-go's transport, a new connection at once after a GOAWAY. Phases: **rolling restart** = each replica in turn gets SIGTERM, the bench waits for its exit, starts it again on its port and waits for its `/readyz` and for HAProxy to see it up before the next; then {} s of watching the connections spread. **upstream restart** = the simulator refuses connections and drops its watches for {} s (`/sim/faults/refuse`), then until every replica's upstream watch is back, then {} s. **rolling restart, goaway_chance on** = the same roll, each replica started again with `server.goaway_chance = {}`, then {} s. The issue's \"within 5 min\" after a roll is this run's watching time. Figures per phase: relists = watch-lists the replicas answered after each watcher's first; 410s = watch answers and ERROR events 410; LISTs at replicas = `watchmux_reads_total{{verb=\"list\"}}` over the replicas; lost, duplicated, out of order = events of each watcher's namespace after its sync that it did not receive, received more than once, or received after a later one, against the simulator's own log (its history, read after the run), counted in the phase in which the event was written (lost) or received; delivery gap = for each watcher, the longest time from a write (the simulator's stamp) to its receipt among the events it received during the phase, p99 and max over the watchers; connections = each replica's open connections in HAProxy's stats (`scur`, sampled every second) at the phase's end: fewest, most, most ÷ fewest (– when one has none), and settled s = from the restart's end until most ÷ fewest stayed ≤ {SPREAD_TARGET} (– if it did not by the phase's end); watches most ÷ fewest and watches settled s = the same of each replica's open watches (`watchmux_watchers`, scraped every second): a connection that drew a GOAWAY stays open, and counted, until its watches end, while its client's new watches go to its new connection; upstream requests, LISTs, WATCHes = what the simulator served from the phase's start until the roll (or the upstream's recovery) ended; restart s = that time; non-2xx to clients = watch requests the watchers saw answered other than 200 or 410 (429s included); ERROR events other than 410; 5xx, 500s at replicas = the replicas' `watchmux_requests_total` by code, added up across their restarts from their scrapes (the last before each SIGTERM: a replica that stops accepting closes its HTTP/1.1 connections, so what it answers while it drains is counted by the clients only); clean stream ends = streams the replicas ended before their `timeoutSeconds` (during a roll: the drains); dials = the clients' new connections.",
+            "HAProxy ({}; TCP mode, `balance roundrobin`, each replica checked with `GET /readyz` every 250 ms, down after 2 failures, up after 2 successes, `option redispatch`{}) on 127.0.0.1 in front of {} watchmux replicas (separate processes of this build, each its own configuration and port, caching pods from the same simulator; `server.shutdown_delay_secs = {}`, `server.shutdown_watch_grace_secs = {}`{}) in front of the simulator (`kube-sim {}`), {} pod writes/s of its `realistic` churn throughout (creates, deletes, status updates, relabels, each stamped with its write time). {} client-go-like watchers, each of one namespace's pods (watcher i of namespace i mod {}), {} to a client whose one HTTP/2 connection (h2c) through HAProxy they share: a watch-list to start (protobuf), a re-watch from the last resourceVersion seen (bookmarks included) when a stream ends, a relist only after a 410, `timeoutSeconds` between {} s and twice that (client-go's minimum is 300 s; shortened so that the watches end, and are made again, within the run), and, as client-go's transport, a new connection at once after a GOAWAY. Phases: **rolling restart** = each replica in turn gets SIGTERM, the bench waits for its exit, starts it again on its port and waits for its `/readyz` and for HAProxy to see it up before the next; then {} s of watching the connections spread. **upstream restart** = the simulator refuses connections and drops its watches for {} s (`/sim/faults/refuse`), then until every replica's upstream watch is back, then {} s. **rolling restart, goaway_chance on** = the same roll, each replica started again with `server.goaway_chance = {}`, then {} s. **rolling restart, max_connection_age on** = the same roll, each replica started again with `server.goaway_chance = {}` and `server.max_connection_age_secs = {}` (each client connection ended gracefully at that age ± 10 %, its watches handed over after a bookmark), then {} s. The issue's \"within 5 min\" after a roll is this run's watching time. Figures per phase: relists = watch-lists the replicas answered after each watcher's first; 410s = watch answers and ERROR events 410; LISTs at replicas = `watchmux_reads_total{{verb=\"list\"}}` over the replicas; lost, duplicated, out of order = events of each watcher's namespace after its sync that it did not receive, received more than once, or received after a later one, against the simulator's own log (its history, read after the run), counted in the phase in which the event was written (lost) or received; delivery gap = for each watcher, the longest time from a write (the simulator's stamp) to its receipt among the events it received during the phase, p99 and max over the watchers; connections = each replica's open connections in HAProxy's stats (`scur`, sampled every second) at the phase's end: fewest, most, most ÷ fewest (– when one has none), and settled s = from the restart's end until most ÷ fewest stayed ≤ {SPREAD_TARGET} (– if it did not by the phase's end); watches most ÷ fewest and watches settled s = the same of each replica's open watches (`watchmux_watchers`, scraped every second): a connection that drew a GOAWAY stays open, and counted, until its watches end, while its client's new watches go to its new connection; upstream requests, LISTs, WATCHes = what the simulator served from the phase's start until the roll (or the upstream's recovery) ended; restart s = that time; non-2xx to clients = watch requests the watchers saw answered other than 200 or 410 (429s included); ERROR events other than 410; 5xx, 500s at replicas = the replicas' `watchmux_requests_total` by code, added up across their restarts from their scrapes (the last before each SIGTERM: a replica that stops accepting closes its HTTP/1.1 connections, so what it answers while it drains is counted by the clients only); clean stream ends = streams the replicas ended before their `timeoutSeconds` (during a roll: the drains); dials = the clients' new connections.",
             haproxy_version(),
             if s.balancer_proxy_protocol {
                 ", `send-proxy-v2` and `check-send-proxy` from 127.0.0.2, which the replicas trust (`server.proxy_protocol_trusted`)"
@@ -135,6 +144,9 @@ pub fn spec(s: &Sizes) -> ScenarioSpec {
             observe_secs(s, Phase::Upstream),
             s.balancer_goaway_chance,
             observe_secs(s, Phase::GoawayRoll),
+            s.balancer_goaway_chance,
+            s.balancer_max_connection_age_secs,
+            observe_secs(s, Phase::AgeRoll),
         ),
         "phase",
         vec![
@@ -167,14 +179,15 @@ pub fn spec(s: &Sizes) -> ScenarioSpec {
     )
 }
 
-/// Seconds of watching after a phase's restart: all of `balancer_observe_secs` after the roll
-/// that turns `goaway_chance` on (the only phase whose connections are expected to move), a
-/// third after the first roll and a ninth after the upstream's recovery (at least 1 s).
+/// Seconds of watching after a phase's restart: all of `balancer_observe_secs` after the rolls
+/// that turn `goaway_chance` and `max_connection_age_secs` on (the phases whose connections are
+/// expected to move), a third after the first roll and a ninth after the upstream's recovery
+/// (at least 1 s).
 fn observe_secs(s: &Sizes, phase: Phase) -> f64 {
     let part = match phase {
         Phase::Roll => 3.0,
         Phase::Upstream => 9.0,
-        Phase::GoawayRoll => 1.0,
+        Phase::GoawayRoll | Phase::AgeRoll => 1.0,
     };
     (s.balancer_observe_secs / part).max(1.0)
 }
@@ -226,7 +239,7 @@ pub async fn run(
         )
     })?;
     let sim = targets::start_sim_args(env, &sim_args(s)).await?;
-    let settings = settings(s, 0.0);
+    let settings = settings(s, 0.0, 0);
     let result = async {
         let mut reps = Replicas::start(env, &sim, s.balancer_replicas, &settings).await?;
         let r = with_replicas(env, s, &bin, &sim, &mut reps, out).await;
@@ -238,11 +251,12 @@ pub async fn run(
     result
 }
 
-fn settings(s: &Sizes, goaway_chance: f64) -> Settings {
+fn settings(s: &Sizes, goaway_chance: f64, max_connection_age_secs: u64) -> Settings {
     Settings {
         shutdown_delay_secs: s.balancer_shutdown_delay_secs,
         drain_secs: s.balancer_drain_secs,
         goaway_chance,
+        max_connection_age_secs,
         proxy_protocol: s.balancer_proxy_protocol,
         persist: s.balancer_persist,
     }
@@ -381,11 +395,19 @@ impl Rig<'_> {
         let sim0 = targets::sim_stats(self.sim.addr).await?;
         match phase {
             Phase::Roll => {
-                reps.roll(&settings(s, 0.0), &self.lb).await?;
+                reps.roll(&settings(s, 0.0, 0), &self.lb).await?;
             }
             Phase::GoawayRoll => {
-                reps.roll(&settings(s, s.balancer_goaway_chance), &self.lb)
+                reps.roll(&settings(s, s.balancer_goaway_chance, 0), &self.lb)
                     .await?;
+            }
+            Phase::AgeRoll => {
+                let with_age = settings(
+                    s,
+                    s.balancer_goaway_chance,
+                    s.balancer_max_connection_age_secs,
+                );
+                reps.roll(&with_age, &self.lb).await?;
             }
             Phase::Upstream => {
                 let down = Duration::from_secs_f64(s.balancer_outage_secs);
@@ -792,7 +814,7 @@ mod tests {
         let md = targets_markdown(&[&a, &b]);
         assert!(
             md.contains(
-                "| delivery gap p99 ≤ 2 s during the roll | **met** (0.500 s) | – | not run |"
+                "| delivery gap p99 ≤ 2 s during the roll | **met** (0.500 s) | – | not run | not run |"
             ),
             "{md}"
         );

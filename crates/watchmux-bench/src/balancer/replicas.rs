@@ -30,6 +30,8 @@ pub struct Settings {
     pub drain_secs: u64,
     /// `server.goaway_chance` (0: off).
     pub goaway_chance: f64,
+    /// `server.max_connection_age_secs` (0: off).
+    pub max_connection_age_secs: u64,
     /// Trust the balancer's PROXY protocol header (`server.proxy_protocol_trusted`).
     pub proxy_protocol: bool,
     /// Give each replica a `cache.persist_dir` of its own.
@@ -45,6 +47,12 @@ impl Settings {
         );
         if self.goaway_chance > 0.0 {
             s.push_str(&format!("goaway_chance = {}\n", self.goaway_chance));
+        }
+        if self.max_connection_age_secs > 0 {
+            s.push_str(&format!(
+                "max_connection_age_secs = {}\n",
+                self.max_connection_age_secs
+            ));
         }
         if self.proxy_protocol {
             s.push_str(&format!(
@@ -273,11 +281,13 @@ mod tests {
         );
         let all = Settings {
             goaway_chance: 0.02,
+            max_connection_age_secs: 180,
             proxy_protocol: true,
             ..plain
         };
         let t = all.server_toml();
         assert!(t.contains("goaway_chance = 0.02\n"), "{t}");
+        assert!(t.contains("max_connection_age_secs = 180\n"), "{t}");
         assert!(
             t.contains("proxy_protocol_trusted = [\"127.0.0.2/32\"]\n"),
             "{t}"
