@@ -12,7 +12,7 @@
 //! | `Discover` | asks the discovery document for the kind and scope | ok: creates the cache, hands its read handle to the App (requests route to it from then on) → `List` (cause `initial`); error → `Backoff` → `Discover` |
 //! | `List` | a consistent paged LIST ([`list_all`]), installed in the cache (bridged for its watchers after the first) | ok → `Watch` from the cache's resourceVersion; error → `Backoff` → `List` |
 //! | `Watch` | one upstream watch from `rv` with bookmarks ([`watch()`], [`apply_line`]) | ended after events → `Watch` from the last resourceVersion; ended empty → `Backoff` → `Watch`; expired (410) → `List` (cause `expired`); error → `Backoff` → `Watch` from the last resourceVersion |
-//! | `Backoff` | waits `delay` ([`Backoff`]: exponential with jitter, 200 ms up to 30 s) | the state it delays |
+//! | `Backoff` | waits `delay` ([`Backoff`]: exponential with jitter, 200 ms up to 5 s) | the state it delays |
 //!
 //! The backoff resets after discovery answered, after each installed list and after a watch that
 //! delivered something. Since the reflector is the only writer, the cache's resourceVersion
@@ -60,8 +60,12 @@ pub use watch::{WatchEnd, apply_line, watch};
 
 /// First retry delay (before jitter).
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
-/// Longest retry delay.
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Longest retry delay. client-go's reflectors back off up to 30 s, but each of them is one
+/// client; watchmux's one upstream watch per kind stands for all its clients, so an outage of
+/// the upstream is seen by all of them for as long as the back-off outlasts it (30 s let a 10 s
+/// restart reach S13's clients about 17 s late), and the retries of O(kinds) reflectors every
+/// few seconds are no load for an apiserver.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How often housekeeping runs.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
