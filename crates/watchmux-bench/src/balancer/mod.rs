@@ -507,7 +507,30 @@ impl Rig<'_> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         if !caught_up() {
-            eprintln!("  S13: not every watcher caught up with the simulator within 30 s");
+            // What the ones behind are doing: a request without an answer, a stream that
+            // sends nothing, or a wait.
+            let behind: Vec<String> = w
+                .records
+                .iter()
+                .zip(&w.states)
+                .enumerate()
+                .filter_map(|(i, ((ns, r), st))| {
+                    let last = r.lock().last_rv;
+                    (last < history.last_of(&names[*ns])).then(|| {
+                        let (step, for_) = st.step();
+                        format!(
+                            "watcher {i} of {} at {last}: {step:?} for {:.1} s",
+                            names[*ns],
+                            for_.as_secs_f64()
+                        )
+                    })
+                })
+                .collect();
+            eprintln!(
+                "  S13: {} watchers not caught up with the simulator within 30 s, e.g. {:?}",
+                behind.len(),
+                &behind[..behind.len().min(5)]
+            );
         }
         // [lost, duplicated, out of order, unknown] per phase, by the resourceVersion's phase.
         let mut per = vec![[0u64; 4]; runs.len()];

@@ -137,6 +137,8 @@ pub struct Watchers {
     pub fleet: Arc<Fleet>,
     /// Each watcher's namespace (an index into the plan's) and record.
     pub records: Vec<(usize, Arc<Mutex<Record>>)>,
+    /// Each watcher's informer state, in the order of `records`.
+    pub states: Vec<Arc<informer::State>>,
     tasks: TaskTracker,
     stop: CancellationToken,
 }
@@ -149,6 +151,7 @@ impl Watchers {
         let stop = CancellationToken::new();
         let per = plan.per_connection.max(1);
         let mut records = Vec::with_capacity(plan.watchers);
+        let mut states = Vec::with_capacity(plan.watchers);
         let mut client = None;
         for i in 0..plan.watchers {
             if i % per == 0 {
@@ -163,7 +166,7 @@ impl Watchers {
             let c = client.clone().expect("a client for every watcher");
             let ns = i % plan.namespaces.len().max(1);
             let record = Arc::new(Mutex::new(Record::default()));
-            informer::spawn(
+            let state = informer::spawn(
                 &tasks,
                 Spec {
                     path: format!("/api/v1/namespaces/{}/pods", plan.namespaces[ns]),
@@ -176,10 +179,12 @@ impl Watchers {
                 stop.child_token(),
             );
             records.push((ns, record));
+            states.push(state);
         }
         Watchers {
             fleet,
             records,
+            states,
             tasks,
             stop,
         }

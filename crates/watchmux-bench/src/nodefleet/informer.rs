@@ -107,6 +107,49 @@ pub struct State {
     pub synced: AtomicBool,
     /// A watch stream is open.
     pub streaming: AtomicBool,
+    /// What it is doing ([`Step`] as a number) and since when (ms since [`Step::epoch`]): what
+    /// a report shows of an informer that stopped receiving.
+    step: std::sync::atomic::AtomicU64,
+}
+
+/// What an informer is doing, for reports of one that stopped receiving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Waiting for its connection.
+    Connecting = 0,
+    /// Waiting for a watch request to be sent and its answer's head.
+    Requesting = 1,
+    /// Reading a watch stream.
+    Streaming = 2,
+    /// Waiting before trying again (back-off, `Retry-After`).
+    Pausing = 3,
+}
+
+impl Step {
+    fn epoch() -> Instant {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *EPOCH.get_or_init(Instant::now)
+    }
+}
+
+impl State {
+    fn enter(&self, step: Step) {
+        let ms = Step::epoch().elapsed().as_millis() as u64;
+        self.step.store(ms << 2 | step as u64, Ordering::Relaxed);
+    }
+
+    /// What the informer is doing, and for how long it has.
+    pub fn step(&self) -> (Step, Duration) {
+        let v = self.step.load(Ordering::Relaxed);
+        let step = match v & 3 {
+            0 => Step::Connecting,
+            1 => Step::Requesting,
+            2 => Step::Streaming,
+            _ => Step::Pausing,
+        };
+        let since = Duration::from_millis(v >> 2);
+        (step, Step::epoch().elapsed().saturating_sub(since))
+    }
 }
 
 /// How a stream ended.
@@ -151,9 +194,11 @@ async fn run(
     let mut listed_before = false;
     let mut backoff = Backoff::default();
     'requests: loop {
+        state.enter(Step::Connecting);
         let Some(mut sender) = conn.sender(&stop).await else {
             break;
         };
+        state.enter(Step::Requesting);
         let min = spec.min_timeout.as_secs().max(1);
         let timeout = min + rand::random_range(0..=min);
         let pq = spec.query(if listing { None } else { rv.as_deref() }, timeout);
@@ -189,7 +234,7 @@ async fn run(
                 if went_away(&sender).await {
                     continue;
                 }
-                if !pause(backoff.next_wait(), &stop).await {
+                if !pause(backoff.next_wait(), &stop, &state).await {
                     break;
                 }
                 continue;
@@ -200,7 +245,7 @@ async fn run(
             429 => {
                 Fleet::add(&fleet.counts.watch_429);
                 let wait = retry_after(resp.headers()).unwrap_or(1);
-                if !pause(Duration::from_secs(wait), &stop).await {
+                if !pause(Duration::from_secs(wait), &stop, &state).await {
                     break;
                 }
                 continue;
@@ -213,7 +258,7 @@ async fn run(
             code => {
                 Fleet::add(&fleet.counts.watch_other_status);
                 fleet.error(|| format!("watch {pq} answered {code}"));
-                if !pause(backoff.next_wait(), &stop).await {
+                if !pause(backoff.next_wait(), &stop, &state).await {
                     break;
                 }
                 continue;
@@ -231,6 +276,7 @@ async fn run(
             store.begin_list();
         }
         state.streaming.store(true, Ordering::Relaxed);
+        state.enter(Step::Streaming);
         fleet.streaming.fetch_add(1, Ordering::Relaxed);
         let mut body = resp.into_body();
         let mut frames = Frames::default();
@@ -332,7 +378,7 @@ async fn run(
             }
             Some(End::Gone) => start_relist(&mut listing, &state, &fleet),
             Some(End::Failed) | None => {
-                if !pause(backoff.next_wait(), &stop).await {
+                if !pause(backoff.next_wait(), &stop, &state).await {
                     break;
                 }
             }
@@ -388,7 +434,8 @@ async fn went_away(sender: &super::conn::Sender) -> bool {
 }
 
 /// Sleeps `d` unless `stop` comes first; false when stopped.
-async fn pause(d: Duration, stop: &CancellationToken) -> bool {
+async fn pause(d: Duration, stop: &CancellationToken, state: &State) -> bool {
+    state.enter(Step::Pausing);
     tokio::select! {
         _ = stop.cancelled() => false,
         _ = tokio::time::sleep(d) => true,
