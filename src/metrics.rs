@@ -36,8 +36,8 @@ use parking_lot::{Mutex, RwLock};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{
-    GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
-    TextEncoder,
+    GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
@@ -732,6 +732,21 @@ pub struct Metrics {
     proxy_rejected: [IntCounter; 4],
     /// `watchmux_connection_goaways_total`, one per [`GoawayCause`] in its order.
     goaways: [IntCounter; 2],
+    /// `watchmux_requests_in_flight`.
+    in_flight: IntGauge,
+    /// `watchmux_connections_closing`.
+    closing: IntGauge,
+}
+
+/// Counts one in a gauge while it lives ([`Metrics::request_in_flight`],
+/// [`Metrics::connection_closing`]).
+#[derive(Debug)]
+pub struct GaugeGuard(IntGauge);
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -927,6 +942,19 @@ impl Metrics {
             &["cause"],
         );
         let goaways = GoawayCause::ALL.map(|c| goaways.with_label_values(&[c.as_str()]));
+        let int_gauge = |name: &str, help: &str| {
+            let g = IntGauge::new(name, help).expect("valid metric");
+            r.register(Box::new(g.clone())).expect("unique metric");
+            g
+        };
+        let in_flight = int_gauge(
+            "watchmux_requests_in_flight",
+            "Downstream requests received whose response head is not ready yet (kube-apiserver's apiserver_current_inflight_requests, without its kinds): one that stays up is a request its client waits on with no answer.",
+        );
+        let closing = int_gauge(
+            "watchmux_connections_closing",
+            "Client connections ended gracefully (HTTP/2 GOAWAY: a shutdown, server.goaway_chance, server.max_connection_age_secs) whose streams in flight have not all ended yet.",
+        );
         let epoch = Instant::now();
         let families = Families {
             epoch,
@@ -1015,7 +1043,22 @@ impl Metrics {
             authz,
             proxy_rejected,
             goaways,
+            in_flight,
+            closing,
         }
+    }
+
+    /// Counts a request in flight until the guard is dropped (when its response head is
+    /// ready, or the request is dropped).
+    pub fn request_in_flight(&self) -> GaugeGuard {
+        self.in_flight.inc();
+        GaugeGuard(self.in_flight.clone())
+    }
+
+    /// Counts a connection closing gracefully until the guard is dropped.
+    pub fn connection_closing(&self) -> GaugeGuard {
+        self.closing.inc();
+        GaugeGuard(self.closing.clone())
     }
 
     /// Counts a connection ended gracefully to move its client (`server.goaway_chance`,

@@ -148,7 +148,9 @@ pub async fn serve(
         req.extensions_mut().insert(Direct);
         // Boxed: the router's future is large (every kind of answer), and the connection's
         // task would otherwise keep room for it for as long as the watch lasts.
+        let in_flight = app.metrics.request_in_flight();
         let resp = Box::pin(super::router::handle(app.clone(), req)).await;
+        drop(in_flight);
         let direct = resp
             .extensions()
             .get::<DirectWatch>()

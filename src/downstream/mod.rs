@@ -211,7 +211,12 @@ async fn serve_hyper(
         }
         // Boxed: hyper keeps an HTTP/2 stream's service future in the stream's task for as
         // long as the stream lives, and the router's future is large.
-        Box::pin(async move { Ok::<_, std::convert::Infallible>(handle(app, req).await) })
+        let in_flight = app.metrics.request_in_flight();
+        Box::pin(async move {
+            let resp = handle(app, req).await;
+            drop(in_flight);
+            Ok::<_, std::convert::Infallible>(resp)
+        })
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Header limits and the slow-header guard (hyper answers 431 past max_buf_size and
@@ -264,6 +269,7 @@ async fn serve_hyper(
     // batches, at a drawn GOAWAY at once: `ConnectionGoaway`),
     // HTTP/1 closes once the response in flight is done; `cancel` drops whatever is left.
     conn.as_mut().graceful_shutdown();
+    let _closing = metrics.connection_closing();
     tokio::select! {
         _ = conn => {}
         _ = cancel.cancelled() => {}

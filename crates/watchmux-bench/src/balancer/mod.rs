@@ -374,7 +374,7 @@ impl Rig<'_> {
             }
         }
         targets::set_churn(self.sim.addr, 0.0, "realistic").await?;
-        let verdicts = self.check(&runs).await?;
+        let verdicts = self.check(&runs, &reps.addrs).await?;
         for (r, v) in runs.iter().zip(verdicts) {
             let sample = sample(r, &v);
             eprintln!("  {ID} {}: {}", r.phase.label(), brief(&sample));
@@ -487,7 +487,11 @@ impl Rig<'_> {
 
     /// After the churn stopped: the simulator's log, the watchers caught up with it (bounded),
     /// and each phase's lost, duplicated and reordered events.
-    async fn check(&self, runs: &[PhaseRun]) -> Result<Vec<[u64; 4]>, BenchError> {
+    async fn check(
+        &self,
+        runs: &[PhaseRun],
+        replicas: &[std::net::SocketAddr],
+    ) -> Result<Vec<[u64; 4]>, BenchError> {
         let w = &self.watchers;
         let from = w
             .records
@@ -512,16 +516,19 @@ impl Rig<'_> {
             let behind: Vec<String> = w
                 .records
                 .iter()
-                .zip(&w.states)
+                .zip(w.states.iter().zip(&w.conns))
                 .enumerate()
-                .filter_map(|(i, ((ns, r), st))| {
+                .filter_map(|(i, ((ns, r), (st, c)))| {
                     let last = r.lock().last_rv;
                     (last < history.last_of(&names[*ns])).then(|| {
                         let (step, for_) = st.step();
+                        let (newest, up) = c.generation();
                         format!(
-                            "watcher {i} of {} at {last}: {step:?} for {:.1} s",
+                            "watcher {i} of {} at {last}: {step:?} for {:.1} s, its last request on its client's connection #{} (newest #{newest}, {})",
                             names[*ns],
-                            for_.as_secs_f64()
+                            for_.as_secs_f64(),
+                            st.sent_on(),
+                            if up { "up" } else { "down" }
                         )
                     })
                 })
@@ -531,6 +538,18 @@ impl Rig<'_> {
                 behind.len(),
                 &behind[..behind.len().min(5)]
             );
+            // And what the replicas have open: requests without an answer, connections
+            // ended gracefully whose streams have not all ended.
+            for a in replicas {
+                if let Ok(m) = scrape::scrape(*a).await {
+                    let g = |n: &str| m.series(n).iter().map(|(_, v)| *v).sum::<f64>();
+                    eprintln!(
+                        "  S13: replica {a}: {} requests in flight, {} connections closing",
+                        g("watchmux_requests_in_flight"),
+                        g("watchmux_connections_closing")
+                    );
+                }
+            }
         }
         // [lost, duplicated, out of order, unknown] per phase, by the resourceVersion's phase.
         let mut per = vec![[0u64; 4]; runs.len()];

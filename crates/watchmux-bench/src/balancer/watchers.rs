@@ -139,6 +139,8 @@ pub struct Watchers {
     pub records: Vec<(usize, Arc<Mutex<Record>>)>,
     /// Each watcher's informer state, in the order of `records`.
     pub states: Vec<Arc<informer::State>>,
+    /// Each watcher's client connection, in the order of `records`.
+    pub conns: Vec<conn::NodeConn>,
     tasks: TaskTracker,
     stop: CancellationToken,
 }
@@ -152,6 +154,7 @@ impl Watchers {
         let per = plan.per_connection.max(1);
         let mut records = Vec::with_capacity(plan.watchers);
         let mut states = Vec::with_capacity(plan.watchers);
+        let mut conns = Vec::with_capacity(plan.watchers);
         let mut client = None;
         for i in 0..plan.watchers {
             if i % per == 0 {
@@ -164,6 +167,7 @@ impl Watchers {
                 ));
             }
             let c = client.clone().expect("a client for every watcher");
+            conns.push(c.clone());
             let ns = i % plan.namespaces.len().max(1);
             let record = Arc::new(Mutex::new(Record::default()));
             let state = informer::spawn(
@@ -185,6 +189,7 @@ impl Watchers {
             fleet,
             records,
             states,
+            conns,
             tasks,
             stop,
         }

@@ -71,6 +71,9 @@ pub struct NodeConn {
     pub base: String,
     /// The `Authorization` header of every request (`Bearer <token>`), when it has a token.
     auth: Option<http::HeaderValue>,
+    /// How many connections were dialed (the current one's number), and whether the newest
+    /// is still up: what a report of a request left unanswered says of its connection.
+    generation: std::sync::Arc<(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicBool)>,
 }
 
 impl NodeConn {
@@ -85,6 +88,16 @@ impl NodeConn {
             b = b.header(http::header::AUTHORIZATION, auth.clone());
         }
         b
+    }
+
+    /// The number of the newest connection dialed (from 1; 0 before the first) and whether
+    /// it is still up.
+    pub fn generation(&self) -> (u64, bool) {
+        use std::sync::atomic::Ordering;
+        (
+            self.generation.0.load(Ordering::Relaxed),
+            self.generation.1.load(Ordering::Relaxed),
+        )
     }
 
     /// Waits for a live connection (or `stop`); `None` once stopped.
@@ -156,6 +169,11 @@ pub fn connect(
         v
     });
     let (tx, rx) = watch::channel(None);
+    let generation = std::sync::Arc::new((
+        std::sync::atomic::AtomicU64::new(0),
+        std::sync::atomic::AtomicBool::new(false),
+    ));
+    let gen_w = generation.clone();
     let scheme = if ep.tls.is_some() { "https" } else { "http" };
     let base = format!("{scheme}://{}", ep.addr);
     tasks.spawn(async move {
@@ -169,6 +187,8 @@ pub fn connect(
                 Ok((sender, driver)) => {
                     Fleet::add(&fleet.counts.dials);
                     backoff.reset();
+                    gen_w.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    gen_w.1.store(true, std::sync::atomic::Ordering::Relaxed);
                     tx.send_replace(Some(sender));
                     let up = tokio::time::Instant::now();
                     let graceful = tokio::select! {
@@ -185,6 +205,7 @@ pub fn connect(
                         },
                     };
                     tx.send_replace(None);
+                    gen_w.1.store(false, std::sync::atomic::Ordering::Relaxed);
                     Fleet::add(&fleet.counts.conns_lost);
                     // A GOAWAY (or a clean close): as client-go's transport, the next request
                     // dials a new connection at once, while the streams still open on the old
@@ -212,7 +233,12 @@ pub fn connect(
         // Dropping the sender and the driver closes the connection.
         tx.send_replace(None);
     });
-    NodeConn { rx, base, auth }
+    NodeConn {
+        rx,
+        base,
+        auth,
+        generation,
+    }
 }
 
 /// A response read whole (small answers only: Lease writes, probe reads).

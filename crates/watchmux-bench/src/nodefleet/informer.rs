@@ -110,6 +110,8 @@ pub struct State {
     /// What it is doing ([`Step`] as a number) and since when (ms since [`Step::epoch`]): what
     /// a report shows of an informer that stopped receiving.
     step: std::sync::atomic::AtomicU64,
+    /// The connection (its number, [`NodeConn::generation`]) its last request went on.
+    sent_on: std::sync::atomic::AtomicU64,
 }
 
 /// What an informer is doing, for reports of one that stopped receiving.
@@ -136,6 +138,11 @@ impl State {
     fn enter(&self, step: Step) {
         let ms = Step::epoch().elapsed().as_millis() as u64;
         self.step.store(ms << 2 | step as u64, Ordering::Relaxed);
+    }
+
+    /// The number of the connection its last request went on.
+    pub fn sent_on(&self) -> u64 {
+        self.sent_on.load(Ordering::Relaxed)
     }
 
     /// What the informer is doing, and for how long it has.
@@ -199,6 +206,7 @@ async fn run(
             break;
         };
         state.enter(Step::Requesting);
+        state.sent_on.store(conn.generation().0, Ordering::Relaxed);
         let min = spec.min_timeout.as_secs().max(1);
         let timeout = min + rand::random_range(0..=min);
         let pq = spec.query(if listing { None } else { rv.as_deref() }, timeout);
