@@ -894,7 +894,13 @@ pub fn pod_from_template(
         .to_string();
     spec.insert("serviceAccountName".into(), json!(sa));
     spec.insert("serviceAccount".into(), json!(sa));
-    spec.insert("nodeName".into(), json!(node));
+    // Where Go's PodSpec has it (after the service account, before securityContext and
+    // schedulerName, which the template may have set): the fleet is generated canonical.
+    let after = spec
+        .keys()
+        .position(|k| k == "serviceAccount")
+        .map_or(spec.len(), |i| i + 1);
+    spec.shift_insert(after, "nodeName".into(), json!(node));
     spec.insert(
         "tolerations".into(),
         json!([
