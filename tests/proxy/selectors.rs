@@ -138,10 +138,13 @@ struct Log {
     last_bookmark: u64,
     /// Protocol violations (non-200, stream end, ERROR, RVs going back...).
     errors: Vec<String>,
+    /// Lines received: what [`wait_all`] sees progress by.
+    lines: u64,
 }
 
 impl Log {
     fn take_line(&mut self, line: &[u8]) {
+        self.lines += 1;
         let ev: WireEvent<'_> = match serde_json::from_slice(line) {
             Ok(e) => e,
             Err(e) => {
@@ -316,37 +319,51 @@ impl Drop for Reader {
     }
 }
 
-/// Waits until `cond` holds for every reader's log; panics with the first few that lag.
+/// Waits until `cond` holds for every reader's log; panics with the first few that lag once
+/// `secs` pass with none of them receiving a line (or ten times that in all). A bound on a
+/// stall, not on the time the whole takes: hundreds of debug-built readers parsing their
+/// initial events take many times longer on a loaded machine, and only a watch that stopped
+/// moving is a failure.
 async fn wait_all(readers: &[&Reader], what: &str, secs: u64, cond: impl Fn(&Log) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+    let stall = Duration::from_secs(secs);
+    let started = Instant::now();
+    let mut progress = (u64::MAX, started);
     loop {
-        let pending: Vec<&&Reader> = readers.iter().filter(|r| !cond(&r.log.lock())).collect();
         for r in readers {
             let l = r.log.lock();
             assert!(l.errors.is_empty(), "{}: {:?}", r.url, l.errors);
         }
+        let pending: Vec<&&Reader> = readers.iter().filter(|r| !cond(&r.log.lock())).collect();
         if pending.is_empty() {
             return;
         }
-        if Instant::now() >= deadline {
+        // The lagging readers' lines, and how many lag: either changes when one moves.
+        let moved: u64 = pending.iter().map(|r| r.log.lock().lines).sum::<u64>()
+            + pending.len() as u64 * (1 << 40);
+        if moved != progress.0 {
+            progress = (moved, Instant::now());
+        }
+        if progress.1.elapsed() >= stall || started.elapsed() >= stall * 10 {
             let sample: Vec<String> = pending
                 .iter()
                 .take(5)
                 .map(|r| {
                     let l = r.log.lock();
                     format!(
-                        "{} (initial_end {:?}, max_rv {}, {} events)",
+                        "{} (initial_end {:?}, max_rv {}, {} events, {} lines)",
                         r.url,
                         l.initial_end,
                         l.max_rv,
-                        l.events.len()
+                        l.events.len(),
+                        l.lines
                     )
                 })
                 .collect();
             panic!(
-                "{} of {} watchers not {what} within {secs} s, e.g. {sample:#?}",
+                "{} of {} watchers not {what}, none of them moving for {secs} s (or {} s in all), e.g. {sample:#?}",
                 pending.len(),
-                readers.len()
+                readers.len(),
+                secs * 10
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -97,6 +97,12 @@ pub(crate) fn alphabet_string(mut n: u64, len: usize) -> String {
     s
 }
 
+/// A quantity as kube-apiserver writes it back (`"2048Mi"` is `"2Gi"`): generated objects are
+/// stored as they are, so they must be canonical already (see `Store::load_canonical`).
+fn quantity(s: String) -> String {
+    kube_wire::proto::canonical_quantity(&s).unwrap_or(s)
+}
+
 pub(crate) fn hex(rng: &mut impl Rng, bytes: usize) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes * 2);
@@ -292,18 +298,18 @@ pub fn node(index: usize, rng: &mut impl Rng) -> Value {
         "status": {
             "capacity": {
                 "cpu": it.cpu.to_string(),
-                "ephemeral-storage": format!("{disk_ki}Ki"),
+                "ephemeral-storage": quantity(format!("{disk_ki}Ki")),
                 "hugepages-1Gi": "0",
                 "hugepages-2Mi": "0",
-                "memory": format!("{mem_ki}Ki"),
+                "memory": quantity(format!("{mem_ki}Ki")),
                 "pods": "110"
             },
             "allocatable": {
-                "cpu": format!("{alloc_cpu_m}m"),
+                "cpu": quantity(format!("{alloc_cpu_m}m")),
                 "ephemeral-storage": "93478772582",
                 "hugepages-1Gi": "0",
                 "hugepages-2Mi": "0",
-                "memory": format!("{alloc_mem_ki}Ki"),
+                "memory": quantity(format!("{alloc_mem_ki}Ki")),
                 "pods": "110"
             },
             "conditions": [
@@ -541,12 +547,12 @@ fn main_container(
     if richness == 2 {
         env.push(json!({"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel-collector.observability:4317"}));
     }
-    let cpu = format!("{}m", app.cpu_m);
-    let mem = format!("{}Mi", app.mem_mi);
+    let cpu = quantity(format!("{}m", app.cpu_m));
+    let mem = quantity(format!("{}Mi", app.mem_mi));
     let resources = if app.guaranteed {
         json!({"limits": {"cpu": cpu, "memory": mem}, "requests": {"cpu": cpu, "memory": mem}})
     } else {
-        json!({"limits": {"memory": format!("{}Mi", app.mem_mi * 2)}, "requests": {"cpu": cpu, "memory": mem}})
+        json!({"limits": {"memory": quantity(format!("{}Mi", app.mem_mi * 2))}, "requests": {"cpu": cpu, "memory": mem}})
     };
     let mounts: Vec<Value> = mounts
         .iter()
@@ -888,7 +894,13 @@ pub fn pod_from_template(
         .to_string();
     spec.insert("serviceAccountName".into(), json!(sa));
     spec.insert("serviceAccount".into(), json!(sa));
-    spec.insert("nodeName".into(), json!(node));
+    // Where Go's PodSpec has it (after the service account, before securityContext and
+    // schedulerName, which the template may have set): the fleet is generated canonical.
+    let after = spec
+        .keys()
+        .position(|k| k == "serviceAccount")
+        .map_or(spec.len(), |i| i + 1);
+    spec.shift_insert(after, "nodeName".into(), json!(node));
     spec.insert(
         "tolerations".into(),
         json!([

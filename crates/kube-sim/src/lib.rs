@@ -302,7 +302,12 @@ impl Simulator {
             }
         }
         if let Some(spec) = &self.state.config.fleet {
-            fleet_load(&self.state, spec).map_err(SimError::Load)?;
+            // The fleet's objects are generated canonical (`fleet`'s tests check it): stored
+            // without transcoding, their protobuf encoded when first read.
+            self.state
+                .store
+                .load_canonical(|| fleet_load(&self.state, spec))
+                .map_err(SimError::Load)?;
         }
         self.state
             .config

@@ -9,9 +9,9 @@
 //! YAML is negotiated again without its YAML ranges (see [`negotiate`]).
 //!
 //! The bytes are the ones watchmux writes for the same request (`src/downstream/protobuf.rs`):
-//! each object's stored JSON transcoded once per answer, kube's `k8s\0` + `runtime.Unknown`
-//! envelope, `WatchEvent`s with a 4-byte length on chunked HTTP, bookmarks as the kind's empty
-//! object, and Status through [`envelope::status`].
+//! each object's protobuf message (encoded once per stored version, see `store`), kube's
+//! `k8s\0` + `runtime.Unknown` envelope, `WatchEvent`s with a 4-byte length on chunked HTTP,
+//! bookmarks as the kind's empty object, and Status through [`envelope::status`].
 //!
 //! It decides encodings and bytes only: what is read or written is `http`'s, `watch`'s and
 //! `ops`'s business, and it reads no state.
@@ -109,7 +109,7 @@ fn unencodable(what: &str, e: &dyn Display) -> Status {
 /// was written), or a PartialObjectMetadata (`{1: ObjectMeta}`: cut from that message, or
 /// transcoded from a custom resource's JSON).
 fn body_of(rt: &ResourceType, obj: &StoredObject, repr: Repr) -> Result<Bytes, Status> {
-    match (&obj.protobuf, message(rt), repr) {
+    match (obj.protobuf(rt), message(rt), repr) {
         (Some(pb), Some(_), Repr::Json) => Ok(pb.clone()),
         (Some(pb), Some(msg), Repr::Metadata) => envelope::partial_object_metadata(msg, pb)
             .map(Bytes::from)

@@ -9,7 +9,10 @@
 //!
 //! Objects are kept as their JSON body *without* `kind`/`apiVersion` (what a built-in LIST item
 //! carries); watch frames and GET answers prepend the type's constant prefix. Labels and
-//! selectable fields are extracted once per write so that selectors never parse JSON.
+//! selectable fields are extracted once per write so that selectors never parse JSON. A built-in
+//! object's JSON is the one kube-apiserver would write (JSON → protobuf → JSON at write), and its
+//! protobuf message is kept with it: encoded at that write, or at the first protobuf read of an
+//! object stored as already canonical (the fleet, see [`Store::load_canonical`]).
 //!
 //! The store knows no kind's rules: a write's closure decides (see `ops`), and the store only
 //! orders, versions and logs. Its lock is a `parking_lot` lock held only inside synchronous calls,
@@ -17,6 +20,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -48,26 +52,38 @@ pub struct StoredObject {
     /// Selectable field values (metadata.name, metadata.namespace, per-kind fields).
     pub fields: Vec<(String, String)>,
     /// The kind's protobuf message of this version (built-in kinds the transcoder knows),
-    /// encoded once when it is written, as kube-apiserver's etcd holds it; `None` for a
-    /// custom resource, or an object outside its kind's schema.
-    pub protobuf: Option<Bytes>,
+    /// encoded once, as kube-apiserver's etcd holds it: when it is written, or at its first
+    /// protobuf read (see [`protobuf`](Self::protobuf)).
+    protobuf: OnceLock<Option<Bytes>>,
 }
 
 impl StoredObject {
     /// Builds a stored version from a full object at revision `rv`: drops `kind`/`apiVersion`,
     /// sets `metadata.resourceVersion`, orders `metadata` as Go's ObjectMeta does, encodes once.
     pub fn from_value(rt: &ResourceType, value: Value, rv: u64) -> StoredObject {
-        Self::build(rt, value, Some(rv))
+        Self::build(rt, value, Some(rv), false)
+    }
+
+    /// [`from_value`](Self::from_value) of an object known to be in its canonical form already
+    /// (what JSON → protobuf → JSON gives): its JSON is kept as it is, and its protobuf encoded
+    /// at its first protobuf read.
+    fn from_canonical_value(rt: &ResourceType, value: Value, rv: u64) -> StoredObject {
+        Self::build(rt, value, Some(rv), true)
     }
 
     /// An object that was never written (the answer to a dry-run create): as
     /// [`from_value`](Self::from_value), but without `metadata.resourceVersion` (`rv` 0), as
     /// kube-apiserver answers it.
     pub fn unwritten(rt: &ResourceType, value: Value) -> StoredObject {
-        Self::build(rt, value, None)
+        Self::build(rt, value, None, false)
     }
 
-    fn build(rt: &ResourceType, mut value: Value, rv: Option<u64>) -> StoredObject {
+    fn build(
+        rt: &ResourceType,
+        mut value: Value,
+        rv: Option<u64>,
+        canonical: bool,
+    ) -> StoredObject {
         let obj = value
             .as_object_mut()
             .expect("stored objects are JSON objects");
@@ -89,20 +105,44 @@ impl StoredObject {
         }
         let value = Value::Object(ordered);
         let json = to_go_json(&value);
-        // A built-in object is what kube-apiserver decodes into its Go type and writes back:
-        // fields in Go order, unknown ones dropped, values canonical (JSON → protobuf → JSON).
-        let encoded = crate::protobuf::message(rt).and_then(|msg| {
-            let pb = kube_wire::proto::json_to_proto(msg, &json).ok()?;
-            let canonical = kube_wire::proto::proto_to_json(msg, &pb, None).ok()?;
-            Some((Bytes::from(pb), Bytes::from(canonical)))
-        });
-        let (protobuf, body) = match encoded {
-            Some((pb, canonical)) => (Some(pb), canonical),
-            None => (None, Bytes::from(json)),
+        let protobuf = OnceLock::new();
+        let body = match crate::protobuf::message(rt) {
+            Some(msg) if !canonical => {
+                // A built-in object is what kube-apiserver decodes into its Go type and writes
+                // back: fields in Go order, unknown ones dropped, values canonical (JSON →
+                // protobuf → JSON). One outside its kind's schema keeps its JSON, and has no
+                // protobuf.
+                let encoded = kube_wire::proto::json_to_proto(msg, &json)
+                    .ok()
+                    .and_then(|pb| {
+                        let canonical = kube_wire::proto::proto_to_json(msg, &pb, None).ok()?;
+                        Some((exact(pb), exact(canonical)))
+                    });
+                let (pb, body) = match encoded {
+                    Some((pb, canonical)) => (Some(pb), canonical),
+                    None => (None, exact(json)),
+                };
+                let _ = protobuf.set(pb);
+                body
+            }
+            _ => exact(json),
         };
         let mut stored = Self::with_record(rt, body, rv.unwrap_or(0), &value);
         stored.protobuf = protobuf;
         stored
+    }
+
+    /// The kind's protobuf message of this version: `None` for a custom resource, or an object
+    /// outside its kind's schema (its JSON does not transcode).
+    pub fn protobuf(&self, rt: &ResourceType) -> Option<&Bytes> {
+        self.protobuf
+            .get_or_init(|| {
+                let msg = crate::protobuf::message(rt)?;
+                kube_wire::proto::json_to_proto(msg, &self.body)
+                    .ok()
+                    .map(exact)
+            })
+            .as_ref()
     }
 
     fn with_record(rt: &ResourceType, body: Bytes, rv: u64, value: &Value) -> StoredObject {
@@ -132,7 +172,7 @@ impl StoredObject {
             uid: s("uid"),
             labels,
             fields,
-            protobuf: None,
+            protobuf: OnceLock::new(),
         }
     }
 
@@ -173,6 +213,11 @@ impl StoredObject {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// Bytes holding exactly `v` (a vector's spare capacity would stay allocated with them).
+fn exact(v: Vec<u8>) -> Bytes {
+    Bytes::from(v.into_boxed_slice())
 }
 
 /// Orders ObjectMeta keys as Go's struct does; unknown keys keep their order after.
@@ -487,6 +532,8 @@ pub struct Store {
     changed: Mutex<Vec<Option<watch::Sender<u64>>>>,
     /// The global revision (wakes readers waiting for a future revision).
     revision_tx: watch::Sender<u64>,
+    /// Objects written are canonical already: stored as they are ([`Store::load_canonical`]).
+    canonical_writes: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -519,7 +566,20 @@ impl Store {
             revision_tx: watch::channel(1).0,
             registry,
             history,
+            canonical_writes: AtomicBool::new(false),
         }
+    }
+
+    /// Runs `load`, whose writes put objects already in their canonical form (the JSON
+    /// kube-apiserver writes: what JSON → protobuf → JSON gives): they are stored without being
+    /// transcoded, and each one's protobuf is encoded at its first protobuf read. For the
+    /// simulator's start, before it serves (the fleet's generated objects, which a test checks
+    /// are canonical): any other write meanwhile would be trusted as well.
+    pub fn load_canonical<R>(&self, load: impl FnOnce() -> R) -> R {
+        self.canonical_writes.store(true, Ordering::Relaxed);
+        let r = load();
+        self.canonical_writes.store(false, Ordering::Relaxed);
+        r
     }
 
     /// The type registry.
@@ -664,7 +724,11 @@ impl Store {
                 });
             }
             Action::Put(value) => {
-                let obj = Arc::new(StoredObject::from_value(rt, value, next));
+                let obj = Arc::new(if self.canonical_writes.load(Ordering::Relaxed) {
+                    StoredObject::from_canonical_value(rt, value, next)
+                } else {
+                    StoredObject::from_value(rt, value, next)
+                });
                 let ty = if prev.is_some() {
                     EventType::Modified
                 } else {

@@ -7,11 +7,12 @@
 //!
 //! A round decodes each case's objects about 50 ms long, or `PASSES` times (a fixed amount of
 //! work, to count instructions or cycles with `perf stat` on a busy machine). `CASE` keeps the
-//! cases whose name contains it.
+//! cases whose name contains it. With `INTO` set, each case is also timed decoding all its
+//! objects into one reused buffer (`proto_to_json_into`, as a list is written).
 
 use std::time::{Duration, Instant};
 
-use kube_wire::proto::{MessageRef, json_to_proto, message_for, proto_to_json};
+use kube_wire::proto::{MessageRef, json_to_proto, message_for, proto_to_json, proto_to_json_into};
 
 const FIXTURES: &[(&str, &str, &str)] = &[
     ("v1", "Pod", include_str!("../src/proto/testdata/pod.json")),
@@ -50,15 +51,23 @@ struct Case {
     objects: Vec<Vec<u8>>,
 }
 
-/// The median and minimum time per object of `rounds` rounds of about 50 ms each.
-fn time(case: &Case, rounds: usize) -> (Duration, Duration, usize) {
+/// The median and minimum time per object of `rounds` rounds of about 50 ms each: each object
+/// decoded alone, or (`into`) all of them into one reused buffer, as a list is written.
+fn time(case: &Case, rounds: usize, into: bool) -> (Duration, Duration, usize) {
+    let buffer = std::cell::RefCell::new(Vec::new());
     let once = || {
         let mut bytes = 0;
+        let mut out = buffer.borrow_mut();
+        out.clear();
         for pb in &case.objects {
-            let json = proto_to_json(case.msg, pb, Some(case.type_meta)).expect("decodes");
-            bytes += json.len();
+            if into {
+                proto_to_json_into(case.msg, pb, Some(case.type_meta), &mut out).expect("decodes");
+            } else {
+                let json = proto_to_json(case.msg, pb, Some(case.type_meta)).expect("decodes");
+                bytes += json.len();
+            }
         }
-        bytes
+        bytes + out.len()
     };
     let bytes = once();
     let start = Instant::now();
@@ -121,12 +130,19 @@ fn main() {
         cases.retain(|c| c.name.contains(&only));
     }
     for case in &cases {
-        let (median, min, bytes) = time(case, rounds);
+        let (median, min, bytes) = time(case, rounds, false);
         let mbs = bytes as f64 / median.as_secs_f64() / 1e6;
         let pb = case.objects.iter().map(Vec::len).sum::<usize>() / case.objects.len();
         println!(
             "{:<26} {:>6} B protobuf {:>7} B JSON  median {:>9.2?}  min {:>9.2?}  {:>6.0} MB/s",
             case.name, pb, bytes, median, min, mbs
         );
+        if std::env::var_os("INTO").is_some() {
+            let (median, min, _) = time(case, rounds, true);
+            println!(
+                "{:<26} into one buffer                median {:>9.2?}  min {:>9.2?}",
+                case.name, median, min
+            );
+        }
     }
 }

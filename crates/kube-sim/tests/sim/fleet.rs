@@ -165,3 +165,46 @@ async fn churn_is_started_changed_and_stopped_at_runtime() {
         "churn went on after perSecond=0"
     );
 }
+
+/// The fleet's objects are stored as they are generated, without transcoding
+/// (`Store::load_canonical`): each must be what kube-apiserver writes back (JSON → protobuf →
+/// JSON gives the same bytes), and its protobuf, encoded at its first read, what that JSON
+/// encodes to.
+#[tokio::test]
+async fn fleet_objects_are_stored_canonical() {
+    use kube_wire::proto::{json_to_proto, proto_to_json};
+    for seed in [1, 2, 3, 4] {
+        let sim = kube_sim::testkit::sim_with(|c| {
+            c.fleet = Some(FleetSpec {
+                nodes: 40,
+                pods: 600,
+                namespaces: 5,
+                seed,
+            })
+        })
+        .await;
+        let mut checked = 0;
+        for resource in ["pods", "nodes", "namespaces"] {
+            let rt = sim.state().registry.core(resource);
+            let msg = kube_sim::protobuf::message(&rt).unwrap();
+            let page = sim
+                .store()
+                .list(&rt, None, None, None, usize::MAX, &|_| true, false)
+                .unwrap();
+            for obj in &page.items {
+                let body = String::from_utf8_lossy(&obj.body);
+                let pb = json_to_proto(msg, &obj.body).unwrap_or_else(|e| panic!("{e}: {body}"));
+                let canonical = proto_to_json(msg, &pb, None).unwrap();
+                assert_eq!(
+                    String::from_utf8_lossy(&canonical),
+                    body,
+                    "seed {seed}: a {resource} not in its canonical form"
+                );
+                assert_eq!(obj.protobuf(&rt).map(|b| &b[..]), Some(&pb[..]));
+                checked += 1;
+            }
+        }
+        assert!(checked > 640, "{checked}");
+        sim.shutdown().await;
+    }
+}

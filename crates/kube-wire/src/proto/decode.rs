@@ -487,7 +487,7 @@ fn key_at(id: MsgId, index: usize) -> Option<usize> {
 
 /// Writes a field's key (`at`: from [`key_at`]): [`KEYS`]'s bytes copied 32 at once and the
 /// excess cut, which is quicker than copying a few bytes of a length known only at run time.
-#[inline]
+#[inline(always)]
 fn schema_key(out: &mut Vec<u8>, at: Option<usize>, name: &str, first: &mut bool) {
     let (from, len) = if *first {
         (at.map(|a| a + 1), name.len() + 3)

@@ -46,6 +46,15 @@ pub fn message_for(api_version: &str, kind: &str) -> Option<MessageRef> {
     (kind == "DeleteOptions").then_some(MessageRef(schema::DELETE_OPTIONS))
 }
 
+/// A `resource.Quantity` string in its canonical form, as Go's `ParseQuantity(s).String()`
+/// writes it (what it reads after JSON → protobuf → JSON: `"1024Mi"` is `"1Gi"`); `None` for a
+/// string Go does not parse.
+pub fn canonical_quantity(s: &str) -> Option<String> {
+    quantity::canonical(s)
+        .ok()
+        .map(std::borrow::Cow::into_owned)
+}
+
 /// A message by its schema constant (e.g. [`schema::OBJECT_META`]).
 pub fn message(id: model::MsgId) -> Option<MessageRef> {
     schema::MESSAGES
