@@ -186,7 +186,7 @@ impl Cached {
     pub fn restamped(&self, rv: u64) -> Cached {
         let stored = match &self.stored {
             Stored::Json(b) => Stored::Json(restamp(b, self.rec.rv, rv)),
-            Stored::Protobuf(pb, msg) => Stored::Protobuf(restamp_protobuf(*msg, pb, rv), *msg),
+            Stored::Protobuf(pb, msg) => Stored::Protobuf(restamp_protobuf(pb, rv), *msg),
         };
         let mut rec = self.rec.clone();
         rec.rv = rv;

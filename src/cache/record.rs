@@ -391,74 +391,64 @@ pub fn decode_protobuf(info: &ResourceInfo, pb: &[u8]) -> Result<Cached, DecodeE
 
 /// An object's stored protobuf with `metadata.resourceVersion` (field 6 of `metadata`, field 1
 /// of every kind) set to `rv`, every other byte as it was: the bytes kube would write for the
-/// restamped object, as its fields stay in tag order. Bytes that do not parse (never: they were
-/// checked at ingest) are transcoded through JSON instead.
-pub fn restamp_protobuf(msg: kube_wire::proto::MessageRef, pb: &[u8], rv: u64) -> Bytes {
-    match restamp_fields(pb, rv) {
-        Some(b) => Bytes::from(b),
-        None => {
-            let via_json = kube_wire::proto::proto_to_json(msg, pb, None)
-                .ok()
-                .and_then(|j| {
-                    let old = decode_rv_text(&j);
-                    kube_wire::proto::json_to_proto(msg, &restamp(&Bytes::from(j), old, rv)).ok()
-                });
-            via_json
-                .map(Bytes::from)
-                .unwrap_or_else(|| Bytes::copy_from_slice(pb))
-        }
-    }
-}
-
-fn decode_rv_text(json: &[u8]) -> u64 {
-    serde_json::from_slice::<Skeleton<'_>>(json)
-        .ok()
-        .and_then(|s| parse_rv(s.metadata.resource_version.as_deref()?).ok())
-        .unwrap_or_default()
+/// restamped object, as its fields stay in tag order. The stored bytes were read field by field
+/// at ingest with the same reader, so they parse; were they not to, they are kept as they are
+/// (a wrong resourceVersion on one event rather than a panic).
+pub fn restamp_protobuf(pb: &[u8], rv: u64) -> Bytes {
+    restamp_fields(pb, rv).map_or_else(|| Bytes::copy_from_slice(pb), Bytes::from)
 }
 
 /// [`restamp_protobuf`] on the wire: every occurrence of field 1 rewritten without field 6,
-/// the new field 6 placed in the first one before its first field of a higher tag.
+/// the new field 6 placed in the first one before its first field of a higher tag (a message
+/// without field 1 gets one holding only field 6, first); `None` for bytes that do not parse.
 fn restamp_fields(pb: &[u8], rv: u64) -> Option<Vec<u8>> {
-    use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
+    use kube_wire::proto::wire::{Value, fields};
+    use prost::encoding::{WireType, encode_key, encode_varint};
     let rv = rv.to_string();
     let mut out = Vec::with_capacity(pb.len() + 16);
-    let mut buf = pb;
     let mut stamped = false;
-    while !buf.is_empty() {
-        let start = buf;
-        let (tag, wt) = decode_key(&mut buf).ok()?;
-        if tag == 1 && wt == WireType::LengthDelimited {
-            let len = usize::try_from(decode_varint(&mut buf).ok()?).ok()?;
-            let (meta, rest) = buf.split_at_checked(len)?;
-            buf = rest;
-            let mut m = Vec::with_capacity(meta.len() + rv.len() + 2);
-            let mut mb = meta;
-            while !mb.is_empty() {
-                let field = mb;
-                let (t, w) = decode_key(&mut mb).ok()?;
-                prost::encoding::skip_field(w, t, &mut mb, Default::default()).ok()?;
-                if t > 6 && !stamped {
-                    put_rv(&mut m, &rv);
-                    stamped = true;
-                }
-                if t != 6 {
-                    m.extend_from_slice(&field[..field.len() - mb.len()]);
-                }
-            }
-            if !stamped {
+    let mut top = fields(pb, "object");
+    loop {
+        let start = top.rest();
+        let Some(field) = top.next() else { break };
+        let (tag, value) = field.ok()?;
+        let (1, Value::Bytes(meta)) = (tag, value) else {
+            out.extend_from_slice(&start[..start.len() - top.rest().len()]);
+            continue;
+        };
+        let mut m = Vec::with_capacity(meta.len() + rv.len() + 2);
+        let mut inner = fields(meta, "ObjectMeta");
+        loop {
+            let field_start = inner.rest();
+            let Some(field) = inner.next() else { break };
+            let (t, _) = field.ok()?;
+            if t > 6 && !stamped {
                 put_rv(&mut m, &rv);
                 stamped = true;
             }
-            encode_key(1, WireType::LengthDelimited, &mut out);
-            encode_varint(m.len() as u64, &mut out);
-            out.extend_from_slice(&m);
-            continue;
+            if t != 6 {
+                m.extend_from_slice(&field_start[..field_start.len() - inner.rest().len()]);
+            }
         }
-        prost::encoding::skip_field(wt, tag, &mut buf, Default::default()).ok()?;
-        out.extend_from_slice(&start[..start.len() - buf.len()]);
+        if !stamped {
+            put_rv(&mut m, &rv);
+            stamped = true;
+        }
+        encode_key(1, WireType::LengthDelimited, &mut out);
+        encode_varint(m.len() as u64, &mut out);
+        out.extend_from_slice(&m);
     }
-    stamped.then_some(out)
+    if !stamped {
+        let mut m = Vec::with_capacity(rv.len() + 2);
+        put_rv(&mut m, &rv);
+        let mut first = Vec::with_capacity(out.len() + m.len() + 4);
+        encode_key(1, WireType::LengthDelimited, &mut first);
+        encode_varint(m.len() as u64, &mut first);
+        first.extend_from_slice(&m);
+        first.extend_from_slice(&out);
+        out = first;
+    }
+    Some(out)
 }
 
 fn put_rv(out: &mut Vec<u8>, rv: &str) {
@@ -531,41 +521,26 @@ struct MetaFields<'a> {
 }
 
 fn read_meta(meta: &[u8]) -> Result<MetaFields<'_>, String> {
-    use prost::encoding::{WireType, decode_key, decode_varint};
-    fn next<'a>(buf: &mut &'a [u8]) -> Result<(u32, Option<&'a [u8]>), String> {
-        let (tag, wt) = decode_key(buf).map_err(|e| e.to_string())?;
-        if wt != WireType::LengthDelimited {
-            prost::encoding::skip_field(wt, tag, buf, Default::default())
-                .map_err(|e| e.to_string())?;
-            return Ok((tag, None));
-        }
-        let len = usize::try_from(decode_varint(buf).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-        let (v, rest) = buf
-            .split_at_checked(len)
-            .ok_or("ObjectMeta: unexpected EOF")?;
-        *buf = rest;
-        Ok((tag, Some(v)))
-    }
+    use kube_wire::proto::wire::{Value, fields};
     fn text(b: &[u8]) -> Result<&str, String> {
         std::str::from_utf8(b).map_err(|_| "a string is not UTF-8".to_string())
     }
     let mut m = MetaFields::default();
-    let mut buf = meta;
-    while !buf.is_empty() {
-        let (tag, v) = next(&mut buf)?;
-        let Some(v) = v else { continue };
+    for field in fields(meta, "ObjectMeta") {
+        let (tag, Value::Bytes(v)) = field.map_err(|e| e.to_string())? else {
+            continue;
+        };
         match tag {
             meta_tag::NAME => m.name = text(v)?,
             meta_tag::NAMESPACE => m.namespace = text(v)?,
             meta_tag::UID => m.uid = text(v)?,
             meta_tag::RESOURCE_VERSION => m.resource_version = text(v)?,
             meta_tag::LABELS => {
-                let (mut key, mut value, mut entry) = ("", "", v);
-                while !entry.is_empty() {
-                    match next(&mut entry)? {
-                        (1, Some(k)) => key = text(k)?,
-                        (2, Some(x)) => value = text(x)?,
+                let (mut key, mut value) = ("", "");
+                for f in fields(v, "ObjectMeta.labels") {
+                    match f.map_err(|e| e.to_string())? {
+                        (1, Value::Bytes(k)) => key = text(k)?,
+                        (2, Value::Bytes(x)) => value = text(x)?,
                         _ => {}
                     }
                 }
@@ -651,21 +626,13 @@ pub fn record_from_protobuf(
 
 /// The last occurrence of the length-delimited field `tag` of a message, every field of
 /// which is read.
-fn top_level_field(mut buf: &[u8], tag: u32) -> Result<Option<&[u8]>, String> {
-    use prost::encoding::{WireType, decode_key, decode_varint};
+fn top_level_field(buf: &[u8], tag: u32) -> Result<Option<&[u8]>, String> {
+    use kube_wire::proto::wire::{Value, fields};
     let mut found = None;
-    while !buf.is_empty() {
-        let (t, wt) = decode_key(&mut buf).map_err(|e| e.to_string())?;
-        if wt != WireType::LengthDelimited {
-            prost::encoding::skip_field(wt, t, &mut buf, Default::default())
-                .map_err(|e| e.to_string())?;
-            continue;
-        }
-        let len = usize::try_from(decode_varint(&mut buf).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-        let (v, rest) = buf.split_at_checked(len).ok_or("unexpected EOF")?;
-        buf = rest;
-        if t == tag {
+    for field in fields(buf, "object") {
+        if let (t, Value::Bytes(v)) = field.map_err(|e| e.to_string())?
+            && t == tag
+        {
             found = Some(v);
         }
     }
@@ -937,6 +904,28 @@ mod tests {
         assert!(re.same_object(&re.clone()) && !re.same_object(&c));
         // The same object stored as JSON is the same state.
         assert!(c.same_object(&decode_object(&info, &want).unwrap()));
+    }
+
+    #[test]
+    fn restamping_protobuf_edits_the_wire_and_gives_metadata_to_an_object_without() {
+        let msg = pods().message.unwrap();
+        let pb = |j: &str| kube_wire::proto::json_to_proto(msg, j.as_bytes()).unwrap();
+        let with = pb(
+            r#"{"metadata":{"name":"p","resourceVersion":"5","labels":{"a":"b"}},"spec":{"nodeName":"n"}}"#,
+        );
+        assert_eq!(
+            &restamp_protobuf(&with, 9)[..],
+            &pb(
+                r#"{"metadata":{"name":"p","resourceVersion":"9","labels":{"a":"b"}},"spec":{"nodeName":"n"}}"#
+            )[..]
+        );
+        let without = pb(r#"{"spec":{"nodeName":"n"}}"#);
+        assert_eq!(
+            &restamp_protobuf(&without, 9)[..],
+            &pb(r#"{"metadata":{"resourceVersion":"9"},"spec":{"nodeName":"n"}}"#)[..]
+        );
+        // Bytes that do not parse are kept.
+        assert_eq!(&restamp_protobuf(&[0x0a, 0x05], 9)[..], &[0x0a, 0x05]);
     }
 
     #[test]

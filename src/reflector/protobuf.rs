@@ -14,8 +14,6 @@
 
 use std::borrow::Cow;
 
-use prost::encoding::{WireType, decode_key, decode_varint, skip_field};
-
 use super::{MalformedData, Page, ReflectorError};
 use crate::cache::ResourceInfo;
 use crate::cache::record::{DecodeError, decode_protobuf, parse_rv};
@@ -61,13 +59,6 @@ pub fn status_json(body: &[u8]) -> Cow<'_, [u8]> {
     }
 }
 
-fn wire(source: prost::DecodeError) -> ProtoError {
-    ProtoError::Wire {
-        at: "message".into(),
-        source,
-    }
-}
-
 fn malformed(at: &str, message: &str) -> ProtoError {
     ProtoError::Protobuf {
         at: at.into(),
@@ -76,31 +67,11 @@ fn malformed(at: &str, message: &str) -> ProtoError {
 }
 
 /// The length-delimited fields of a message, in wire order; other wire types skipped.
-fn fields(mut buf: &[u8]) -> impl Iterator<Item = Result<(u32, &[u8]), ProtoError>> {
-    std::iter::from_fn(move || {
-        if buf.is_empty() {
-            return None;
-        }
-        Some((|| {
-            loop {
-                let (tag, wt) = decode_key(&mut buf).map_err(wire)?;
-                if wt != WireType::LengthDelimited {
-                    skip_field(wt, tag, &mut buf, Default::default()).map_err(wire)?;
-                    if buf.is_empty() {
-                        return Ok((0, &[][..]));
-                    }
-                    continue;
-                }
-                let len = decode_varint(&mut buf).map_err(wire)?;
-                let len =
-                    usize::try_from(len).map_err(|_| malformed("message", "unexpected EOF"))?;
-                let (value, rest) = buf
-                    .split_at_checked(len)
-                    .ok_or_else(|| malformed("message", "unexpected EOF"))?;
-                buf = rest;
-                return Ok((tag, value));
-            }
-        })())
+fn fields(buf: &[u8]) -> impl Iterator<Item = Result<(u32, &[u8]), ProtoError>> {
+    proto::wire::fields(buf, "message").filter_map(|f| match f {
+        Ok((tag, proto::wire::Value::Bytes(v))) => Some(Ok((tag, v))),
+        Ok(_) => None,
+        Err(e) => Some(Err(e)),
     })
 }
 

@@ -176,6 +176,9 @@ async fn env() -> Env {
         rv_ancient,
     };
     settle(&e).await;
+    // The reflectors' watches are open (the caches may have learnt the writes above from their
+    // LISTs): the tests count upstream reads from here.
+    crate::common::reflectors_watching(&e.sim, &CACHED).await;
     e
 }
 

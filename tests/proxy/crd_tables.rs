@@ -106,6 +106,9 @@ async fn env() -> (Simulator, TestProxy) {
             .all(|r| px.proxy.crds.printer("example.com", "v1", r).is_some())
     })
     .await;
+    // The reflectors' watches are open: a reflector between its LIST and its WATCH (a moment
+    // on a loaded machine) would count its WATCH among the reads the tests count.
+    crate::common::reflectors_watching(&sim, &CUSTOM).await;
     (sim, px)
 }
 

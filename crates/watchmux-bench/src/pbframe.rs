@@ -11,7 +11,7 @@
 //! cost S8 measures for a real client is [`super::decode`]'s). Input comes from the server under
 //! test: every length is checked, and a malformed event reads as one without a type or stamp.
 
-use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
+use kube_wire::proto::wire;
 
 /// The prefix of kube's protobuf envelope.
 pub const MAGIC: &[u8] = b"k8s\0";
@@ -104,29 +104,16 @@ pub fn field(msg: &[u8], tag: u32) -> Option<&[u8]> {
 
 /// Calls `f(tag, payload)` for each length-delimited field in wire order (other wire types are
 /// skipped) until it returns false or the message ends; stops quietly at malformed input.
-pub fn each_field<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, &'a [u8]) -> bool) {
-    while !buf.is_empty() {
-        let Ok((tag, wt)) = decode_key(&mut buf) else {
-            return;
-        };
-        if wt != WireType::LengthDelimited {
-            if skip_field(wt, tag, &mut buf, DecodeContext::default()).is_err() {
-                return;
+pub fn each_field<'a>(buf: &'a [u8], mut f: impl FnMut(u32, &'a [u8]) -> bool) {
+    for field in wire::fields(buf, "message") {
+        match field {
+            Err(_) => return,
+            Ok((tag, wire::Value::Bytes(value))) => {
+                if !f(tag, value) {
+                    return;
+                }
             }
-            continue;
-        }
-        let Some(len) = decode_varint(&mut buf)
-            .ok()
-            .and_then(|l| usize::try_from(l).ok())
-        else {
-            return;
-        };
-        let Some((value, rest)) = buf.split_at_checked(len) else {
-            return;
-        };
-        buf = rest;
-        if !f(tag, value) {
-            return;
+            Ok(_) => {}
         }
     }
 }

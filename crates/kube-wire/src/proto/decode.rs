@@ -10,7 +10,9 @@
 //!
 //! Nothing here reads JSON ([`super::encode`]) or envelopes ([`super::envelope`]).
 
-use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
+use prost::encoding::{DecodeContext, WireType, skip_field};
+
+use super::wire::{Occ, field_key, read};
 
 use super::error::ProtoError;
 use super::gotime::{self, Instant};
@@ -103,31 +105,6 @@ impl<'a> Pool<'a> {
         let mut v = self.entries.pop().unwrap_or_else(|| Vec::with_capacity(16));
         v.clear();
         v
-    }
-}
-
-/// One occurrence of a field on the wire.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Occ<'a> {
-    Varint(u64),
-    Fixed64(u64),
-    /// A 32-bit value (no kube field has one; read only to be skipped safely).
-    Fixed32,
-    Bytes(&'a [u8]),
-}
-
-impl<'a> Occ<'a> {
-    fn bytes(self) -> &'a [u8] {
-        match self {
-            Occ::Bytes(b) => b,
-            _ => &[],
-        }
-    }
-    fn varint(self) -> u64 {
-        match self {
-            Occ::Varint(v) => v,
-            _ => 0,
-        }
     }
 }
 
@@ -241,69 +218,6 @@ fn field_index(id: MsgId, msg: &'static Message, tag: u32) -> Option<(u8, u8)> {
             .field_by_tag(tag)
             .and_then(|(i, f)| Some((u8::try_from(i).ok()?, accepted(f)))),
     }
-}
-
-/// prost's `decode_varint`, with the one- and two-byte varints (tags, lengths and most values)
-/// read inline.
-#[inline(always)]
-fn varint(buf: &mut &[u8]) -> Result<u64, prost::DecodeError> {
-    match **buf {
-        [b, ref rest @ ..] if b < 0x80 => {
-            *buf = rest;
-            Ok(u64::from(b))
-        }
-        [b0, b1, ref rest @ ..] if b1 < 0x80 => {
-            *buf = rest;
-            Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
-        }
-        _ => decode_varint(buf),
-    }
-}
-
-/// prost's `decode_key` (the same keys, the same errors), one-byte keys read inline.
-#[inline(always)]
-fn field_key(buf: &mut &[u8]) -> Result<(u32, WireType), prost::DecodeError> {
-    if let [b, ref rest @ ..] = **buf
-        && (8..0x80).contains(&b)
-        && let Ok(wt) = WireType::try_from(u64::from(b & 7))
-    {
-        *buf = rest;
-        return Ok((u32::from(b >> 3), wt));
-    }
-    decode_key(buf)
-}
-
-/// Reads one value of wire type `wt`.
-#[inline]
-pub(crate) fn read<'a>(wt: WireType, buf: &mut &'a [u8], at: &str) -> Result<Occ<'a>, ProtoError> {
-    #[cold]
-    fn eof(at: &str) -> ProtoError {
-        ProtoError::protobuf(at, "unexpected EOF")
-    }
-    let short = || eof(at);
-    Ok(match wt {
-        WireType::Varint => Occ::Varint(varint(buf).map_err(|e| ProtoError::wire(at, e))?),
-        WireType::SixtyFourBit => {
-            let (head, rest) = buf.split_at_checked(8).ok_or_else(short)?;
-            *buf = rest;
-            Occ::Fixed64(u64::from_le_bytes(head.try_into().map_err(|_| short())?))
-        }
-        WireType::ThirtyTwoBit => {
-            let (_, rest) = buf.split_at_checked(4).ok_or_else(short)?;
-            *buf = rest;
-            Occ::Fixed32
-        }
-        WireType::LengthDelimited => {
-            let len = varint(buf).map_err(|e| ProtoError::wire(at, e))?;
-            let len = usize::try_from(len).map_err(|_| short())?;
-            let (head, rest) = buf.split_at_checked(len).ok_or_else(short)?;
-            *buf = rest;
-            Occ::Bytes(head)
-        }
-        WireType::StartGroup | WireType::EndGroup => {
-            return Err(ProtoError::protobuf(at, "unexpected group"));
-        }
-    })
 }
 
 /// Reads every known field of a message given as one or more chunks (merged occurrences) into

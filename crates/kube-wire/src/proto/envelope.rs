@@ -117,27 +117,14 @@ pub fn unwrap(bytes: &[u8]) -> Result<Unknown<'_>, ProtoError> {
 
 /// The length-delimited fields of a message (tag, bytes), in wire order; other wire types are
 /// skipped. Errors on malformed input.
-fn fields<'a>(mut buf: &'a [u8], at: &str) -> Result<Vec<(u32, &'a [u8])>, ProtoError> {
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        let (tag, wt) =
-            prost::encoding::decode_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
-        if wt == WireType::LengthDelimited {
-            let len =
-                prost::encoding::decode_varint(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
-            let len =
-                usize::try_from(len).map_err(|_| ProtoError::protobuf(at, "unexpected EOF"))?;
-            let (value, rest) = buf
-                .split_at_checked(len)
-                .ok_or_else(|| ProtoError::protobuf(at, "unexpected EOF"))?;
-            out.push((tag, value));
-            buf = rest;
-        } else {
-            prost::encoding::skip_field(wt, tag, &mut buf, Default::default())
-                .map_err(|e| ProtoError::wire(at, e))?;
-        }
-    }
-    Ok(out)
+fn fields<'a>(buf: &'a [u8], at: &str) -> Result<Vec<(u32, &'a [u8])>, ProtoError> {
+    super::wire::fields(buf, at)
+        .filter_map(|f| match f {
+            Ok((tag, super::wire::Value::Bytes(b))) => Some(Ok((tag, b))),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .collect()
 }
 
 /// A watch event: `WatchEvent{type, object: RawExtension{raw: object}}`, where `object` is an

@@ -13,10 +13,8 @@
 //! included, so absence means a nil pointer or an empty string or map. Malformed bytes are a
 //! [`ProtoError`], never a panic.
 
-use prost::encoding::decode_key;
-
-use super::decode::{Occ, read};
 use super::model::{Elem, Field, Message, MessageRef, Shape};
+use super::wire::{self, Occ};
 use super::{ProtoError, schema};
 
 /// A scalar field's value.
@@ -94,8 +92,8 @@ pub fn read_string_map<'a>(
             ));
         };
         let (mut key, mut value) = ("", "");
-        for (tag, occ) in all(entry, path)? {
-            match (tag, occ) {
+        for f in wire::fields(entry, path) {
+            match f? {
                 (1, Occ::Bytes(b)) => key = text(b, path)?,
                 (2, Occ::Bytes(b)) => value = text(b, path)?,
                 _ => {}
@@ -221,17 +219,14 @@ impl ScalarPath {
 
 /// The first (`first`) or last occurrence of field `tag` in `buf`, every field of which is
 /// read (so malformed bytes are an error wherever they are).
-fn find<'a>(
-    mut buf: &'a [u8],
-    tag: u32,
-    first: bool,
-    at: &str,
-) -> Result<Option<Occ<'a>>, ProtoError> {
+fn find<'a>(buf: &'a [u8], tag: u32, first: bool, at: &str) -> Result<Option<Occ<'a>>, ProtoError> {
+    if !first {
+        return wire::fields(buf, at).last(tag);
+    }
     let mut found = None;
-    while !buf.is_empty() {
-        let (t, wt) = decode_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
-        let occ = read(wt, &mut buf, at)?;
-        if t == tag && !(first && found.is_some()) {
+    for f in wire::fields(buf, at) {
+        let (t, occ) = f?;
+        if t == tag && found.is_none() {
             found = Some(occ);
         }
     }
@@ -240,21 +235,10 @@ fn find<'a>(
 
 /// Every occurrence of field `tag` in `buf`, in wire order.
 fn occurrences<'a>(buf: &'a [u8], tag: u32, at: &str) -> Result<Vec<Occ<'a>>, ProtoError> {
-    Ok(all(buf, at)?
-        .into_iter()
-        .filter(|(t, _)| *t == tag)
-        .map(|(_, o)| o)
-        .collect())
-}
-
-/// Every field of `buf`, in wire order.
-fn all<'a>(mut buf: &'a [u8], at: &str) -> Result<Vec<(u32, Occ<'a>)>, ProtoError> {
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        let (tag, wt) = decode_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
-        out.push((tag, read(wt, &mut buf, at)?));
-    }
-    Ok(out)
+    wire::fields(buf, at)
+        .filter(|f| f.as_ref().map_or(true, |(t, _)| *t == tag))
+        .map(|f| f.map(|(_, o)| o))
+        .collect()
 }
 
 fn scalar<'a>(field: &Field, occ: Occ<'a>, path: &str) -> Result<FieldValue<'a>, ProtoError> {

@@ -28,6 +28,7 @@ pub(crate) mod gotime;
 pub mod model;
 mod quantity;
 pub mod schema;
+pub mod wire;
 
 pub use decode::{proto_to_json, proto_to_json_into};
 pub use encode::json_to_proto;

@@ -13,8 +13,6 @@
 //! [`super::super::pbframe`]'s field walker; field numbers are `k8s.io/api`'s `generated.proto`.
 //! Input comes from the server under test: a malformed message reads as one without the field.
 
-use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
-
 use super::super::pbframe::{self, each_field, field};
 
 /// The annotation on the BOOKMARK that ends a watch-list's initial events.
@@ -94,24 +92,13 @@ pub fn ends_initial_events(meta: &[u8]) -> bool {
 /// The HTTP code of an ERROR event's `Status` (its `code`; from its `reason` when the code is
 /// missing: `Expired` and `Gone` are 410), or 0.
 pub fn status_code(status: &[u8]) -> u32 {
-    let mut buf = status;
-    while !buf.is_empty() {
-        let Ok((tag, wt)) = decode_key(&mut buf) else {
-            break;
-        };
-        if tag == STATUS_CODE && wt == WireType::Varint {
-            let code = decode_varint(&mut buf)
-                .ok()
-                .and_then(|c| u32::try_from(c).ok())
-                .unwrap_or(0);
-            if code != 0 {
-                return code;
-            }
-            break;
-        }
-        if skip_field(wt, tag, &mut buf, DecodeContext::default()).is_err() {
-            break;
-        }
+    // The code's last occurrence, as proto merges a scalar; none or 0: the reason's.
+    if let Ok(Some(kube_wire::proto::wire::Value::Varint(code))) =
+        kube_wire::proto::wire::fields(status, "Status").last(STATUS_CODE)
+        && let Ok(code) = u32::try_from(code)
+        && code != 0
+    {
+        return code;
     }
     match field(status, STATUS_REASON) {
         Some(b"Expired" | b"Gone") => 410,
