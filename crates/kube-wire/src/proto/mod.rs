@@ -9,7 +9,9 @@
 //! - [`fields`] reads single fields of an encoded object by their JSON path (a record's
 //!   metadata and selectable fields) without decoding the rest;
 //! - [`envelope`] frames them: the `k8s\0` + `runtime.Unknown` wrapper, watch events and their
-//!   length prefix, lists assembled from per-object bodies, `PartialObjectMetadata`, `Status`.
+//!   length prefix, lists assembled from per-object bodies, `PartialObjectMetadata`, `Status`;
+//! - [`wire`] is the one reader of a message's fields on the wire, which all of these (and
+//!   watchmux's record and reflector) read messages through.
 //!
 //! The hand-marshalled types (`metav1.Time`, `MicroTime`, `Duration`, `FieldsV1`,
 //! `resource.Quantity`, `intstr.IntOrString`, `runtime.RawExtension`, apiextensions `JSON` and

@@ -601,7 +601,7 @@ async fn sim_rv(sim: &Proc) -> Result<u64, BenchError> {
 
 fn summary(t: &Tally) -> String {
     format!(
-        "{} re-watches, {} relists, {} 410s, {} 429s, {} other statuses, {} clean ends, {} broken, {} dials ({} failed), {} requests not sent",
+        "{} re-watches, {} relists, {} 410s, {} 429s, {} other statuses, {} clean ends, {} broken, {} dials ({} failed), {} requests not sent, {} lost by the client's dispatch and sent again",
         t.watch_requests,
         t.relists,
         t.gone_410,
@@ -611,7 +611,8 @@ fn summary(t: &Tally) -> String {
         t.broken,
         t.dials,
         t.dial_failures,
-        t.send_failures
+        t.send_failures,
+        t.orphaned
     )
 }
 

@@ -229,6 +229,13 @@ async fn run(
         let resp = tokio::select! {
             _ = stop.cancelled() => break,
             r = sent => r,
+            _ = orphaned(&conn, state.sent_on()) => {
+                Fleet::add(&fleet.counts.orphaned);
+                fleet.error(|| format!(
+                    "a watch request got neither an answer nor an error {ORPHAN_GRACE:?} after its connection was replaced: sent again"
+                ));
+                continue;
+            }
         };
         let resp = match resp {
             Ok(r) => r,
@@ -422,6 +429,31 @@ fn set_rv(rv: &mut Option<String>, seen: &[u8]) {
         }
         None => *rv = Some(seen.to_string()),
     }
+}
+
+/// How long a request waits for its answer's head after the connection it went on was
+/// replaced, before it is given up and sent again. Normally hyper answers such a request, or
+/// fails it, at once. But a request handed to a connection's dispatch channel at the moment the
+/// connection's task ends can be lost there: tokio's unbounded channel counts the message in
+/// before it pushes it, the receiver's drop drains what is pushed in between, and the message
+/// pushed after is kept (with the callback the request waits on) until every sender is gone,
+/// one of which the waiting client holds (the mechanism as read in tokio 1.54's and hyper
+/// 1.12's code; not reproduced in isolation). Seen in S13 with `max_connection_age_secs`: 2 of
+/// about 2,400 connection ends under load left a request waiting for good. Go's HTTP/2
+/// transport, which client-go uses, has no such channel.
+const ORPHAN_GRACE: Duration = Duration::from_secs(5);
+
+/// Resolves [`ORPHAN_GRACE`] after the connection numbered `sent_on` was replaced or went down
+/// ([`NodeConn::generation`]); never while it is the newest and up.
+async fn orphaned(conn: &NodeConn, sent_on: u64) {
+    loop {
+        let (newest, up) = conn.generation();
+        if newest != sent_on || !up {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(ORPHAN_GRACE).await;
 }
 
 /// How long a failed request waits for its connection to turn out closed ([`went_away`]).
