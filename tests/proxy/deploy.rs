@@ -402,10 +402,10 @@ async fn every_overlay_renders_objects_with_what_they_need() {
         !s.shutdown_delay.is_zero(),
         "edge: the Service drops the pod before it stops accepting"
     );
-    // Replicas behind a Service: clients move between them.
+    // Replicas behind a Service: clients are dealt out again after a roll, in bounded time.
     assert!(
-        s.goaway_chance > 0.0,
-        "edge: connections move between replicas (goaway_chance)"
+        s.goaway_chance > 0.0 && !s.max_connection_age.is_zero(),
+        "edge: connections move between replicas (goaway_chance, max_connection_age_secs)"
     );
     // Replicas spread over zones; the readiness probe is /readyz (check_watchmux_container).
     let spread = pod["topologySpreadConstraints"]

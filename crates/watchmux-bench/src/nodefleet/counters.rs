@@ -65,7 +65,7 @@ counts! {
     error_events,
     /// Watch requests that got no answer (the connection failed or was closed).
     send_failures,
-    /// Watch requests given up (and sent again) for lack of any answer or error 5 s after the
+    /// Watch requests given up (and sent again) for lack of any answer or error 1 s after the
     /// connection they went on was replaced: hyper's dispatch can lose one that races the end
     /// of its connection (see `informer::ORPHAN_GRACE`).
     orphaned,

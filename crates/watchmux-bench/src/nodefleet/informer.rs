@@ -439,9 +439,11 @@ fn set_rv(rv: &mut Option<String>, seen: &[u8]) {
 /// pushed after is kept (with the callback the request waits on) until every sender is gone,
 /// one of which the waiting client holds (the mechanism as read in tokio 1.54's and hyper
 /// 1.12's code; not reproduced in isolation). Seen in S13 with `max_connection_age_secs`: 2 of
-/// about 2,400 connection ends under load left a request waiting for good. Go's HTTP/2
-/// transport, which client-go uses, has no such channel.
-const ORPHAN_GRACE: Duration = Duration::from_secs(5);
+/// about 2,400 connection ends under load left a request waiting for good (before this guard,
+/// its watcher's events were lost to the end of the run). Go's HTTP/2 transport, which
+/// client-go uses, has no such channel. Short: a request resent late may find that a replica
+/// restarted meanwhile has no history back to its resourceVersion (a 410, and a relist).
+const ORPHAN_GRACE: Duration = Duration::from_secs(1);
 
 /// Resolves [`ORPHAN_GRACE`] after the connection numbered `sent_on` was replaced or went down
 /// ([`NodeConn::generation`]); never while it is the newest and up.
