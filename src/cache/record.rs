@@ -402,60 +402,43 @@ pub fn restamp_protobuf(pb: &[u8], rv: u64) -> Bytes {
 /// the new field 6 placed in the first one before its first field of a higher tag (a message
 /// without field 1 gets one holding only field 6, first); `None` for bytes that do not parse.
 fn restamp_fields(pb: &[u8], rv: u64) -> Option<Vec<u8>> {
-    use kube_wire::proto::wire::{Value, fields};
-    use prost::encoding::{WireType, encode_key, encode_varint};
+    use kube_wire::proto::wire::{Value, fields, put_bytes};
+    const RV: u32 = meta_tag::RESOURCE_VERSION;
     let rv = rv.to_string();
     let mut out = Vec::with_capacity(pb.len() + 16);
     let mut stamped = false;
-    let mut top = fields(pb, "object");
-    loop {
-        let start = top.rest();
-        let Some(field) = top.next() else { break };
-        let (tag, value) = field.ok()?;
+    for field in fields(pb, "object").with_encoding() {
+        let (tag, value, encoding) = field.ok()?;
         let (1, Value::Bytes(meta)) = (tag, value) else {
-            out.extend_from_slice(&start[..start.len() - top.rest().len()]);
+            out.extend_from_slice(encoding);
             continue;
         };
         let mut m = Vec::with_capacity(meta.len() + rv.len() + 2);
-        let mut inner = fields(meta, "ObjectMeta");
-        loop {
-            let field_start = inner.rest();
-            let Some(field) = inner.next() else { break };
-            let (t, _) = field.ok()?;
-            if t > 6 && !stamped {
-                put_rv(&mut m, &rv);
+        for f in fields(meta, "ObjectMeta").with_encoding() {
+            let (t, _, encoding) = f.ok()?;
+            if t > RV && !stamped {
+                put_bytes(&mut m, RV, rv.as_bytes());
                 stamped = true;
             }
-            if t != 6 {
-                m.extend_from_slice(&field_start[..field_start.len() - inner.rest().len()]);
+            if t != RV {
+                m.extend_from_slice(encoding);
             }
         }
         if !stamped {
-            put_rv(&mut m, &rv);
+            put_bytes(&mut m, RV, rv.as_bytes());
             stamped = true;
         }
-        encode_key(1, WireType::LengthDelimited, &mut out);
-        encode_varint(m.len() as u64, &mut out);
-        out.extend_from_slice(&m);
+        put_bytes(&mut out, 1, &m);
     }
     if !stamped {
-        let mut m = Vec::with_capacity(rv.len() + 2);
-        put_rv(&mut m, &rv);
-        let mut first = Vec::with_capacity(out.len() + m.len() + 4);
-        encode_key(1, WireType::LengthDelimited, &mut first);
-        encode_varint(m.len() as u64, &mut first);
-        first.extend_from_slice(&m);
+        let mut meta = Vec::with_capacity(rv.len() + 2);
+        put_bytes(&mut meta, RV, rv.as_bytes());
+        let mut first = Vec::with_capacity(out.len() + meta.len() + 4);
+        put_bytes(&mut first, 1, &meta);
         first.extend_from_slice(&out);
         out = first;
     }
     Some(out)
-}
-
-fn put_rv(out: &mut Vec<u8>, rv: &str) {
-    use prost::encoding::{WireType, encode_key, encode_varint};
-    encode_key(6, WireType::LengthDelimited, out);
-    encode_varint(rv.len() as u64, out);
-    out.extend_from_slice(rv.as_bytes());
 }
 
 /// The scalar fields [`Skeleton`] reads for the built-in kinds' field selectors, as paths
@@ -521,15 +504,13 @@ struct MetaFields<'a> {
 }
 
 fn read_meta(meta: &[u8]) -> Result<MetaFields<'_>, String> {
-    use kube_wire::proto::wire::{Value, fields};
+    use kube_wire::proto::wire::fields;
     fn text(b: &[u8]) -> Result<&str, String> {
         std::str::from_utf8(b).map_err(|_| "a string is not UTF-8".to_string())
     }
     let mut m = MetaFields::default();
-    for field in fields(meta, "ObjectMeta") {
-        let (tag, Value::Bytes(v)) = field.map_err(|e| e.to_string())? else {
-            continue;
-        };
+    for field in fields(meta, "ObjectMeta").bytes() {
+        let (tag, v) = field.map_err(|e| e.to_string())?;
         match tag {
             meta_tag::NAME => m.name = text(v)?,
             meta_tag::NAMESPACE => m.namespace = text(v)?,
@@ -537,10 +518,10 @@ fn read_meta(meta: &[u8]) -> Result<MetaFields<'_>, String> {
             meta_tag::RESOURCE_VERSION => m.resource_version = text(v)?,
             meta_tag::LABELS => {
                 let (mut key, mut value) = ("", "");
-                for f in fields(v, "ObjectMeta.labels") {
+                for f in fields(v, "ObjectMeta.labels").bytes() {
                     match f.map_err(|e| e.to_string())? {
-                        (1, Value::Bytes(k)) => key = text(k)?,
-                        (2, Value::Bytes(x)) => value = text(x)?,
+                        (1, k) => key = text(k)?,
+                        (2, x) => value = text(x)?,
                         _ => {}
                     }
                 }
@@ -627,12 +608,10 @@ pub fn record_from_protobuf(
 /// The last occurrence of the length-delimited field `tag` of a message, every field of
 /// which is read.
 fn top_level_field(buf: &[u8], tag: u32) -> Result<Option<&[u8]>, String> {
-    use kube_wire::proto::wire::{Value, fields};
     let mut found = None;
-    for field in fields(buf, "object") {
-        if let (t, Value::Bytes(v)) = field.map_err(|e| e.to_string())?
-            && t == tag
-        {
+    for field in kube_wire::proto::wire::fields(buf, "object").bytes() {
+        let (t, v) = field.map_err(|e| e.to_string())?;
+        if t == tag {
             found = Some(v);
         }
     }

@@ -68,11 +68,7 @@ fn malformed(at: &str, message: &str) -> ProtoError {
 
 /// The length-delimited fields of a message, in wire order; other wire types skipped.
 fn fields(buf: &[u8]) -> impl Iterator<Item = Result<(u32, &[u8]), ProtoError>> {
-    proto::wire::fields(buf, "message").filter_map(|f| match f {
-        Ok((tag, proto::wire::Value::Bytes(v))) => Some(Ok((tag, v))),
-        Ok(_) => None,
-        Err(e) => Some(Err(e)),
-    })
+    proto::wire::fields(buf, "message").bytes()
 }
 
 /// The text of a string field.

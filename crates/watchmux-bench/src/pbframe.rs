@@ -105,15 +105,10 @@ pub fn field(msg: &[u8], tag: u32) -> Option<&[u8]> {
 /// Calls `f(tag, payload)` for each length-delimited field in wire order (other wire types are
 /// skipped) until it returns false or the message ends; stops quietly at malformed input.
 pub fn each_field<'a>(buf: &'a [u8], mut f: impl FnMut(u32, &'a [u8]) -> bool) {
-    for field in wire::fields(buf, "message") {
-        match field {
-            Err(_) => return,
-            Ok((tag, wire::Value::Bytes(value))) => {
-                if !f(tag, value) {
-                    return;
-                }
-            }
-            Ok(_) => {}
+    for field in wire::fields(buf, "message").bytes() {
+        let Ok((tag, value)) = field else { return };
+        if !f(tag, value) {
+            return;
         }
     }
 }

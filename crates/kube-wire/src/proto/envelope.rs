@@ -13,6 +13,7 @@ use super::encode::json_to_proto;
 use super::error::ProtoError;
 use super::model::MessageRef;
 use super::schema;
+use super::wire::put_bytes;
 
 /// The prefix of every protobuf body kube sends or accepts.
 pub const MAGIC: [u8; 4] = *b"k8s\0";
@@ -34,12 +35,6 @@ pub struct Unknown<'a> {
 
 fn field_len(tag: u32, len: usize) -> usize {
     encoded_len_varint(u64::from(tag << 3)) + encoded_len_varint(len as u64) + len
-}
-
-fn put_bytes(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
-    encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(b.len() as u64, out);
-    out.extend_from_slice(b);
 }
 
 /// The Unknown up to (and including) the `raw` length: magic, typeMeta, raw's key and length.
@@ -118,13 +113,7 @@ pub fn unwrap(bytes: &[u8]) -> Result<Unknown<'_>, ProtoError> {
 /// The length-delimited fields of a message (tag, bytes), in wire order; other wire types are
 /// skipped. Errors on malformed input.
 fn fields<'a>(buf: &'a [u8], at: &str) -> Result<Vec<(u32, &'a [u8])>, ProtoError> {
-    super::wire::fields(buf, at)
-        .filter_map(|f| match f {
-            Ok((tag, super::wire::Value::Bytes(b))) => Some(Ok((tag, b))),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        })
-        .collect()
+    super::wire::fields(buf, at).bytes().collect()
 }
 
 /// A watch event: `WatchEvent{type, object: RawExtension{raw: object}}`, where `object` is an

@@ -4,9 +4,10 @@
 //! ([`super::fields`]), the envelope ([`super::envelope`]) and watchmux's record and reflector
 //! read messages through it, so that a malformed message is refused the same way everywhere.
 //!
-//! Owns only the wire format (keys, varints, lengths); what a tag means is its callers'.
+//! Owns only the wire format (keys, varints, lengths), and [`put_bytes`], the writer of a
+//! length-delimited field; what a tag means is its callers'.
 
-use prost::encoding::{WireType, decode_key, decode_varint};
+use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
 
 use super::error::ProtoError;
 
@@ -119,10 +120,27 @@ pub fn fields<'a, 'p>(buf: &'a [u8], at: &'p str) -> Fields<'a, 'p> {
 }
 
 impl<'a> Fields<'a, '_> {
-    /// What is left of the message after the fields read so far (the bytes of a field are the
-    /// difference between this before and after reading it).
-    pub fn rest(&self) -> &'a [u8] {
-        self.buf
+    /// The length-delimited fields only (tag, bytes): strings, bytes, messages, map entries;
+    /// the others are read and passed over.
+    pub fn bytes(self) -> impl Iterator<Item = Result<(u32, &'a [u8]), ProtoError>> {
+        self.filter_map(|f| match f {
+            Ok((tag, Value::Bytes(b))) => Some(Ok((tag, b))),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+    }
+
+    /// Each field with its whole encoding (key, length and value) as the third member: what a
+    /// writer that copies some fields unchanged and rewrites others needs.
+    pub fn with_encoding(
+        mut self,
+    ) -> impl Iterator<Item = Result<(u32, Value<'a>, &'a [u8]), ProtoError>> {
+        std::iter::from_fn(move || {
+            let start = self.buf;
+            let field = self.next()?;
+            let encoding = &start[..start.len() - self.buf.len()];
+            Some(field.map(|(tag, v)| (tag, v, encoding)))
+        })
     }
 
     /// The value of the last occurrence of field `tag` (proto's rule for a scalar), reading
@@ -158,6 +176,13 @@ impl<'a> Iterator for Fields<'a, '_> {
 }
 
 impl std::iter::FusedIterator for Fields<'_, '_> {}
+
+/// Appends the length-delimited field `tag` holding `b` (its key, length and bytes).
+pub fn put_bytes(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
+    encode_key(tag, WireType::LengthDelimited, out);
+    encode_varint(b.len() as u64, out);
+    out.extend_from_slice(b);
+}
 
 #[cfg(test)]
 mod tests {
@@ -199,10 +224,17 @@ mod tests {
         let mut g = Vec::new();
         encode_key(5, WireType::StartGroup, &mut g);
         assert!(fields(&g, "m").next().unwrap().is_err());
-        // The span of a field.
-        let mut it = fields(&m, "m");
-        let before = it.rest();
-        it.next().unwrap().unwrap();
-        assert_eq!(&before[..before.len() - it.rest().len()], &m[..4]);
+        // The length-delimited ones, and each field's encoding.
+        let bytes: Vec<_> = fields(&m, "m").bytes().collect::<Result<_, _>>().unwrap();
+        assert_eq!(bytes, [(1, &b"hi"[..])]);
+        let enc: Vec<_> = fields(&m, "m")
+            .with_encoding()
+            .map(|f| f.unwrap().2)
+            .collect();
+        assert_eq!(enc.concat(), m);
+        assert_eq!(enc[0], &m[..4]);
+        let mut w = Vec::new();
+        put_bytes(&mut w, 1, b"hi");
+        assert_eq!(w, &m[..4]);
     }
 }
