@@ -71,9 +71,9 @@ pub struct NodeConn {
     pub base: String,
     /// The `Authorization` header of every request (`Bearer <token>`), when it has a token.
     auth: Option<http::HeaderValue>,
-    /// How many connections were dialed (the current one's number), and whether the newest
-    /// is still up: what a report of a request left unanswered says of its connection.
-    generation: std::sync::Arc<(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicBool)>,
+    /// How many connections were dialed: the newest one's number (counted before its sender
+    /// is published), what a request left unanswered is traced to.
+    dialed: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl NodeConn {
@@ -91,13 +91,23 @@ impl NodeConn {
     }
 
     /// The number of the newest connection dialed (from 1; 0 before the first) and whether
-    /// it is still up.
+    /// it is up (its sender published).
     pub fn generation(&self) -> (u64, bool) {
-        use std::sync::atomic::Ordering;
         (
-            self.generation.0.load(Ordering::Relaxed),
-            self.generation.1.load(Ordering::Relaxed),
+            self.dialed.load(std::sync::atomic::Ordering::Relaxed),
+            self.rx.borrow().is_some(),
         )
+    }
+
+    /// Resolves once connection number `n` is no longer the newest one up: replaced, or
+    /// down.
+    pub async fn replaced(&self, n: u64) {
+        let mut rx = self.rx.clone();
+        while rx.borrow_and_update().is_some() && self.generation().0 == n {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Waits for a live connection (or `stop`); `None` once stopped.
@@ -169,11 +179,8 @@ pub fn connect(
         v
     });
     let (tx, rx) = watch::channel(None);
-    let generation = std::sync::Arc::new((
-        std::sync::atomic::AtomicU64::new(0),
-        std::sync::atomic::AtomicBool::new(false),
-    ));
-    let gen_w = generation.clone();
+    let dialed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let dialed_w = dialed.clone();
     let scheme = if ep.tls.is_some() { "https" } else { "http" };
     let base = format!("{scheme}://{}", ep.addr);
     tasks.spawn(async move {
@@ -187,8 +194,7 @@ pub fn connect(
                 Ok((sender, driver)) => {
                     Fleet::add(&fleet.counts.dials);
                     backoff.reset();
-                    gen_w.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    gen_w.1.store(true, std::sync::atomic::Ordering::Relaxed);
+                    dialed_w.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tx.send_replace(Some(sender));
                     let up = tokio::time::Instant::now();
                     let graceful = tokio::select! {
@@ -205,7 +211,6 @@ pub fn connect(
                         },
                     };
                     tx.send_replace(None);
-                    gen_w.1.store(false, std::sync::atomic::Ordering::Relaxed);
                     Fleet::add(&fleet.counts.conns_lost);
                     // A GOAWAY (or a clean close): as client-go's transport, the next request
                     // dials a new connection at once, while the streams still open on the old
@@ -237,7 +242,7 @@ pub fn connect(
         rx,
         base,
         auth,
-        generation,
+        dialed,
     }
 }
 

@@ -128,6 +128,14 @@ pub enum Step {
 }
 
 impl Step {
+    /// Every step, at its number.
+    const ALL: [Step; 4] = [
+        Step::Connecting,
+        Step::Requesting,
+        Step::Streaming,
+        Step::Pausing,
+    ];
+
     fn epoch() -> Instant {
         static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
         *EPOCH.get_or_init(Instant::now)
@@ -148,12 +156,7 @@ impl State {
     /// What the informer is doing, and for how long it has.
     pub fn step(&self) -> (Step, Duration) {
         let v = self.step.load(Ordering::Relaxed);
-        let step = match v & 3 {
-            0 => Step::Connecting,
-            1 => Step::Requesting,
-            2 => Step::Streaming,
-            _ => Step::Pausing,
-        };
+        let step = Step::ALL[(v & 3) as usize];
         let since = Duration::from_millis(v >> 2);
         (step, Step::epoch().elapsed().saturating_sub(since))
     }
@@ -446,15 +449,9 @@ fn set_rv(rv: &mut Option<String>, seen: &[u8]) {
 const ORPHAN_GRACE: Duration = Duration::from_secs(1);
 
 /// Resolves [`ORPHAN_GRACE`] after the connection numbered `sent_on` was replaced or went down
-/// ([`NodeConn::generation`]); never while it is the newest and up.
+/// ([`NodeConn::replaced`]); never while it is the newest and up.
 async fn orphaned(conn: &NodeConn, sent_on: u64) {
-    loop {
-        let (newest, up) = conn.generation();
-        if newest != sent_on || !up {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    conn.replaced(sent_on).await;
     tokio::time::sleep(ORPHAN_GRACE).await;
 }
 
