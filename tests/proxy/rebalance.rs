@@ -56,8 +56,16 @@ async fn configmaps_watch(
 async fn lines_until_the_end(
     watch: http::Response<hyper::body::Incoming>,
 ) -> Vec<serde_json::Value> {
+    lines_until_the_end_within(watch, Duration::from_secs(30)).await
+}
+
+/// [`lines_until_the_end`], the watch given up to `guard` to end.
+async fn lines_until_the_end_within(
+    watch: http::Response<hyper::body::Incoming>,
+    guard: Duration,
+) -> Vec<serde_json::Value> {
     // A guard, not a timing: the watch must end by itself.
-    let body = tokio::time::timeout(Duration::from_secs(30), watch.into_body().collect())
+    let body = tokio::time::timeout(guard, watch.into_body().collect())
         .await
         .expect("the watch ends")
         .expect("a clean end")
@@ -196,20 +204,9 @@ async fn a_watch_without_timeout_seconds_ends_after_a_bookmark_within_min_reques
         &json!({"metadata": {"name": "before-the-end"}}),
     )
     .await;
-    // A guard, not a timing: the watch must end by itself.
-    let all = tokio::time::timeout(MIN * 2 + Duration::from_secs(30), async {
-        watch.into_body().collect().await.expect("a clean end")
-    })
-    .await
-    .expect("the watch ends by itself")
-    .to_bytes();
+    let events = lines_until_the_end_within(watch, MIN * 2 + Duration::from_secs(30)).await;
     let lasted = started.elapsed();
     assert!(lasted >= MIN, "ended after {lasted:?}, before {MIN:?}");
-    let text = String::from_utf8_lossy(&all);
-    let events: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("an event"))
-        .collect();
     ends_with_a_bookmark_after(&events, "before-the-end");
 }
 
