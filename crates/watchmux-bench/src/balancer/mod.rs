@@ -501,42 +501,38 @@ impl Rig<'_> {
             .unwrap_or(0);
         let history = check::history(self.sim.addr, from, 2).await?;
         let names = w_namespaces(self.s);
-        let caught_up = || {
-            w.records
-                .iter()
-                .all(|(ns, r)| r.lock().last_rv >= history.last_of(&names[*ns]))
+        // The watchers (index, resourceVersion) not caught up with the log yet.
+        let behind = || {
+            w.records.iter().enumerate().filter_map(|(i, (ns, r))| {
+                let last = r.lock().last_rv;
+                (last < history.last_of(&names[*ns])).then_some((i, last))
+            })
         };
         let t0 = Instant::now();
-        while !caught_up() && t0.elapsed() < Duration::from_secs(30) {
+        while behind().next().is_some() && t0.elapsed() < Duration::from_secs(30) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        if !caught_up() {
+        if behind().next().is_some() {
             // What the ones behind are doing: a request without an answer, a stream that
             // sends nothing, or a wait.
-            let behind: Vec<String> = w
-                .records
-                .iter()
-                .zip(w.states.iter().zip(&w.conns))
-                .enumerate()
-                .filter_map(|(i, ((ns, r), (st, c)))| {
-                    let last = r.lock().last_rv;
-                    (last < history.last_of(&names[*ns])).then(|| {
-                        let (step, for_) = st.step();
-                        let (newest, up) = c.generation();
-                        format!(
-                            "watcher {i} of {} at {last}: {step:?} for {:.1} s, its last request on its client's connection #{} (newest #{newest}, {})",
-                            names[*ns],
-                            for_.as_secs_f64(),
-                            st.sent_on(),
-                            if up { "up" } else { "down" }
-                        )
-                    })
+            let lagging: Vec<String> = behind()
+                .map(|(i, last)| {
+                    let (ns, st, c) = (w.records[i].0, &w.states[i], &w.conns[i]);
+                    let (step, for_) = st.step();
+                    let (newest, up) = c.generation();
+                    format!(
+                        "watcher {i} of {} at {last}: {step:?} for {:.1} s, its last request on its client's connection #{} (newest #{newest}, {})",
+                        names[ns],
+                        for_.as_secs_f64(),
+                        st.sent_on(),
+                        if up { "up" } else { "down" }
+                    )
                 })
                 .collect();
             eprintln!(
                 "  S13: {} watchers not caught up with the simulator within 30 s, e.g. {:?}",
-                behind.len(),
-                &behind[..behind.len().min(5)]
+                lagging.len(),
+                &lagging[..lagging.len().min(5)]
             );
             // And what the replicas have open: requests without an answer, connections
             // ended gracefully whose streams have not all ended.
