@@ -15,7 +15,8 @@
 //!   that turns hub deliveries and log reads into frames, the writers put them on the wire.
 //! * [`form`]: which wire form a read asks for (plain JSON or protobuf, Table,
 //!   PartialObjectMetadata); [`table`]: the cache's answers in the Table and metadata forms,
-//!   and a GET's object; [`protobuf`]: every answer in protobuf.
+//!   and a GET's object; [`protobuf`]: every answer in protobuf; [`parts`]: a large JSON list
+//!   made on blocking threads, several parts at once.
 //! * [`authz`]: delegated authentication and authorization of cached reads.
 //! * [`health`], [`limits`]: health endpoints, request and watch limits.
 //!
@@ -31,6 +32,7 @@ pub mod h1;
 pub mod health;
 pub mod limits;
 pub mod list;
+pub mod parts;
 pub mod protobuf;
 pub mod proxy_protocol;
 pub mod read_point;

@@ -24,7 +24,7 @@ use crate::cache::{Cached, ResourceInfo};
 use kube_wire::event::{EventType, bookmark_frame as json_bookmark_frame, bookmark_object};
 use kube_wire::negotiate::Encoding;
 use kube_wire::response::{
-    Body, ItemWriter, json_response, list_head, stream_list_encoded, stream_list_written,
+    Body, ItemWriter, ListParts, json_response, list_head, stream_list_encoded,
 };
 use kube_wire::table::{self as printer, TablePrinter, to_go_json};
 
@@ -104,8 +104,9 @@ impl<'a> ListItem<'a> for &'a Arc<Cached> {
 }
 
 /// Below this many stored bytes, a JSON list of objects stored in protobuf is transcoded
-/// before it is sent (its exact length decides gzip as kube decides it); above, item by item
-/// as the body is sent, so that an answer holds one chunk of JSON, not all of it.
+/// before it is sent (its exact length decides gzip as kube decides it); above, part by part
+/// on blocking threads as the body is sent ([`super::parts`]), so that an answer holds a few
+/// parts of JSON, not all of it.
 const EAGER_JSON_BYTES: usize = 1 << 20;
 
 /// The plain JSON List of `items`: the stored bytes of JSON objects, and the JSON of protobuf
@@ -125,8 +126,16 @@ fn json_list<'a, I: ListItem<'a>>(
     }
     let info = info.clone();
     let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| info.write_list_item(c, out));
-    // JSON is about twice the protobuf: the estimate only decides gzip, far above its bound.
-    stream_list_written(head, items, write, stored * 2, gzip)
+    // A pod's JSON is about 1.45 times its protobuf: parts of about `PART_BYTES` of JSON.
+    let parts = ListParts::new(
+        head,
+        items,
+        write,
+        |c| c.stored().len() * 3 / 2,
+        super::parts::PART_BYTES,
+    );
+    // The body is far larger than kube's gzip threshold (at least `EAGER_JSON_BYTES` stored).
+    super::parts::response(parts, gzip)
 }
 
 /// A LIST answer of `items` (in order) in `form`: the kind's List, a Table, or a

@@ -1,6 +1,7 @@
 //! Upgrades and content negotiation through watchmux: exec over SPDY and websocket reaches the
 //! simulator's echo and bytes round-trip; protobuf-first and protobuf-only clients get protobuf
-//! from the cache; kube-rs's metadata lists work; large lists are gzipped.
+//! from the cache; kube-rs's metadata lists work; large lists are gzipped; a large JSON list of
+//! objects stored in protobuf, made part by part on several threads, is the simulator's body.
 
 use std::time::Duration;
 
@@ -155,18 +156,29 @@ async fn kube_rs_metadata_lists_work_through_watchmux() {
     assert_eq!(meta.items[0].metadata.name.as_deref(), Some("shell"));
 }
 
-#[tokio::test]
-async fn large_cached_lists_are_gzipped_for_clients_that_accept_it() {
+/// A simulated fleet of `pods` on `nodes` in `namespaces`, and watchmux in front of it.
+async fn fleet(
+    nodes: usize,
+    pods: usize,
+    namespaces: usize,
+    seed: u64,
+) -> (kube_sim::Simulator, crate::common::TestProxy) {
     let sim = crate::common::sim_with(|c| {
         c.fleet = Some(kube_sim::fleet::FleetSpec {
-            nodes: 3,
-            pods: 60,
-            namespaces: 2,
-            seed: 5,
+            nodes,
+            pods,
+            namespaces,
+            seed,
         })
     })
     .await;
     let px = crate::common::proxy_for(&sim, |_| {}).await;
+    (sim, px)
+}
+
+#[tokio::test]
+async fn large_cached_lists_are_gzipped_for_clients_that_accept_it() {
+    let (_sim, px) = fleet(3, 60, 2, 5).await;
     let url = format!("{}/api/v1/pods?resourceVersion=0", px.url);
     let (code, h, plain) = crate::common::request(http::Method::GET, &url, &[], "").await;
     assert_eq!(code, 200);
@@ -199,4 +211,41 @@ async fn large_cached_lists_are_gzipped_for_clients_that_accept_it() {
     )
     .await;
     assert!(h.get("content-encoding").is_none());
+}
+
+/// A JSON LIST of more than a MiB of pods stored in protobuf is transcoded part by part on
+/// blocking threads, several parts at once: the parts arrive in order and make exactly the body
+/// the simulator sends, and gzipped they form one gzip member (read here by a decoder that reads
+/// only the first member) with that body inside.
+#[tokio::test]
+async fn a_large_json_list_made_in_parallel_parts_is_the_simulators_body() {
+    let (sim, px) = fleet(8, 400, 3, 11).await;
+    let path = "/api/v1/pods?resourceVersion=0";
+    let (code, _, truth) =
+        crate::common::request(http::Method::GET, &format!("{}{path}", sim.url()), &[], "").await;
+    assert_eq!(code, 200);
+    let (code, h, plain) =
+        crate::common::request(http::Method::GET, &format!("{}{path}", px.url), &[], "").await;
+    assert_eq!(code, 200);
+    assert!(h.get("content-encoding").is_none());
+    assert!(
+        plain.len() > 2 << 20,
+        "{} bytes: more than a MiB of protobuf, and many parts",
+        plain.len()
+    );
+    assert!(plain == truth, "the simulator's bytes, in order");
+    let (code, h, gz) = crate::common::request(
+        http::Method::GET,
+        &format!("{}{path}", px.url),
+        &[("accept-encoding", "gzip")],
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(h["content-encoding"], "gzip");
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut out)
+        .expect("one gzip member, its CRC and length right");
+    assert!(out == truth.to_vec(), "the same body, compressed");
+    assert!(gz.len() < plain.len() / 3, "{} compressed", gz.len());
 }

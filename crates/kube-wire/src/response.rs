@@ -262,24 +262,200 @@ pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Resp
 /// Writes one item of a list into the chunk being built.
 pub type ItemWriter<T> = Box<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
 
-/// [`stream_list_encoded`] for items whose bytes are made as they are sent, by `write`, one
-/// chunk of about 64 KiB at a time (objects stored in another encoding: the answer never holds
-/// more than one chunk of their JSON). Whether it is compressed is decided on `size_hint`, the
-/// body's expected length.
-pub fn stream_list_written<T: Send + Sync + 'static>(
+/// A List body cut into parts that can be made independently of each other, on any thread and
+/// in any order, and are sent in order: part 0 starts with the head, each part holds a run of
+/// items (every item but the list's first preceded by `,`), and the last part ends with `]}` and
+/// Go's newline. For items made as they are sent (objects stored in another encoding), so that a
+/// caller can make several parts at once while earlier ones are written, holding only the parts
+/// in flight.
+pub struct ListParts<T> {
     head: String,
     items: Vec<T>,
+    /// Where each part's items start, then `items.len()`: at least two entries.
+    starts: Vec<usize>,
+    /// Each part's expected size, for its buffer.
+    sizes: Vec<usize>,
     write: ItemWriter<T>,
-    size_hint: usize,
-    gzip: bool,
-) -> Response<Body> {
-    let chunks = ListChunks {
-        head: Some(head),
-        items: items.into_iter().enumerate(),
-        write,
-        finished: false,
-    };
-    stream_maybe_gzip(chunks, size_hint, gzip)
+}
+
+impl<T> ListParts<T> {
+    /// `items` cut into parts of about `part_size` bytes each, an item expected to write
+    /// `size(item)` bytes: every part but the last holds items until it reaches `part_size` (so
+    /// at least one), and an empty list is one part.
+    pub fn new(
+        head: String,
+        items: Vec<T>,
+        write: ItemWriter<T>,
+        size: impl Fn(&T) -> usize,
+        part_size: usize,
+    ) -> Self {
+        let (mut starts, mut sizes) = (vec![0], Vec::new());
+        let mut filled = head.len();
+        for (i, item) in items.iter().enumerate() {
+            filled += size(item) + 1;
+            if filled >= part_size && i + 1 < items.len() {
+                starts.push(i + 1);
+                sizes.push(filled);
+                filled = 0;
+            }
+        }
+        starts.push(items.len());
+        sizes.push(filled + 3);
+        ListParts {
+            head,
+            items,
+            starts,
+            sizes,
+            write,
+        }
+    }
+
+    /// How many parts the body has (at least one).
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Always false: a list body has at least its head and end.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Part `k` (`k < len()`; an empty body beyond).
+    pub fn part(&self, k: usize) -> Bytes {
+        let (Some(&from), Some(&to)) = (self.starts.get(k), self.starts.get(k + 1)) else {
+            return Bytes::new();
+        };
+        let mut buf = Vec::with_capacity(self.sizes.get(k).copied().unwrap_or_default() + 64);
+        if k == 0 {
+            buf.extend_from_slice(self.head.as_bytes());
+        }
+        for (i, item) in self
+            .items
+            .get(from..to)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            if from + i > 0 {
+                buf.push(b',');
+            }
+            (self.write)(item, &mut buf);
+        }
+        if k + 1 == self.len() {
+            // Go's `json.Encoder` ends the body with a newline.
+            buf.extend_from_slice(b"]}\n");
+        }
+        Bytes::from(buf)
+    }
+}
+
+/// One part of a gzip body whose parts are compressed independently (on several threads at
+/// once) and still form one gzip member, as `pigz` writes it: each part is raw deflate ending at
+/// a byte boundary (a sync flush; the last part ends the deflate stream), and [`GzipJoin`]
+/// adds the header before the first and the trailer, the parts' CRC-32s combined, after the
+/// last. A client reads it as any gzip body.
+pub struct GzipPart {
+    deflated: Vec<u8>,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl GzipPart {
+    /// `plain` compressed at kube-apiserver's level (1); `last` ends the deflate stream.
+    pub fn new(plain: &[u8], last: bool) -> io::Result<GzipPart> {
+        use flate2::{Compress, Compression, FlushCompress, Status};
+        let mut c = Compress::new(Compression::new(1), false);
+        let mut out = Vec::with_capacity(plain.len() / 2 + 64);
+        let flush = if last {
+            FlushCompress::Finish
+        } else {
+            FlushCompress::Sync
+        };
+        // Each round consumes input or fills the room it was given, which doubles: bounded.
+        for _ in 0..64 {
+            let consumed = usize::try_from(c.total_in()).unwrap_or(usize::MAX);
+            let status = c
+                .compress_vec(plain.get(consumed..).unwrap_or_default(), &mut out, flush)
+                .map_err(io::Error::other)?;
+            let all_in = c.total_in() == plain.len() as u64;
+            // A sync flush is complete once it left room unused; the end once deflate says so.
+            let done = if last {
+                status == Status::StreamEnd
+            } else {
+                all_in && out.len() < out.capacity()
+            };
+            if done {
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(plain);
+                return Ok(GzipPart {
+                    deflated: out,
+                    crc,
+                    len: plain.len() as u64,
+                });
+            }
+            out.reserve(out.capacity().max(4096));
+        }
+        Err(io::Error::other("deflate made no progress"))
+    }
+}
+
+/// Joins [`GzipPart`]s, in order, into one gzip member.
+#[derive(Default)]
+pub struct GzipJoin {
+    crc: crc32fast::Hasher,
+    len: u64,
+    started: bool,
+}
+
+impl GzipJoin {
+    /// The bytes to send for `part`: the gzip header before the first, the trailer after the
+    /// `last`.
+    pub fn push(&mut self, part: GzipPart, last: bool) -> Bytes {
+        let mut out = Vec::with_capacity(part.deflated.len() + 18);
+        if !self.started {
+            self.started = true;
+            // Magic, deflate, no flags, no time, the fastest level (XFL 4), an unknown OS, as
+            // Go's gzip writer at `BestSpeed` writes it.
+            out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 0xff]);
+        }
+        out.extend_from_slice(&part.deflated);
+        self.crc.combine(&part.crc);
+        self.len += part.len;
+        if last {
+            let crc = std::mem::take(&mut self.crc);
+            out.extend_from_slice(&crc.finalize().to_le_bytes());
+            // ISIZE: the uncompressed length modulo 2^32.
+            out.extend_from_slice(&(self.len as u32).to_le_bytes());
+        }
+        Bytes::from(out)
+    }
+}
+
+/// A streamed answer with JSON headers whose body is `chunks` as they come, gzip-compressed
+/// already when `gzipped` (its headers say so).
+pub fn stream_made<S>(chunks: S, gzipped: bool) -> Response<Body>
+where
+    S: futures_util::Stream<Item = Result<Bytes, io::Error>> + Send + Sync + 'static,
+{
+    use futures_util::StreamExt as _;
+    let mut resp = stream_response(chunks.map(|c| c.map(Frame::data)));
+    if gzipped {
+        gzip_headers(&mut resp);
+    }
+    resp
+}
+
+/// Marks a response as gzip-compressed.
+fn gzip_headers(resp: &mut Response<Body>) {
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_ENCODING,
+        HeaderValue::from_static("gzip"),
+    );
+    h.insert(
+        http::header::VARY,
+        HeaderValue::from_static("Accept-Encoding"),
+    );
 }
 
 /// Streams a body of `total` bytes made of `chunks` (taken as they are sent, or gzip-compressed
@@ -330,15 +506,7 @@ where
         }
     }));
     let mut resp = stream_response(stream);
-    let h = resp.headers_mut();
-    h.insert(
-        http::header::CONTENT_ENCODING,
-        HeaderValue::from_static("gzip"),
-    );
-    h.insert(
-        http::header::VARY,
-        HeaderValue::from_static("Accept-Encoding"),
-    );
+    gzip_headers(&mut resp);
     resp
 }
 
@@ -410,6 +578,54 @@ mod tests {
                 .is_none(),
             "small bodies are not compressed"
         );
+    }
+
+    #[tokio::test]
+    async fn list_parts_make_the_streamed_body_and_gzip_parts_one_member() {
+        for n in [0usize, 1, 2, 7, 300] {
+            let items: Vec<Bytes> = (0..n)
+                .map(|i| Bytes::from(format!("{{\"metadata\":{{\"name\":\"pod-{i}\"}}}}")))
+                .collect();
+            let head = list_head("PodList", "v1", &serde_json::json!({"resourceVersion":"5"}));
+            let (resp, _) = stream_list(head.clone(), items.clone());
+            let want = resp.into_body().collect().await.unwrap().to_bytes();
+            for part_size in [1, 100, 4096, usize::MAX] {
+                let write: ItemWriter<Bytes> = Box::new(|item, buf| buf.extend_from_slice(item));
+                let parts =
+                    ListParts::new(head.clone(), items.clone(), write, Bytes::len, part_size);
+                let expected_parts = if part_size == 1 { n.max(1) } else { 1 };
+                if part_size == 1 || part_size == usize::MAX {
+                    assert_eq!(
+                        parts.len(),
+                        expected_parts,
+                        "{n} items in parts of {part_size}"
+                    );
+                }
+                let made: Vec<Bytes> = (0..parts.len()).map(|k| parts.part(k)).collect();
+                assert_eq!(
+                    made.concat(),
+                    want.to_vec(),
+                    "{n} items, parts of {part_size}"
+                );
+                let mut join = GzipJoin::default();
+                let gz: Vec<u8> = made
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(k, p)| {
+                        let last = k + 1 == made.len();
+                        join.push(GzipPart::new(p, last).unwrap(), last).to_vec()
+                    })
+                    .collect();
+                let mut plain = Vec::new();
+                std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut plain)
+                    .expect("one member, CRC and length checked");
+                assert_eq!(
+                    plain,
+                    want.to_vec(),
+                    "{n} items gzipped in parts of {part_size}"
+                );
+            }
+        }
     }
 
     #[test]
