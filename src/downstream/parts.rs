@@ -33,7 +33,9 @@ pub const PART_BYTES: usize = 64 * 1024;
 /// How many parts a list has being made at most, beyond the one being written: one per core (a
 /// list alone uses the machine), at least two (one making while one is written), at most eight.
 pub fn ahead() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8))
+    // Asked once: on Linux the answer reads the cgroup's CPU quota from files.
+    static AHEAD: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *AHEAD.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)))
 }
 
 /// The answer whose body is `parts`, made [`ahead`] at once on blocking threads, gzip-compressed
