@@ -45,8 +45,34 @@ pub fn proto_to_json_into(
     type_meta: Option<(&str, &str)>,
     out: &mut Vec<u8>,
 ) -> Result<(), ProtoError> {
+    decode_into(msg, pb, type_meta, out, false)
+}
+
+/// [`proto_to_json_into`] for bytes it has already decoded without error (a cache stores only
+/// such bytes): checks that cannot fail a second time are skipped — the validity of raw JSON
+/// values (`RawExtension`, `FieldsV1`, apiextensions `JSON`) is not checked again — and the
+/// output is byte-identical to [`proto_to_json_into`]'s for such bytes.
+///
+/// Any other input is still read safely (every length checked, nothing panics), but raw JSON
+/// that is not valid JSON is then copied (compacted as if it were) instead of refused.
+pub fn stored_proto_to_json_into(
+    msg: MessageRef,
+    pb: &[u8],
+    type_meta: Option<(&str, &str)>,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
+    decode_into(msg, pb, type_meta, out, true)
+}
+
+fn decode_into(
+    msg: MessageRef,
+    pb: &[u8],
+    type_meta: Option<(&str, &str)>,
+    out: &mut Vec<u8>,
+    trusted: bool,
+) -> Result<(), ProtoError> {
     let start = out.len();
-    let written = object_with_type_meta(msg, pb, type_meta, out);
+    let written = object_with_type_meta(msg, pb, type_meta, out, trusted);
     if written.is_err() {
         out.truncate(start);
     }
@@ -58,6 +84,7 @@ fn object_with_type_meta(
     pb: &[u8],
     type_meta: Option<(&str, &str)>,
     out: &mut Vec<u8>,
+    trusted: bool,
 ) -> Result<(), ProtoError> {
     out.reserve(pb.len() * 5 / 2 + 128);
     out.push(b'{');
@@ -74,6 +101,7 @@ fn object_with_type_meta(
     }
     let mut pool = Pool {
         input: pb,
+        trusted,
         occs: Vec::new(),
         entries: Vec::new(),
     };
@@ -88,6 +116,9 @@ fn object_with_type_meta(
 struct Pool<'a> {
     /// The whole message being decoded: every value read is a part of it.
     input: &'a [u8],
+    /// The input was decoded without error before ([`stored_proto_to_json_into`]): raw JSON
+    /// is known to be valid.
+    trusted: bool,
     occs: Vec<Vec<(u8, Occ<'a>)>>,
     entries: Vec<Vec<Entry<'a>>>,
 }
@@ -704,6 +735,7 @@ fn elem<'a>(
                 // FieldsV1 and apiextensions JSON write an empty raw as null; RawExtension
                 // returns it as is, which Go's encoder refuses.
                 Some([]) if elem != Elem::RawExtension => out.extend_from_slice(b"null"),
+                Some(raw) if pool.trusted => gojson::compact_valid(out, raw),
                 Some(raw) => gojson::compact(out, raw)
                     .map_err(|e| ProtoError::unencodable(msg.name, format!("raw JSON: {e}")))?,
             }
