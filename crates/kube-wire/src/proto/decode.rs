@@ -12,7 +12,7 @@
 
 use prost::encoding::{DecodeContext, WireType, skip_field};
 
-use super::wire::{Occ, field_key, read};
+use super::wire::{Occ, field_key, read, varint};
 
 use super::error::ProtoError;
 use super::gotime::{self, Instant};
@@ -508,10 +508,17 @@ fn write_fields<'a>(
         let Some(field) = msg.fields.get(index) else {
             break;
         };
-        let n = rest
-            .iter()
-            .take_while(|(i, _)| usize::from(*i) == index)
-            .count();
+        // Usually one occurrence, or none (a field written when absent).
+        let n = match rest {
+            [] => 0,
+            [(i, _), ..] if usize::from(*i) != index => 0,
+            [_] => 1,
+            [_, (i, _), ..] if usize::from(*i) != index => 1,
+            _ => rest
+                .iter()
+                .position(|(i, _)| usize::from(*i) != index)
+                .unwrap_or(rest.len()),
+        };
         let (group, tail) = rest.split_at_checked(n).unwrap_or((&[], &[]));
         rest = tail;
         if field.has(NO_JSON) {
@@ -581,10 +588,16 @@ fn write_field<'a>(
                 return Ok(());
             }
             if field.has(OMITZERO) && matches!(field.elem, Elem::Time | Elem::MicroTime) {
-                let t = time(occs, field.elem == Elem::MicroTime, msg.name)?;
-                if t.is_none_or(Instant::is_zero) {
-                    return Ok(());
+                // Read once: omitted when zero, else written here.
+                let micro = field.elem == Elem::MicroTime;
+                match time(occs, micro, msg.name)? {
+                    Some(t) if !t.is_zero() => {
+                        schema_key(out, at, field.name, first);
+                        write_time(out, t, micro);
+                    }
+                    _ => {}
                 }
+                return Ok(());
             }
             if field.elem == Elem::Bytes && occs.is_empty() {
                 schema_key(out, at, field.name, first);
@@ -654,11 +667,7 @@ fn elem<'a>(
         Elem::Time | Elem::MicroTime => {
             let micro = elem == Elem::MicroTime;
             match time(occs, micro, msg.name)? {
-                Some(t) if !t.is_zero() => {
-                    out.push(b'"');
-                    gotime::format(out, t, micro);
-                    out.push(b'"');
-                }
+                Some(t) if !t.is_zero() => write_time(out, t, micro),
                 _ => out.extend_from_slice(b"null"),
             }
         }
@@ -754,19 +763,30 @@ fn time(occs: Group, micro: bool, at: &str) -> Result<Option<Instant>, ProtoErro
     if data.is_empty() {
         return Ok(Some(Instant::unix(gotime::ZERO_UNIX, 0)));
     }
+    // `inner`'s loop, written out: a time is read for every timestamp of every object.
     let (mut secs, mut nanos) = (0u64, 0u64);
-    inner(
-        &[data],
-        at,
-        |t| matches!(t, 1 | 2).then_some(WireType::Varint),
-        |t, o| {
-            if t == 1 {
-                secs = o.varint();
-            } else {
-                nanos = o.varint();
+    let mut buf = data;
+    while !buf.is_empty() {
+        let (tag, wt) = field_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
+        match (tag, wt) {
+            (1 | 2, WireType::Varint) => {
+                let v = varint(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
+                if tag == 1 {
+                    secs = v;
+                } else {
+                    nanos = v;
+                }
             }
-        },
-    )?;
+            (1 | 2, _) => {
+                return Err(ProtoError::protobuf(
+                    at,
+                    format!("wrong wireType = {} for field {tag}", wt as u8),
+                ));
+            }
+            _ => skip_field(wt, tag, &mut buf, DecodeContext::default())
+                .map_err(|e| ProtoError::wire(at, e))?,
+        }
+    }
     let nanos = if micro {
         // int32 nanos truncated toward zero to whole microseconds.
         i64::from(nanos as i32 / 1000 * 1000)
@@ -774,6 +794,14 @@ fn time(occs: Group, micro: bool, at: &str) -> Result<Option<Instant>, ProtoErro
         0
     };
     Ok(Some(Instant::unix(secs as i64, nanos)))
+}
+
+/// Writes a time that is not zero, quoted.
+#[inline]
+fn write_time(out: &mut Vec<u8>, t: Instant, micro: bool) {
+    out.push(b'"');
+    gotime::format(out, t, micro);
+    out.push(b'"');
 }
 
 /// Writes a slice: each occurrence one element (packed scalars expanded).
