@@ -99,16 +99,32 @@ fn object_with_type_meta(
             gojson::string(out, api_version.as_bytes());
         }
     }
+    let (occs, entries) = SPARE.take();
     let mut pool = Pool {
         input: pb,
         trusted,
-        occs: Vec::new(),
-        entries: Vec::new(),
+        occs,
+        entries,
     };
-    write_fields(msg.0, &[pb], out, &mut first, 0, &mut pool)?;
+    let written = write_fields(msg.0, &[pb], out, &mut first, 0, &mut pool);
+    SPARE.set(pool.spare());
+    written?;
     out.push(b'}');
     Ok(())
 }
+
+/// A [`Pool`]'s buffers, empty, kept per thread between decodes (a list's objects, a watch's
+/// events): a decode then allocates nothing but its output.
+type Spare = (Vec<Vec<(u8, Occ<'static>)>>, Vec<Vec<Entry<'static>>>);
+
+thread_local! {
+    static SPARE: std::cell::Cell<Spare> = const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
+
+/// How many buffers of each kind, and how many elements each, [`SPARE`] keeps at most: enough
+/// for usual objects, not so much that one huge object keeps its memory held.
+const SPARE_BUFFERS: usize = 32;
+const SPARE_CAPACITY: usize = 4096;
 
 /// Buffers reused across the messages of one decode: a message's occurrences are scanned into
 /// a buffer taken from here and given back once the message is written, so a decode allocates
@@ -127,6 +143,23 @@ struct Pool<'a> {
 type Entry<'a> = (&'a [u8], usize, usize);
 
 impl<'a> Pool<'a> {
+    /// The buffers, emptied, to keep for the next decode. An empty buffer of values borrowing
+    /// this input is turned into one of values borrowing nothing by collecting its (no)
+    /// elements: the standard library collects a `Vec`'s own iterator into the same allocation
+    /// when the element types have the same size and alignment, as here, so the memory is kept
+    /// (were it not, the buffer would merely be allocated again).
+    fn spare(self) -> Spare {
+        fn keep<T, U>(buffers: Vec<Vec<T>>) -> Vec<Vec<U>> {
+            buffers
+                .into_iter()
+                .filter(|b| b.capacity() <= SPARE_CAPACITY)
+                .take(SPARE_BUFFERS)
+                .map(|b| b.into_iter().filter_map(|_| None).collect())
+                .collect()
+        }
+        (keep(self.occs), keep(self.entries))
+    }
+
     fn occs(&mut self) -> Vec<(u8, Occ<'a>)> {
         let mut v = self.occs.pop().unwrap_or_else(|| Vec::with_capacity(32));
         v.clear();
@@ -536,6 +569,15 @@ fn write_fields<'a>(
             })?;
             continue;
         }
+        // The commonest field, a string set once, written here: what `write_field` would do.
+        if let (Shape::Value, Elem::String, [(_, Occ::Bytes(s))]) = (field.shape, field.elem, group)
+        {
+            if !(s.is_empty() && field.has(OMITEMPTY)) {
+                schema_key(out, key_at(id, index), field.name, first);
+                gojson::string_in(out, s, pool.input);
+            }
+            continue;
+        }
         write_field(
             msg,
             field,
@@ -684,15 +726,7 @@ fn elem<'a>(
             gojson::string(out, gotime::duration_string(d as i64).as_bytes());
         }
         Elem::Quantity => {
-            let mut s: &[u8] = b"0";
-            with_chunks(occs, |chunks| {
-                inner(
-                    chunks,
-                    "Quantity",
-                    |t| (t == 1).then_some(WireType::LengthDelimited),
-                    |_, o| s = o.bytes(),
-                )
-            })?;
+            let s = bytes_field_1(occs, "Quantity")?.unwrap_or(b"0");
             let s = std::str::from_utf8(s)
                 .map_err(|_| ProtoError::protobuf("Quantity", "not a quantity"))?;
             out.push(b'"');
@@ -730,16 +764,7 @@ fn elem<'a>(
             }
         }
         Elem::RawExtension | Elem::FieldsV1 | Elem::JsonRaw => {
-            let mut raw: Option<&[u8]> = None;
-            with_chunks(occs, |chunks| {
-                inner(
-                    chunks,
-                    "raw",
-                    |t| (t == 1).then_some(WireType::LengthDelimited),
-                    |_, o| raw = Some(o.bytes()),
-                )
-            })?;
-            match raw {
+            match bytes_field_1(occs, "raw")? {
                 None => out.extend_from_slice(b"null"),
                 // FieldsV1 and apiextensions JSON write an empty raw as null; RawExtension
                 // returns it as is, which Go's encoder refuses.
@@ -751,6 +776,37 @@ fn elem<'a>(
         }
     }
     Ok(())
+}
+
+/// The last value of field 1, length-delimited, of a small message given as its occurrences
+/// (`Quantity`, `FieldsV1`, `RawExtension`, apiextensions `JSON`): [`inner`] for these, without
+/// its closures, and a message holding only that field, as Go writes it, read at once.
+fn bytes_field_1<'a>(occs: Group<'_, 'a>, at: &str) -> Result<Option<&'a [u8]>, ProtoError> {
+    if let [(_, Occ::Bytes(&[0x0a, len, ref value @ ..]))] = *occs
+        && len < 0x80
+        && usize::from(len) == value.len()
+    {
+        return Ok(Some(value));
+    }
+    let mut found = None;
+    for (_, o) in occs {
+        let mut buf = o.bytes();
+        while !buf.is_empty() {
+            let (tag, wt) = field_key(&mut buf).map_err(|e| ProtoError::wire(at, e))?;
+            match (tag, wt) {
+                (1, WireType::LengthDelimited) => found = Some(read(wt, &mut buf, at)?.bytes()),
+                (1, _) => {
+                    return Err(ProtoError::protobuf(
+                        at,
+                        format!("wrong wireType = {} for field {tag}", wt as u8),
+                    ));
+                }
+                _ => skip_field(wt, tag, &mut buf, DecodeContext::default())
+                    .map_err(|e| ProtoError::wire(at, e))?,
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// A `metav1.Time`/`MicroTime` from its occurrences: each replaces the previous (Go's
