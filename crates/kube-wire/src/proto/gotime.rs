@@ -18,7 +18,14 @@ pub(crate) struct Instant {
 
 impl Instant {
     /// Go's `time.Unix(sec, nsec)`: nanoseconds outside [0, 1e9) carry into the seconds.
+    #[inline]
     pub(crate) fn unix(secs: i64, nanos: i64) -> Instant {
+        // Usually nothing to carry: no 128-bit division.
+        if let Ok(n) = u32::try_from(nanos)
+            && n < 1_000_000_000
+        {
+            return Instant { secs, nanos: n };
+        }
         let total = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
         let secs = total.div_euclid(1_000_000_000);
         let nanos = total.rem_euclid(1_000_000_000);
