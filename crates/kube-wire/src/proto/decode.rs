@@ -87,6 +87,7 @@ fn object_with_type_meta(
     trusted: bool,
 ) -> Result<(), ProtoError> {
     out.reserve(pb.len() * 5 / 2 + 128);
+    touch(pb);
     out.push(b'{');
     let mut first = true;
     if let Some((api_version, kind)) = type_meta {
@@ -112,6 +113,22 @@ fn object_with_type_meta(
     out.push(b'}');
     Ok(())
 }
+
+/// Reads a byte of each cache line of (the first [`TOUCHED`] bytes of) the input, all at once,
+/// before decoding it. The decoder reaches a message's fields one after the other, each key's
+/// position known only once the previous length is read: for an object not in the cache (one
+/// of a list's, a cache's) each new cache line was a wait of its own. These reads depend on
+/// nothing, so the processor has them all under way together, and the decoder then finds its
+/// bytes in the cache. For an object already there, they cost a few nanoseconds.
+#[inline]
+fn touch(pb: &[u8]) {
+    let head = pb.get(..TOUCHED).unwrap_or(pb);
+    let sum = head.iter().step_by(64).fold(0u8, |a, &b| a ^ b);
+    std::hint::black_box(sum);
+}
+
+/// How much of an input [`touch`] reads ahead: within the second-level cache.
+const TOUCHED: usize = 64 * 1024;
 
 /// A [`Pool`]'s buffers, empty, kept per thread between decodes (a list's objects, a watch's
 /// events): a decode then allocates nothing but its output.
@@ -578,6 +595,30 @@ fn write_fields<'a>(
             }
             continue;
         }
+        // A struct, or a list of them (no `null` to write, the list not empty): straight to
+        // `object`, as `write_field` and `elem` would go.
+        if let Elem::Message(child) = field.elem {
+            match (field.shape, group) {
+                (Shape::Value, _) | (Shape::Pointer, [_, ..]) => {
+                    schema_key(out, key_at(id, index), field.name, first);
+                    with_chunks(group, |chunks| object(child, chunks, out, depth + 1, pool))?;
+                    continue;
+                }
+                (Shape::Slice, [_, ..]) => {
+                    schema_key(out, key_at(id, index), field.name, first);
+                    out.push(b'[');
+                    for (i, (_, o)) in group.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        object(child, &[o.bytes()], out, depth + 1, pool)?;
+                    }
+                    out.push(b']');
+                    continue;
+                }
+                _ => {}
+            }
+        }
         write_field(
             msg,
             field,
@@ -926,6 +967,18 @@ fn map<'a>(
     for (_, o) in occs {
         let mut k: &[u8] = &[];
         let start = values.len();
+        // The usual entry, a short key and a short length-delimited value, Go's way, at once.
+        if let Occ::Bytes(&[0x0a, klen, ref rest @ ..]) = *o
+            && value_wire == WireType::LengthDelimited
+            && klen < 0x80
+            && let Some((key, &[0x12, vlen, ref value @ ..])) = rest.split_at_checked(klen.into())
+            && vlen < 0x80
+            && usize::from(vlen) == value.len()
+        {
+            values.push((0, Occ::Bytes(value)));
+            entries.push((key, start, values.len()));
+            continue;
+        }
         inner(
             &[o.bytes()],
             msg.name,
