@@ -8,11 +8,27 @@
 //! A round decodes each case's objects about 50 ms long, or `PASSES` times (a fixed amount of
 //! work, to count instructions or cycles with `perf stat` on a busy machine). `CASE` keeps the
 //! cases whose name contains it. With `INTO` set, each case is also timed decoding all its
-//! objects into one reused buffer (`proto_to_json_into`, as a list is written).
+//! objects into one reused buffer (`proto_to_json_into`, as a list is written), and the same with
+//! the trusted entry point for bytes decoded once before (`stored_proto_to_json_into`, as a cache
+//! serves them): each line gives the time per object.
 
 use std::time::{Duration, Instant};
 
-use kube_wire::proto::{MessageRef, json_to_proto, message_for, proto_to_json, proto_to_json_into};
+use kube_wire::proto::{
+    MessageRef, json_to_proto, message_for, proto_to_json, proto_to_json_into,
+    stored_proto_to_json_into,
+};
+
+/// How a case's objects are decoded.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// Each alone, into a new buffer (`proto_to_json`).
+    Alone,
+    /// All into one reused buffer (`proto_to_json_into`).
+    Into,
+    /// All into one reused buffer, trusted (`stored_proto_to_json_into`).
+    Stored,
+}
 
 const FIXTURES: &[(&str, &str, &str)] = &[
     ("v1", "Pod", include_str!("../src/proto/testdata/pod.json")),
@@ -52,19 +68,24 @@ struct Case {
 }
 
 /// The median and minimum time per object of `rounds` rounds of about 50 ms each: each object
-/// decoded alone, or (`into`) all of them into one reused buffer, as a list is written.
-fn time(case: &Case, rounds: usize, into: bool) -> (Duration, Duration, usize) {
+/// decoded as `mode` says.
+fn time(case: &Case, rounds: usize, mode: Mode) -> (Duration, Duration, usize) {
     let buffer = std::cell::RefCell::new(Vec::new());
     let once = || {
         let mut bytes = 0;
         let mut out = buffer.borrow_mut();
         out.clear();
         for pb in &case.objects {
-            if into {
-                proto_to_json_into(case.msg, pb, Some(case.type_meta), &mut out).expect("decodes");
-            } else {
-                let json = proto_to_json(case.msg, pb, Some(case.type_meta)).expect("decodes");
-                bytes += json.len();
+            let tm = Some(case.type_meta);
+            match mode {
+                Mode::Alone => {
+                    let json = proto_to_json(case.msg, pb, tm).expect("decodes");
+                    bytes += json.len();
+                }
+                Mode::Into => proto_to_json_into(case.msg, pb, tm, &mut out).expect("decodes"),
+                Mode::Stored => {
+                    stored_proto_to_json_into(case.msg, pb, tm, &mut out).expect("decodes")
+                }
             }
         }
         bytes + out.len()
@@ -130,7 +151,7 @@ fn main() {
         cases.retain(|c| c.name.contains(&only));
     }
     for case in &cases {
-        let (median, min, bytes) = time(case, rounds, false);
+        let (median, min, bytes) = time(case, rounds, Mode::Alone);
         let mbs = bytes as f64 / median.as_secs_f64() / 1e6;
         let pb = case.objects.iter().map(Vec::len).sum::<usize>() / case.objects.len();
         println!(
@@ -138,11 +159,13 @@ fn main() {
             case.name, pb, bytes, median, min, mbs
         );
         if std::env::var_os("INTO").is_some() {
-            let (median, min, _) = time(case, rounds, true);
-            println!(
-                "{:<26} into one buffer                median {:>9.2?}  min {:>9.2?}",
-                case.name, median, min
-            );
+            for (mode, label) in [(Mode::Into, "into one buffer"), (Mode::Stored, "stored")] {
+                let (median, min, _) = time(case, rounds, mode);
+                println!(
+                    "{:<26} {:<30} median {:>9.2?}  min {:>9.2?}",
+                    case.name, label, median, min
+                );
+            }
         }
     }
 }

@@ -184,6 +184,15 @@ pub(crate) fn compact(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), String> {
             serde_json::from_slice::<serde::de::IgnoredAny>(raw).map_err(|e| e.to_string())?;
         }
     }
+    compact_valid(out, raw);
+    Ok(())
+}
+
+/// [`compact`] of `raw` known to be valid JSON (it was checked when first decoded): the check
+/// is skipped. Whatever `raw` is, nothing panics; JSON that is not valid is copied through the
+/// same rules (whitespace outside strings dropped, `<`, `>`, `&`, U+2028, U+2029 escaped in
+/// them), which is then not what Go writes, as Go writes nothing for it.
+pub(crate) fn compact_valid(out: &mut Vec<u8>, raw: &[u8]) {
     // Usually (kube wrote it) there is nothing to do: no whitespace, nothing to escape.
     let special = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'<' | b'>' | b'&' | 0xe2);
     let clean = raw.chunks(32).all(|chunk| {
@@ -192,7 +201,7 @@ pub(crate) fn compact(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), String> {
     });
     if clean {
         out.extend_from_slice(raw);
-        return Ok(());
+        return;
     }
     let mut in_string = false;
     let mut escaped = false;
@@ -238,7 +247,6 @@ pub(crate) fn compact(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), String> {
         }
         i += 1;
     }
-    Ok(())
 }
 
 /// A quick JSON validity check for [`compact`], for the common case only: `Some` when `raw` is
@@ -369,9 +377,15 @@ impl<'a> Check<'a> {
     /// The rest of a string after its opening quote.
     fn string(&mut self) -> Option<()> {
         loop {
-            self.i += plain(self.s.get(self.i..)?);
-            let b = *self.s.get(self.i)?;
-            self.i += 1;
+            // Byte by byte: a raw value's strings are mostly a few bytes long (FieldsV1's
+            // `f:name`), too short for `plain`'s eight at a time to pay.
+            let b = loop {
+                let b = *self.s.get(self.i)?;
+                self.i += 1;
+                if SPECIAL[usize::from(b)] {
+                    break b;
+                }
+            };
             match b {
                 b'"' => return Some(()),
                 b'\\' => match *self.s.get(self.i)? {

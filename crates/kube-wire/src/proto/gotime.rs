@@ -18,7 +18,14 @@ pub(crate) struct Instant {
 
 impl Instant {
     /// Go's `time.Unix(sec, nsec)`: nanoseconds outside [0, 1e9) carry into the seconds.
+    #[inline]
     pub(crate) fn unix(secs: i64, nanos: i64) -> Instant {
+        // Usually nothing to carry: no 128-bit division.
+        if let Ok(n) = u32::try_from(nanos)
+            && n < 1_000_000_000
+        {
+            return Instant { secs, nanos: n };
+        }
         let total = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
         let secs = total.div_euclid(1_000_000_000);
         let nanos = total.rem_euclid(1_000_000_000);
@@ -88,42 +95,70 @@ fn push_padded(out: &mut Vec<u8>, x: i64, width: usize) {
     out.extend_from_slice(digits);
 }
 
+/// `"00"` to `"99"`, two bytes each: [`format`] writes two digits at a time.
+static PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// Writes `v % 100` as two digits at `b[at..at + 2]`.
+#[inline(always)]
+fn put2(b: &mut [u8; 27], at: usize, v: u32) {
+    let i = (v % 100) as usize * 2;
+    if let (Some(pair), Some(slot)) = (PAIRS.get(i..i + 2), b.get_mut(at..at + 2)) {
+        slot.copy_from_slice(pair);
+    }
+}
+
+thread_local! {
+    /// The day [`format`] last wrote, and its `YYYY-MM-DD`: an object's times, and a list's
+    /// objects', mostly fall on a few days, and the date is the costly part to compute.
+    static LAST_DAY: std::cell::Cell<(i64, [u8; 10])> = const { std::cell::Cell::new((i64::MIN, [0; 10])) };
+}
+
 /// Appends an instant in UTC as `2006-01-02T15:04:05Z`, or with `micros` as
 /// `2006-01-02T15:04:05.000000Z` (no quotes).
 pub(crate) fn format(out: &mut Vec<u8>, t: Instant, micros: bool) {
     let days = t.secs.div_euclid(86_400);
-    let rem = t.secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    if let Ok(year) = u32::try_from(y)
-        && year <= 9999
-    {
-        // Four-digit years (all but the odd ones): fixed positions.
-        let mut b = *b"0000-00-00T00:00:00.000000Z";
-        let put = |b: &mut [u8; 27], at: usize, width: usize, mut v: u32| {
-            for i in (at..at + width).rev() {
-                if let Some(slot) = b.get_mut(i) {
-                    *slot = b'0' + (v % 10) as u8;
-                }
-                v /= 10;
-            }
+    let rem = t.secs.rem_euclid(86_400) as u32;
+    let mut b = *b"0000-00-00T00:00:00.000000Z";
+    let (last_day, last_date) = LAST_DAY.get();
+    if days == last_day {
+        b[..10].copy_from_slice(&last_date);
+    } else {
+        let (y, m, d) = civil_from_days(days);
+        let Some(year) = u32::try_from(y).ok().filter(|y| *y <= 9999) else {
+            // Years of other than four digits (odd ones): as Go's `appendInt` pads them.
+            return format_padded(out, t, micros);
         };
-        put(&mut b, 0, 4, year);
-        put(&mut b, 5, 2, m);
-        put(&mut b, 8, 2, d);
-        let rem = rem as u32;
-        put(&mut b, 11, 2, rem / 3600);
-        put(&mut b, 14, 2, rem / 60 % 60);
-        put(&mut b, 17, 2, rem % 60);
-        if micros {
-            put(&mut b, 20, 6, t.nanos / 1000);
-            out.extend_from_slice(&b);
-        } else {
-            b[19] = b'Z';
-            out.extend_from_slice(&b[..20]);
-        }
-        return;
+        put2(&mut b, 0, year / 100);
+        put2(&mut b, 2, year);
+        put2(&mut b, 5, m);
+        put2(&mut b, 8, d);
+        let mut date = [0u8; 10];
+        date.copy_from_slice(&b[..10]);
+        LAST_DAY.set((days, date));
     }
-    format_padded(out, t, micros);
+    // Four-digit years: fixed positions.
+    put2(&mut b, 11, rem / 3600);
+    put2(&mut b, 14, rem / 60 % 60);
+    put2(&mut b, 17, rem % 60);
+    if micros {
+        let us = t.nanos / 1000;
+        put2(&mut b, 20, us / 10_000);
+        put2(&mut b, 22, us / 100);
+        put2(&mut b, 24, us);
+        out.extend_from_slice(&b);
+    } else {
+        b[19] = b'Z';
+        out.extend_from_slice(&b[..20]);
+    }
 }
 
 /// [`format`] for any year, as Go's `appendInt` pads it.
@@ -384,6 +419,44 @@ mod tests {
         let mut out = Vec::new();
         format(&mut out, t, micros);
         String::from_utf8(out).unwrap()
+    }
+
+    /// The fixed-position writer (with its cached date) writes what the general one does,
+    /// over years 0 to 9999, days in and out of order, with and without microseconds.
+    #[test]
+    fn fixed_positions_as_padded() {
+        let padded = |t: Instant, micros: bool| {
+            let mut out = Vec::new();
+            format_padded(&mut out, t, micros);
+            String::from_utf8(out).unwrap()
+        };
+        let (lo, hi) = (ZERO_UNIX, 253_402_300_799i64); // 0001-01-01 to 9999-12-31T23:59:59
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..200_000i64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let secs = match i % 4 {
+                0 => lo + (x % (hi - lo) as u64) as i64,
+                1 => 1_700_000_000 + (x % 200_000) as i64,
+                2 => lo + (x % 1_000_000) as i64,
+                _ => hi - (x % 1_000_000) as i64,
+            };
+            let t = Instant::unix(secs, (x >> 20) as i64 % 1_000_000_000);
+            for micros in [false, true] {
+                assert_eq!(fmt(t, micros), padded(t, micros), "{secs}");
+            }
+        }
+        for secs in [
+            ZERO_UNIX - 1,
+            ZERO_UNIX - 86_400 * 400,
+            hi + 1,
+            i64::MIN / 2,
+            i64::MAX / 2,
+        ] {
+            let t = Instant::unix(secs, 5000);
+            assert_eq!(fmt(t, true), padded(t, true), "{secs}");
+        }
     }
 
     #[test]

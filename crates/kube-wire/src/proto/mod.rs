@@ -32,7 +32,7 @@ mod quantity;
 pub mod schema;
 pub mod wire;
 
-pub use decode::{proto_to_json, proto_to_json_into};
+pub use decode::{proto_to_json, proto_to_json_into, stored_proto_to_json_into};
 pub use encode::json_to_proto;
 pub use error::ProtoError;
 pub use model::MessageRef;

@@ -1890,6 +1890,75 @@ mod props {
         }
     }
 
+    /// The trusted entry point writes what the normal one writes for every input that one
+    /// decodes (every fixture, and the golden inputs: objects of every kind, mutated, merged,
+    /// reordered), into one buffer after other output as alone; on the others it never panics.
+    #[test]
+    fn stored_bytes_decode_as_the_first_time() {
+        let mut inputs = golden_inputs();
+        for &(v, kind, _) in super::FIXTURES {
+            inputs.push((super::msg(v, kind), super::pb_of(v, kind), Some((v, kind))));
+        }
+        let (mut same, mut refused) = (0, 0);
+        let mut all = b"[".to_vec();
+        let mut each = b"[".to_vec();
+        for (m, pb, tm) in &inputs {
+            let mut stored = Vec::new();
+            let trusted = super::super::stored_proto_to_json_into(*m, pb, *tm, &mut stored);
+            match proto_to_json(*m, pb, *tm) {
+                Ok(json) => {
+                    trusted.unwrap();
+                    assert!(stored == json, "{}", String::from_utf8_lossy(&json));
+                    super::super::stored_proto_to_json_into(*m, pb, *tm, &mut all).unwrap();
+                    each.extend_from_slice(&json);
+                    same += 1;
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(all == each, "decoded into one buffer");
+        assert!(same > 10_000 && refused > 1000, "{same} {refused}");
+    }
+
+    /// Raw JSON that is not valid JSON (which bytes a cache stores never hold): the normal
+    /// entry point refuses it, the trusted one copies it, neither panics.
+    #[test]
+    fn stored_bytes_with_invalid_raw_json_do_not_panic() {
+        use k8s_pb::api::core::v1 as core;
+        use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+        use prost::Message as _;
+        let m = super::msg("v1", "Pod");
+        for raw in [
+            &b"{\"f:metadata\":"[..],
+            b"{\"a\" : \"<\xe2\x80\xa8\"",
+            b"\"",
+            b"\xe2",
+            b"\xe2\x80",
+            b"}}}]]]",
+            b" \\",
+        ] {
+            let pod = core::Pod {
+                metadata: Some(meta::ObjectMeta {
+                    name: Some("p".into()),
+                    managed_fields: vec![meta::ManagedFieldsEntry {
+                        manager: Some("m".into()),
+                        fields_v1: Some(meta::FieldsV1 {
+                            raw: Some(raw.to_vec()),
+                        }),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let pb = pod.encode_to_vec();
+            assert!(proto_to_json(m, &pb, None).is_err());
+            let mut out = b"x".to_vec();
+            super::super::stored_proto_to_json_into(m, &pb, None, &mut out).unwrap();
+            assert!(out.starts_with(b"x{\"metadata\":{\"name\":\"p\""));
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -1918,6 +1987,18 @@ mod props {
             wrapped.extend_from_slice(&bytes);
             let _ = super::envelope::unwrap(&wrapped);
             let _ = json_to_proto(m, &bytes);
+        }
+
+        #[test]
+        fn stored_random_and_mutated_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), kind in 0usize..schema::ROOTS.len(), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+            let m = MessageRef(schema::ROOTS[kind].message);
+            let _ = super::super::stored_proto_to_json_into(m, &bytes, None, &mut Vec::new());
+            let mut pb = super::pb_of("v1", "Pod");
+            for (at, byte) in flips {
+                let len = pb.len();
+                pb[at % len] = byte;
+            }
+            let _ = super::super::stored_proto_to_json_into(super::msg("v1", "Pod"), &pb, Some(("v1", "Pod")), &mut Vec::new());
         }
 
         #[test]
