@@ -130,7 +130,10 @@ impl Cached {
         match &self.stored {
             Stored::Json(b) => out.extend_from_slice(b),
             Stored::Protobuf(pb, msg) => {
-                if let Err(e) = proto::proto_to_json_into(*msg, pb, None, out) {
+                // Ingest decoded these bytes with the checking decoder (`record::decode_protobuf`,
+                // restamping changes only the resourceVersion): the trusted one writes the same
+                // JSON without checking their raw JSON (managedFields) again.
+                if let Err(e) = proto::stored_proto_to_json_into(*msg, pb, None, out) {
                     // Unreachable: ingest decoded these very bytes with the same function.
                     // Never half an object: its identity, as a client can still key it.
                     tracing::error!(
@@ -172,7 +175,8 @@ impl Cached {
         let meta = proto::envelope::field_slice(pb, 1).unwrap_or_default();
         let mut out = Vec::with_capacity(meta.len() * 2 + 16);
         out.extend_from_slice(b"{\"metadata\":");
-        match proto::proto_to_json_into(meta_msg, meta, None, &mut out) {
+        // Part of bytes ingest decoded, as in `write_json`.
+        match proto::stored_proto_to_json_into(meta_msg, meta, None, &mut out) {
             Ok(()) => {
                 out.push(b'}');
                 Bytes::from(out)

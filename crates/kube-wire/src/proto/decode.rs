@@ -144,9 +144,11 @@ thread_local! {
 }
 
 /// How many buffers of each kind, and how many elements each, [`SPARE`] keeps at most: enough
-/// for usual objects, not so much that one huge object keeps its memory held.
-const SPARE_BUFFERS: usize = 32;
-const SPARE_CAPACITY: usize = 4096;
+/// for usual objects (a pod nests about eight deep, with tens of fields a level), not so much
+/// that one huge object keeps its memory held: at most about 0.5 MiB a thread, and a list is
+/// made on up to one blocking thread per core.
+const SPARE_BUFFERS: usize = 16;
+const SPARE_CAPACITY: usize = 1024;
 
 /// Buffers reused across the messages of one decode: a message's occurrences are scanned into
 /// a buffer taken from here and given back once the message is written, so a decode allocates
