@@ -1,5 +1,6 @@
 //! A large list body whose parts are made off the async runtime, several at once: the JSON LIST
-//! of objects stored in protobuf, whose items are transcoded as the body is sent.
+//! of objects stored in protobuf, whose items are transcoded as the body is sent, and a Table
+//! LIST, whose rows are printed as it is sent.
 //!
 //! Transcoding 100,000 pods takes about a CPU-second. Made in the task that writes the body, it
 //! would hold a runtime worker (and every connection waiting on it) that long and use one core
@@ -7,7 +8,7 @@
 //! on a blocking thread, up to [`ahead`] parts at once, while earlier parts are written; parts
 //! are sent in order, so the body is byte for byte the one a single writer would send. A
 //! gzip-compressed answer compresses each part on the same thread ([`GzipPart`]) into one gzip
-//! member. Memory stays bounded: a list holds at most [`ahead`] parts beyond the one being
+//! member; whether it is compressed follows kube's threshold on the body's length ([`Gzip`]). Memory stays bounded: a list holds at most [`ahead`] parts beyond the one being
 //! written, and a client that stops reading stops the making (nothing is polled). A client that
 //! goes away leaves at most the parts in flight to finish.
 //!
@@ -40,18 +41,52 @@ pub fn ahead() -> usize {
     *AHEAD.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)))
 }
 
-/// The answer whose body is `parts`, made [`ahead`] at once on blocking threads, gzip-compressed
-/// when `gzip`. Outside a tokio runtime (a test) the parts are made as they are sent.
-pub fn response<T: Send + Sync + 'static>(parts: ListParts<T>, gzip: bool) -> Response<Body> {
+/// Whether a list's body is gzip-compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gzip {
+    /// Not (the client does not accept it).
+    Off,
+    /// When the body is longer than this many bytes (kube-apiserver's threshold): the parts
+    /// are made here until it is known, before the answer's headers say whether it is (the
+    /// first part usually tells, a few milliseconds of work).
+    Above(usize),
+}
+
+/// The answer whose body is `parts`, made [`ahead`] at once on blocking threads, compressed as
+/// `gzip` says. Outside a tokio runtime (a test) the parts are made as they are sent.
+pub fn response<T: Send + Sync + 'static>(parts: ListParts<T>, gzip: Gzip) -> Response<Body> {
+    let parts = Arc::new(parts);
+    let mut made = Vec::new();
+    let compress = match gzip {
+        Gzip::Off => false,
+        Gzip::Above(limit) => {
+            let mut len = 0;
+            while made.len() < parts.len() && len <= limit {
+                let part = parts.part(made.len());
+                len += part.len();
+                made.push(part);
+            }
+            len > limit
+        }
+    };
+    let mut in_flight = FuturesOrdered::new();
+    for (k, plain) in made.iter().enumerate() {
+        let part = if compress {
+            Part::Gzip(GzipPart::new(plain, k + 1 == parts.len()))
+        } else {
+            Part::Plain(plain.clone())
+        };
+        in_flight.push_back(Making::Ready(Some(part)));
+    }
     let made = Made {
-        parts: Arc::new(parts),
-        next: 0,
-        in_flight: FuturesOrdered::new(),
+        next: made.len(),
+        parts,
+        in_flight,
         ahead: ahead(),
-        gzip: gzip.then(GzipJoin::default),
+        gzip: compress.then(GzipJoin::default),
         failed: false,
     };
-    stream_made(made, gzip)
+    stream_made(made, compress)
 }
 
 /// What a part's thread hands back: its bytes, plain or a compressed part.

@@ -134,8 +134,7 @@ fn json_list<'a, I: ListItem<'a>>(
         |c| c.stored().len() * 3 / 2,
         super::parts::PART_BYTES,
     );
-    // The body is far larger than kube's gzip threshold (at least `EAGER_JSON_BYTES` stored).
-    super::parts::response(parts, gzip)
+    super::parts::response(parts, parts_gzip(gzip))
 }
 
 /// A LIST answer of `items` (in order) in `form`: the kind's List, a Table, or a
@@ -154,14 +153,9 @@ pub fn list_response<'a, I: ListItem<'a>>(
     let items = items.into_iter();
     let body = match form {
         Form::Json => return json_list(info, items, &list_meta, gzip),
-        Form::Table { include_object } => p.table_list(
-            &info.group,
-            &info.kind,
-            items.map(|c| value_of(info, c.cached(), form)),
-            &list_meta,
-            *include_object,
-            now_unix(),
-        ),
+        Form::Table { include_object } => {
+            return table_list(info, p, items, &list_meta, *include_object, gzip);
+        }
         Form::Metadata => {
             printer::metadata_list(items.map(|c| value_of(info, c.cached(), form)), &list_meta)
         }
@@ -176,6 +170,62 @@ pub fn list_response<'a, I: ListItem<'a>>(
         }
     };
     list_body_response(body, gzip)
+}
+
+/// A Table of `items`: printed before it is sent (a small list), or part by part on blocking
+/// threads as the body is sent ([`super::parts`]; printing a row parses its object, about
+/// 0.1 ms a pod, which must not hold a runtime worker for a large list).
+fn table_list<'a, I: ListItem<'a>>(
+    info: &ResourceInfo,
+    p: &TablePrinter,
+    items: impl Iterator<Item = I>,
+    list_meta: &Value,
+    include_object: printer::IncludeObject,
+    gzip: bool,
+) -> Response<Body> {
+    let form = Form::Table { include_object };
+    let now = now_unix();
+    let items: Vec<Arc<Cached>> = items.map(ListItem::shared).collect();
+    let stored: usize = items.iter().map(|c| c.stored().len()).sum();
+    let head = String::from_utf8(p.table_list_head(list_meta));
+    let head = match head {
+        Ok(head) if stored >= EAGER_JSON_BYTES => head,
+        _ => {
+            let body = p.table_list(
+                &info.group,
+                &info.kind,
+                items.iter().map(|c| value_of(info, c, &form)),
+                list_meta,
+                include_object,
+                now,
+            );
+            return list_body_response(body, gzip);
+        }
+    };
+    let (info, p) = (info.clone(), p.clone());
+    let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| {
+        let obj = value_of(&info, c, &form);
+        p.write_table_row(&info.group, &info.kind, &obj, include_object, now, out);
+    });
+    // A pod's row (with its metadata) is somewhat smaller than its protobuf.
+    let parts = ListParts::new(
+        head,
+        items,
+        write,
+        |c| c.stored().len(),
+        super::parts::PART_BYTES,
+    );
+    super::parts::response(parts, parts_gzip(gzip))
+}
+
+/// How a list made in parts is compressed when the client accepts gzip (`gzip`): as kube
+/// decides, by the body's length.
+fn parts_gzip(gzip: bool) -> super::parts::Gzip {
+    if gzip {
+        super::parts::Gzip::Above(kube_wire::response::GZIP_THRESHOLD)
+    } else {
+        super::parts::Gzip::Off
+    }
 }
 
 /// A whole list body as the answer, through the list writer (Go's trailing newline, gzip when

@@ -574,15 +574,13 @@ impl TablePrinter {
         include_object: IncludeObject,
         now_unix: i64,
     ) -> Vec<u8> {
-        let mut out = to_go_json(&Value::Object(self.envelope(list_meta, false)));
-        // The envelope's closing brace: `rows` follows as its last member.
+        let mut out = self.table_list_head(list_meta);
+        // `[`, which `table_list_head` ends with, is the first row's or the empty array's.
         out.pop();
-        out.extend_from_slice(b",\"rows\":");
         let mut n = 0usize;
         for obj in objects {
             out.push(if n == 0 { b'[' } else { b',' });
-            let row = self.table_row(group, kind, &obj, include_object, now_unix);
-            out.extend_from_slice(&to_go_json(&row));
+            self.write_table_row(group, kind, &obj, include_object, now_unix, &mut out);
             n += 1;
         }
         if n == 0 {
@@ -592,6 +590,33 @@ impl TablePrinter {
         }
         out.push(b'}');
         out
+    }
+
+    /// The bytes of [`TablePrinter::table_list`] before its first row: the Table's envelope,
+    /// with column definitions, then `"rows":[`. With [`TablePrinter::write_table_row`] for
+    /// each object, commas between them and `]}` after the last, a list of at least one
+    /// object made in parts (rows are independent of each other).
+    pub fn table_list_head(&self, list_meta: &Value) -> Vec<u8> {
+        let mut out = to_go_json(&Value::Object(self.envelope(list_meta, false)));
+        // The envelope's closing brace: `rows` follows as its last member.
+        out.pop();
+        out.extend_from_slice(b",\"rows\":[");
+        out
+    }
+
+    /// Appends one object's row of a Table list to `out`, as [`TablePrinter::table_list`]
+    /// writes it.
+    pub fn write_table_row(
+        &self,
+        group: &str,
+        kind: &str,
+        obj: &Value,
+        include_object: IncludeObject,
+        now_unix: i64,
+        out: &mut Vec<u8>,
+    ) {
+        let row = self.table_row(group, kind, obj, include_object, now_unix);
+        out.extend_from_slice(&to_go_json(&row));
     }
 
     /// [`object_table`] with this printer.
