@@ -140,7 +140,8 @@ fn json_list<'a, I: ListItem<'a>>(
 /// A LIST answer of `items` (in order) in `form`: the kind's List, a Table, or a
 /// PartialObjectMetadataList (the protobuf forms by [`super::protobuf`]); gzip-compressed when
 /// `gzip` (the client accepts it) and the body is large, as kube-apiserver does. Tables are
-/// printed by `p`. Objects are printed one at a time (one parsed object alive).
+/// printed by `p`. Objects are printed one at a time (one parsed object alive per thread), a
+/// large list's on blocking threads.
 pub fn list_response<'a, I: ListItem<'a>>(
     info: &ResourceInfo,
     p: &TablePrinter,
@@ -151,25 +152,16 @@ pub fn list_response<'a, I: ListItem<'a>>(
 ) -> Response<Body> {
     let list_meta = meta.to_value();
     let items = items.into_iter();
-    let body = match form {
-        Form::Json => return json_list(info, items, &list_meta, gzip),
+    match form {
+        Form::Json => json_list(info, items, &list_meta, gzip),
         Form::Table { include_object } => {
-            return table_list(info, p, items, &list_meta, *include_object, gzip);
+            table_list(info, p, items, &list_meta, *include_object, gzip)
         }
-        Form::Metadata => {
-            printer::metadata_list(items.map(|c| value_of(info, c.cached(), form)), &list_meta)
-        }
+        Form::Metadata => metadata_list(info, items, &list_meta, gzip),
         Form::Protobuf | Form::MetadataProtobuf => {
-            return super::protobuf::list_response(
-                info,
-                items.map(|c| c.cached()),
-                meta,
-                form,
-                gzip,
-            );
+            super::protobuf::list_response(info, items.map(|c| c.cached()), meta, form, gzip)
         }
-    };
-    list_body_response(body, gzip)
+    }
 }
 
 /// A Table of `items`: printed before it is sent (a small list), or part by part on blocking
@@ -213,6 +205,43 @@ fn table_list<'a, I: ListItem<'a>>(
         items,
         write,
         |c| c.stored().len(),
+        super::parts::PART_BYTES,
+    );
+    super::parts::response(parts, parts_gzip(gzip))
+}
+
+/// A PartialObjectMetadataList of `items`: made before it is sent (a small list), or part by
+/// part on blocking threads as the body is sent ([`super::parts`]; each item parses its
+/// object's metadata).
+fn metadata_list<'a, I: ListItem<'a>>(
+    info: &ResourceInfo,
+    items: impl Iterator<Item = I>,
+    list_meta: &Value,
+    gzip: bool,
+) -> Response<Body> {
+    let items: Vec<Arc<Cached>> = items.map(ListItem::shared).collect();
+    let stored: usize = items.iter().map(|c| c.stored().len()).sum();
+    let head = String::from_utf8(printer::metadata_list_head(list_meta));
+    let head = match head {
+        Ok(head) if stored >= EAGER_JSON_BYTES => head,
+        _ => {
+            let body = printer::metadata_list(
+                items.iter().map(|c| value_of(info, c, &Form::Metadata)),
+                list_meta,
+            );
+            return list_body_response(body, gzip);
+        }
+    };
+    let info = info.clone();
+    let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| {
+        printer::write_metadata_item(&value_of(&info, c, &Form::Metadata), out);
+    });
+    // An item is its object's metadata: about half a pod's protobuf.
+    let parts = ListParts::new(
+        head,
+        items,
+        write,
+        |c| c.stored().len() / 2,
         super::parts::PART_BYTES,
     );
     super::parts::response(parts, parts_gzip(gzip))

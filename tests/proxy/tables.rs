@@ -229,12 +229,13 @@ async fn large_table_lists_are_gzipped_when_accepted() {
     );
 }
 
-/// A Table LIST of more than a MiB of stored pods is printed part by part on blocking threads
-/// (`downstream::parts`): each form is the simulator's Table byte for byte, and gzip follows
+/// A Table or PartialObjectMetadataList LIST of more than a MiB of stored pods is printed part by
+/// part on blocking threads (`downstream::parts`): each form is the simulator's byte for byte,
+/// and gzip follows
 /// kube's threshold on the body's length, not on the objects' size: rows without objects make
 /// a body under 128 KiB, sent as it is.
 #[tokio::test]
-async fn large_table_lists_made_in_parts_print_as_the_simulator() {
+async fn large_table_and_metadata_lists_made_in_parts_print_as_the_simulator() {
     let sim = fleet(FleetSpec {
         nodes: 8,
         pods: 400,
@@ -254,10 +255,11 @@ async fn large_table_lists_made_in_parts_print_as_the_simulator() {
         stored > 1 << 20,
         "precondition: {stored} bytes stored, made in parts"
     );
-    for (query, gzipped) in [
-        ("", true),
-        ("includeObject=Object", true),
-        ("includeObject=None", false),
+    for (accept, query, gzipped) in [
+        (KUBECTL, "", true),
+        (KUBECTL, "includeObject=Object", true),
+        (KUBECTL, "includeObject=None", false),
+        (METADATA_LIST, "", true),
     ] {
         let path = format!("/api/v1/pods?resourceVersion=0&{query}");
         let ask = |encoding: &'static str| {
@@ -266,7 +268,7 @@ async fn large_table_lists_made_in_parts_print_as_the_simulator() {
                 let (code, h, body) = crate::common::request(
                     http::Method::GET,
                     &url,
-                    &[("accept", KUBECTL), ("accept-encoding", encoding)],
+                    &[("accept", accept), ("accept-encoding", encoding)],
                     "",
                 )
                 .await;
@@ -285,21 +287,30 @@ async fn large_table_lists_made_in_parts_print_as_the_simulator() {
                 (Bytes::from(plain), compressed)
             }
         };
-        let (ours, theirs) = with_sim_still(&sim, &c, &path, KUBECTL, || async {
+        let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || async {
             ask("identity").await.0
         })
         .await;
-        assert_eq!(without_list_rv(&ours), without_list_rv(&theirs), "{query}");
-        let (ours, theirs) = with_sim_still(&sim, &c, &path, KUBECTL, || async {
+        // Bodies of megabytes: compared without printing them.
+        let same = |a: &[u8], b: &[u8]| without_list_rv(a) == without_list_rv(b);
+        assert!(
+            same(&ours, &theirs),
+            "{accept} {query}: not the simulator's"
+        );
+        let (ours, theirs) = with_sim_still(&sim, &c, &path, accept, || async {
             let (body, compressed) = ask("gzip").await;
-            assert_eq!(compressed, gzipped, "{query}: {} bytes", body.len());
+            assert_eq!(
+                compressed,
+                gzipped,
+                "{accept} {query}: {} bytes",
+                body.len()
+            );
             body
         })
         .await;
-        assert_eq!(
-            without_list_rv(&ours),
-            without_list_rv(&theirs),
-            "{query}, gzip"
+        assert!(
+            same(&ours, &theirs),
+            "{accept} {query}, gzip: not the simulator's"
         );
     }
 }

@@ -852,12 +852,9 @@ pub fn event_frame(ty: &str, object: &Value) -> Bytes {
 /// Without objects its `items` is `null`, as kube writes it (its converter appends to a nil
 /// slice: [`crate::list`]).
 pub fn metadata_list(objects: impl IntoIterator<Item = Value>, list_meta: &Value) -> Vec<u8> {
-    let mut out = format!(
-        "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{META_V1}\",\"metadata\":"
-    )
-    .into_bytes();
-    out.extend_from_slice(&to_go_json(list_meta));
-    out.extend_from_slice(b",\"items\":");
+    let mut out = metadata_list_head(list_meta);
+    // `[`, which the head ends with, belongs to a list with items.
+    out.pop();
     let mut objects = objects.into_iter().peekable();
     if objects.peek().is_none() {
         out.extend_from_slice(b"null}");
@@ -868,10 +865,28 @@ pub fn metadata_list(objects: impl IntoIterator<Item = Value>, list_meta: &Value
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&to_go_json(&partial_object_metadata(&obj)));
+        write_metadata_item(&obj, &mut out);
     }
     out.extend_from_slice(b"]}");
     out
+}
+
+/// The bytes of [`metadata_list`] before its first item, ending `"items":[`. With
+/// [`write_metadata_item`] for each object, commas between them and `]}` after the last, a
+/// list of at least one object made in parts (items are independent of each other).
+pub fn metadata_list_head(list_meta: &Value) -> Vec<u8> {
+    let mut out = format!(
+        "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{META_V1}\",\"metadata\":"
+    )
+    .into_bytes();
+    out.extend_from_slice(&to_go_json(list_meta));
+    out.extend_from_slice(b",\"items\":[");
+    out
+}
+
+/// Appends one object's item of [`metadata_list`] to `out`.
+pub fn write_metadata_item(obj: &Value, out: &mut Vec<u8>) {
+    out.extend_from_slice(&to_go_json(&partial_object_metadata(obj)));
 }
 
 /// A stored object as the printers read it: `kind` and `apiVersion`, then the members of
