@@ -162,26 +162,32 @@ impl Cached {
         serde_json::to_vec(&v).unwrap_or_default()
     }
 
+    /// Appends the JSON of a protobuf object's `metadata` (its `ObjectMeta`, `{}` when it has
+    /// none) to `out`, decoding only that field: `false` (and `out` as it was) for an object
+    /// stored as JSON, whose metadata is read by parsing it.
+    pub fn write_protobuf_metadata(&self, out: &mut Vec<u8>) -> bool {
+        let Stored::Protobuf(pb, _) = &self.stored else {
+            return false;
+        };
+        let Some(meta_msg) = proto::message(proto::schema::OBJECT_META) else {
+            return false;
+        };
+        let meta = proto::envelope::field_slice(pb, 1).unwrap_or_default();
+        // Part of bytes ingest decoded, as in `write_json`.
+        proto::stored_proto_to_json_into(meta_msg, meta, None, out).is_ok()
+    }
+
     /// The object's `{"metadata":…}` alone as JSON (what PartialObjectMetadata and a Table row
     /// without the object need): for a protobuf object only its `metadata` field (field 1 of
     /// every kind) is decoded, not the rest.
     pub fn metadata_json(&self) -> Bytes {
-        let Stored::Protobuf(pb, _) = &self.stored else {
-            return self.json();
-        };
-        let Some(meta_msg) = proto::message(proto::schema::OBJECT_META) else {
-            return self.json();
-        };
-        let meta = proto::envelope::field_slice(pb, 1).unwrap_or_default();
-        let mut out = Vec::with_capacity(meta.len() * 2 + 16);
+        let mut out = Vec::with_capacity(self.stored().len() + 16);
         out.extend_from_slice(b"{\"metadata\":");
-        // Part of bytes ingest decoded, as in `write_json`.
-        match proto::stored_proto_to_json_into(meta_msg, meta, None, &mut out) {
-            Ok(()) => {
-                out.push(b'}');
-                Bytes::from(out)
-            }
-            Err(_) => self.json(),
+        if self.write_protobuf_metadata(&mut out) {
+            out.push(b'}');
+            Bytes::from(out)
+        } else {
+            self.json()
         }
     }
 

@@ -221,21 +221,24 @@ fn metadata_list<'a, I: ListItem<'a>>(
 ) -> Response<Body> {
     let items: Vec<Arc<Cached>> = items.map(ListItem::shared).collect();
     let stored: usize = items.iter().map(|c| c.stored().len()).sum();
-    let head = String::from_utf8(printer::metadata_list_head(list_meta));
-    let head = match head {
-        Ok(head) if stored >= EAGER_JSON_BYTES => head,
-        _ => {
-            let body = printer::metadata_list(
-                items.iter().map(|c| value_of(info, c, &Form::Metadata)),
-                list_meta,
-            );
-            return list_body_response(body, gzip);
-        }
+    let head = match String::from_utf8(printer::metadata_list_head(list_meta)) {
+        Ok(head) if !items.is_empty() => head,
+        // No items: `"items":null`.
+        _ => return list_body_response(printer::metadata_list([], list_meta), gzip),
     };
+    if stored < EAGER_JSON_BYTES {
+        let items = items
+            .iter()
+            .map(|c| {
+                let mut item = Vec::with_capacity(c.stored().len());
+                write_metadata_item(info, c, &mut item);
+                Bytes::from(item)
+            })
+            .collect();
+        return stream_list_encoded(head, items, gzip).0;
+    }
     let info = info.clone();
-    let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| {
-        printer::write_metadata_item(&value_of(&info, c, &Form::Metadata), out);
-    });
+    let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| write_metadata_item(&info, c, out));
     // An item is its object's metadata: about half a pod's protobuf.
     let parts = ListParts::new(
         head,
@@ -245,6 +248,20 @@ fn metadata_list<'a, I: ListItem<'a>>(
         super::parts::PART_BYTES,
     );
     super::parts::response(parts, parts_gzip(gzip))
+}
+
+/// Appends `c`'s item of a PartialObjectMetadataList to `out`: for an object stored in
+/// protobuf, its metadata's JSON written from the protobuf and wrapped as it is (no tree built);
+/// for one stored as JSON, its parsed metadata.
+fn write_metadata_item(info: &ResourceInfo, c: &Cached, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(printer::METADATA_ITEM_HEAD.as_bytes());
+    if c.write_protobuf_metadata(out) {
+        out.push(b'}');
+    } else {
+        out.truncate(start);
+        printer::write_metadata_item(&value_of(info, c, &Form::Metadata), out);
+    }
 }
 
 /// How a list made in parts is compressed when the client accepts gzip (`gzip`): as kube

@@ -889,6 +889,12 @@ pub fn write_metadata_item(obj: &Value, out: &mut Vec<u8>) {
     out.extend_from_slice(&to_go_json(&partial_object_metadata(obj)));
 }
 
+/// What [`write_metadata_item`] writes before an object's metadata: followed by an
+/// `ObjectMeta` already in Go's JSON (e.g. transcoded from protobuf) and `}`, the same item
+/// without parsing the metadata.
+pub const METADATA_ITEM_HEAD: &str =
+    "{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
+
 /// A stored object as the printers read it: `kind` and `apiVersion`, then the members of
 /// `body` (a stored body, which has no type meta; members of the same name win). A body that is
 /// not a JSON object (stored bodies always are: they were decoded when stored) has no members.
