@@ -197,7 +197,19 @@ fn table_list<'a, I: ListItem<'a>>(
     let (info, p) = (info.clone(), p.clone());
     let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| {
         let obj = value_of(&info, c, &form);
-        p.write_table_row(&info.group, &info.kind, &obj, include_object, now, out);
+        let mut metadata = Vec::new();
+        let metadata = (include_object == printer::IncludeObject::Metadata
+            && c.write_protobuf_metadata(&mut metadata))
+        .then_some(&metadata[..]);
+        p.write_table_row(
+            &info.group,
+            &info.kind,
+            &obj,
+            include_object,
+            now,
+            metadata,
+            out,
+        );
     });
     // A pod's row (with its metadata) is somewhat smaller than its protobuf.
     let parts = ListParts::new(

@@ -580,7 +580,7 @@ impl TablePrinter {
         let mut n = 0usize;
         for obj in objects {
             out.push(if n == 0 { b'[' } else { b',' });
-            self.write_table_row(group, kind, &obj, include_object, now_unix, &mut out);
+            self.write_table_row(group, kind, &obj, include_object, now_unix, None, &mut out);
             n += 1;
         }
         if n == 0 {
@@ -605,7 +605,10 @@ impl TablePrinter {
     }
 
     /// Appends one object's row of a Table list to `out`, as [`TablePrinter::table_list`]
-    /// writes it.
+    /// writes it. With `metadata`, the object's `metadata` already in Go's JSON (transcoded
+    /// from protobuf), a row embedding only the metadata (`includeObject=Metadata`, kubectl's)
+    /// wraps those bytes instead of serialising the parsed metadata again.
+    #[allow(clippy::too_many_arguments)]
     pub fn write_table_row(
         &self,
         group: &str,
@@ -613,10 +616,26 @@ impl TablePrinter {
         obj: &Value,
         include_object: IncludeObject,
         now_unix: i64,
+        metadata: Option<&[u8]>,
         out: &mut Vec<u8>,
     ) {
-        let row = self.table_row(group, kind, obj, include_object, now_unix);
-        out.extend_from_slice(&to_go_json(&row));
+        let Some(metadata) = metadata.filter(|_| include_object == IncludeObject::Metadata) else {
+            let row = self.table_row(group, kind, obj, include_object, now_unix);
+            out.extend_from_slice(&to_go_json(&row));
+            return;
+        };
+        // `table_row`'s members in its order: cells, conditions if any, object.
+        let (cells, conditions) = self.row(obj, now_unix);
+        out.extend_from_slice(b"{\"cells\":");
+        out.extend_from_slice(&to_go_json(&Value::Array(cells)));
+        if let Some(c) = conditions {
+            out.extend_from_slice(b",\"conditions\":");
+            out.extend_from_slice(&to_go_json(&c));
+        }
+        out.extend_from_slice(b",\"object\":");
+        out.extend_from_slice(METADATA_ITEM_HEAD.as_bytes());
+        out.extend_from_slice(metadata);
+        out.extend_from_slice(b"}}");
     }
 
     /// [`object_table`] with this printer.
