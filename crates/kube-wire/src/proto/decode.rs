@@ -569,6 +569,17 @@ const DO_STRUCT: u8 = 6;
 const DO_STRUCT_POINTER: u8 = 7;
 /// A slice of structs.
 const DO_STRUCTS: u8 = 8;
+/// A bool, int32 or int64 value (which: `child`, one of the `SCALAR_`), written even when zero.
+const DO_SCALAR: u8 = 9;
+/// A bool, int32 or int64 value, `omitempty`.
+const DO_SCALAR_OMITEMPTY: u8 = 10;
+/// A pointer to a bool, int32 or int64: when present, its value.
+const DO_SCALAR_POINTER: u8 = 11;
+
+/// The scalars of the `DO_SCALAR` actions, in their [`Act`]'s `child`.
+const SCALAR_BOOL: MsgId = 0;
+const SCALAR_INT32: MsgId = 1;
+const SCALAR_INT64: MsgId = 2;
 
 /// Per field (message after message, from [`FIELD_BASE`]), its [`Act`].
 static ACTS: [Act; FIELDS] = {
@@ -589,6 +600,12 @@ static ACTS: [Act; FIELDS] = {
                 Elem::Message(child) => Some(child),
                 _ => None,
             };
+            let scalar = match f.elem {
+                Elem::Bool => Some(SCALAR_BOOL),
+                Elem::Int32 => Some(SCALAR_INT32),
+                Elem::Int64 => Some(SCALAR_INT64),
+                _ => None,
+            };
             let is_struct = match child {
                 Some(c) => matches!(schema::MESSAGES[c as usize].form, JsonForm::Struct),
                 None => false,
@@ -606,6 +623,13 @@ static ACTS: [Act; FIELDS] = {
                     DO_STRING_OMITEMPTY
                 } else {
                     DO_STRING
+                }
+            } else if scalar.is_some() && f.flags & OMITZERO == 0 {
+                match (f.shape, f.flags & OMITEMPTY != 0) {
+                    (Shape::Value, false) => DO_SCALAR,
+                    (Shape::Value, true) => DO_SCALAR_OMITEMPTY,
+                    (Shape::Pointer, _) => DO_SCALAR_POINTER,
+                    _ => DO_FIELD,
                 }
             } else if is_struct {
                 match f.shape {
@@ -626,9 +650,9 @@ static ACTS: [Act; FIELDS] = {
                     0
                 },
                 what,
-                child: match child {
-                    Some(c) => c,
-                    None => 0,
+                child: match (child, scalar) {
+                    (Some(c), _) | (None, Some(c)) => c,
+                    (None, None) => 0,
                 },
             };
             n += 1;
@@ -718,6 +742,22 @@ fn write_fields<'a>(
                 with_chunks(group, |chunks| {
                     struct_object(act.child, chunks, out, depth + 1, pool)
                 })?;
+            }
+            // Numbers and bools, as `write_field` and `elem` write them.
+            (DO_SCALAR | DO_SCALAR_OMITEMPTY, _) | (DO_SCALAR_POINTER, [_, ..]) => {
+                let v = last(group).map_or(0, Occ::varint);
+                let zero = match act.child {
+                    SCALAR_INT32 => v as u32 == 0,
+                    _ => v == 0,
+                };
+                if !(zero && act.what == DO_SCALAR_OMITEMPTY) {
+                    act_key(out, act, name, first);
+                    match act.child {
+                        SCALAR_BOOL => out.extend_from_slice(if zero { b"false" } else { b"true" }),
+                        SCALAR_INT32 => gojson::int(out, i64::from(v as i32)),
+                        _ => gojson::int(out, v as i64),
+                    }
+                }
             }
             (DO_STRUCTS, [_, ..]) => {
                 act_key(out, act, name, first);
