@@ -11,9 +11,11 @@
 //!
 //! Speed: an object's cache lines are read ahead at once (`touch`); the scanning buffers are
 //! kept per thread between decodes; the commonest fields (strings, structs, lists of structs,
-//! short map entries, times, quantities) take short paths that write what the general ones do;
-//! what to do with each field is decided once from the schema, into one small table entry a
-//! field (`ACTS`), rather than from its shape, type and flags at every write.
+//! bools and integers, short map entries, times, quantities) take short paths that write what
+//! the general ones do; what to do with each field is decided once from the schema, into one
+//! small table entry a field (`ACTS`), rather than from its shape, type and flags at every
+//! write; keys and short strings are copied as fixed 32 bytes and cut (`gojson::string_in`);
+//! trusted raw JSON is tested for work to do 16 bytes at a time (`gojson::compact_valid`).
 //!
 //! Nothing here reads JSON ([`super::encode`]) or envelopes ([`super::envelope`]).
 
