@@ -200,10 +200,17 @@ impl<'a> Pool<'a> {
     }
 }
 
+/// The schema's message `id` (every message of every struct): inline, its error apart.
+#[inline]
 fn message(id: MsgId) -> Result<&'static Message, ProtoError> {
+    #[cold]
+    #[inline(never)]
+    fn missing(id: MsgId) -> ProtoError {
+        ProtoError::protobuf("schema", format!("no message {id}"))
+    }
     schema::MESSAGES
         .get(usize::from(id))
-        .ok_or_else(|| ProtoError::protobuf("schema", format!("no message {id}")))
+        .ok_or_else(|| missing(id))
 }
 
 /// Tags below this are looked up in [`BY_TAG`] (kube's highest is 43).
