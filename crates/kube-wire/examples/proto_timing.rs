@@ -10,7 +10,8 @@
 //! cases whose name contains it. With `INTO` set, each case is also timed decoding all its
 //! objects into one reused buffer (`proto_to_json_into`, as a list is written), and the same with
 //! the trusted entry point for bytes decoded once before (`stored_proto_to_json_into`, as a cache
-//! serves them): each line gives the time per object.
+//! serves them): each line gives the time per object. `INTO=stored` times the trusted entry
+//! point alone (to profile it).
 
 use std::time::{Duration, Instant};
 
@@ -150,7 +151,16 @@ fn main() {
     if let Some(only) = std::env::args().nth(2) {
         cases.retain(|c| c.name.contains(&only));
     }
+    let stored_only = std::env::var_os("INTO").is_some_and(|v| v == "stored");
     for case in &cases {
+        if stored_only {
+            let (median, min, _) = time(case, rounds, Mode::Stored);
+            println!(
+                "{:<26} {:<30} median {:>9.2?}  min {:>9.2?}",
+                case.name, "stored", median, min
+            );
+            continue;
+        }
         let (median, min, bytes) = time(case, rounds, Mode::Alone);
         let mbs = bytes as f64 / median.as_secs_f64() / 1e6;
         let pb = case.objects.iter().map(Vec::len).sum::<usize>() / case.objects.len();

@@ -11,7 +11,11 @@
 //!
 //! Speed: an object's cache lines are read ahead at once (`touch`); the scanning buffers are
 //! kept per thread between decodes; the commonest fields (strings, structs, lists of structs,
-//! short map entries, times, quantities) take short paths that write what the general ones do.
+//! bools and integers, short map entries, times, quantities) take short paths that write what
+//! the general ones do; what to do with each field is decided once from the schema, into one
+//! small table entry a field (`ACTS`), rather than from its shape, type and flags at every
+//! write; keys and short strings are copied as fixed 32 bytes and cut (`gojson::string_in`);
+//! trusted raw JSON is tested for work to do 16 bytes at a time (`gojson::compact_valid`).
 //!
 //! Nothing here reads JSON ([`super::encode`]) or envelopes ([`super::envelope`]).
 
@@ -196,10 +200,17 @@ impl<'a> Pool<'a> {
     }
 }
 
+/// The schema's message `id` (every message of every struct): inline, its error apart.
+#[inline]
 fn message(id: MsgId) -> Result<&'static Message, ProtoError> {
+    #[cold]
+    #[inline(never)]
+    fn missing(id: MsgId) -> ProtoError {
+        ProtoError::protobuf("schema", format!("no message {id}"))
+    }
     schema::MESSAGES
         .get(usize::from(id))
-        .ok_or_else(|| ProtoError::protobuf("schema", format!("no message {id}")))
+        .ok_or_else(|| missing(id))
 }
 
 /// Tags below this are looked up in [`BY_TAG`] (kube's highest is 43).
@@ -481,13 +492,7 @@ static KEY_AT: [u32; FIELDS] = {
     key_at
 };
 
-/// Where field `index` of message `id` has its key in [`KEYS`].
-fn key_at(id: MsgId, index: usize) -> Option<usize> {
-    let base = usize::from(*FIELD_BASE.get(usize::from(id))?);
-    Some(*KEY_AT.get(base + index)? as usize)
-}
-
-/// Writes a field's key (`at`: from [`key_at`]): [`KEYS`]'s bytes copied 32 at once and the
+/// Writes a field's key (`at`: from [`KEY_AT`]): [`KEYS`]'s bytes copied 32 at once and the
 /// excess cut, which is quicker than copying a few bytes of a length known only at run time.
 #[inline(always)]
 fn schema_key(out: &mut Vec<u8>, at: Option<usize>, name: &str, first: &mut bool) {
@@ -540,6 +545,151 @@ fn last<'a>(group: Group<'_, 'a>) -> Option<Occ<'a>> {
     group.last().map(|(_, o)| *o)
 }
 
+/// What [`write_fields`] does with a field, decided once per field from the schema ([`ACTS`]):
+/// one small table entry read per field, instead of the field's shape, type and flags, each
+/// a branch of its own on data the processor cannot predict.
+#[derive(Clone, Copy)]
+struct Act {
+    /// Where the field's key starts in [`KEYS`].
+    key_at: u32,
+    /// The length of the key with its leading comma (`,"name":`).
+    key_len: u8,
+    /// One of the `DO_` constants.
+    what: u8,
+    /// The message of a struct field, for the `DO_` that write one.
+    child: MsgId,
+}
+
+/// Nothing (`json:"-"`, or an inline field that is not a struct).
+const DO_NOTHING: u8 = 0;
+/// [`write_field`], the general way.
+const DO_FIELD: u8 = 1;
+/// An inline struct value: its fields in the parent's object.
+const DO_INLINE: u8 = 2;
+/// An inline struct pointer: its fields in the parent's object when present.
+const DO_INLINE_POINTER: u8 = 3;
+/// A string value, written even when empty.
+const DO_STRING: u8 = 4;
+/// A string value, `omitempty`.
+const DO_STRING_OMITEMPTY: u8 = 5;
+/// A struct value (a [`JsonForm::Struct`] message).
+const DO_STRUCT: u8 = 6;
+/// A struct pointer.
+const DO_STRUCT_POINTER: u8 = 7;
+/// A slice of structs.
+const DO_STRUCTS: u8 = 8;
+/// A bool, int32 or int64 value (which: `child`, one of the `SCALAR_`), written even when zero.
+const DO_SCALAR: u8 = 9;
+/// A bool, int32 or int64 value, `omitempty`.
+const DO_SCALAR_OMITEMPTY: u8 = 10;
+/// A pointer to a bool, int32 or int64: when present, its value.
+const DO_SCALAR_POINTER: u8 = 11;
+
+/// The scalars of the `DO_SCALAR` actions, in their [`Act`]'s `child`.
+const SCALAR_BOOL: MsgId = 0;
+const SCALAR_INT32: MsgId = 1;
+const SCALAR_INT64: MsgId = 2;
+
+/// Per field (message after message, from [`FIELD_BASE`]), its [`Act`].
+static ACTS: [Act; FIELDS] = {
+    let mut acts = [Act {
+        key_at: 0,
+        key_len: 0,
+        what: DO_NOTHING,
+        child: 0,
+    }; FIELDS];
+    let mut n = 0;
+    let mut m = 0;
+    while m < schema::MESSAGES.len() {
+        let fields = schema::MESSAGES[m].fields;
+        let mut i = 0;
+        while i < fields.len() {
+            let f = &fields[i];
+            let child = match f.elem {
+                Elem::Message(child) => Some(child),
+                _ => None,
+            };
+            let scalar = match f.elem {
+                Elem::Bool => Some(SCALAR_BOOL),
+                Elem::Int32 => Some(SCALAR_INT32),
+                Elem::Int64 => Some(SCALAR_INT64),
+                _ => None,
+            };
+            let is_struct = match child {
+                Some(c) => matches!(schema::MESSAGES[c as usize].form, JsonForm::Struct),
+                None => false,
+            };
+            let what = if f.flags & NO_JSON != 0 {
+                DO_NOTHING
+            } else if f.flags & INLINE != 0 {
+                match (child, f.shape) {
+                    (Some(_), Shape::Value) => DO_INLINE,
+                    (Some(_), Shape::Pointer) => DO_INLINE_POINTER,
+                    _ => DO_NOTHING,
+                }
+            } else if matches!(f.shape, Shape::Value) && matches!(f.elem, Elem::String) {
+                if f.flags & OMITEMPTY != 0 {
+                    DO_STRING_OMITEMPTY
+                } else {
+                    DO_STRING
+                }
+            } else if scalar.is_some() && f.flags & OMITZERO == 0 {
+                match (f.shape, f.flags & OMITEMPTY != 0) {
+                    (Shape::Value, false) => DO_SCALAR,
+                    (Shape::Value, true) => DO_SCALAR_OMITEMPTY,
+                    (Shape::Pointer, _) => DO_SCALAR_POINTER,
+                    _ => DO_FIELD,
+                }
+            } else if is_struct {
+                match f.shape {
+                    Shape::Value => DO_STRUCT,
+                    Shape::Pointer => DO_STRUCT_POINTER,
+                    Shape::Slice => DO_STRUCTS,
+                    Shape::Map => DO_FIELD,
+                }
+            } else {
+                DO_FIELD
+            };
+            let key_len = f.name.len() + 4;
+            acts[n] = Act {
+                key_at: KEY_AT[n],
+                key_len: if key_len <= KEY_SLACK {
+                    key_len as u8
+                } else {
+                    0
+                },
+                what,
+                child: match (child, scalar) {
+                    (Some(c), _) | (None, Some(c)) => c,
+                    (None, None) => 0,
+                },
+            };
+            n += 1;
+            i += 1;
+        }
+        m += 1;
+    }
+    acts
+};
+
+/// Writes a field's key as [`schema_key`] does, from its [`Act`]: the key's length is in the
+/// table, the field's name read only for a key too long for one fixed-size copy.
+#[inline(always)]
+fn act_key(out: &mut Vec<u8>, act: Act, field: impl FnOnce() -> &'static str, first: &mut bool) {
+    let skip = usize::from(*first);
+    let from = act.key_at as usize + skip;
+    let chunk = KEYS.get(from..from + KEY_SLACK);
+    match chunk.and_then(|c| <&[u8; KEY_SLACK]>::try_from(c).ok()) {
+        Some(chunk) if act.key_len != 0 => {
+            *first = false;
+            let start = out.len();
+            out.extend_from_slice(chunk);
+            out.truncate(start + usize::from(act.key_len) - skip);
+        }
+        _ => key(out, field(), first),
+    }
+}
+
 /// Writes a message's fields (without braces: inline structs share their parent's object).
 fn write_fields<'a>(
     id: MsgId,
@@ -553,16 +703,17 @@ fn write_fields<'a>(
         return Err(ProtoError::TooDeep(MAX_DEPTH));
     }
     let msg = message(id)?;
+    let base = usize::from(FIELD_BASE.get(usize::from(id)).copied().unwrap_or(0));
+    let acts = ACTS.get(base..base + msg.fields.len()).unwrap_or_default();
     let mut occs = pool.occs();
     let present = scan(id, msg, chunks, &mut occs)?;
     let mut rest: &[(u8, Occ<'a>)] = &occs;
-    // The fields present or written when absent, in Go order (`occs` is sorted by index, and
-    // holds only indices in `todo`).
+    // The fields present or written when absent, in Go order.
     let mut todo = present | ABSENT.get(usize::from(id)).copied().unwrap_or(u64::MAX);
     while todo != 0 {
         let index = todo.trailing_zeros() as usize;
         todo &= todo - 1;
-        let Some(field) = msg.fields.get(index) else {
+        let Some(&act) = acts.get(index) else {
             break;
         };
         // Usually one occurrence, or none (a field written when absent).
@@ -578,66 +729,90 @@ fn write_fields<'a>(
         };
         let (group, tail) = rest.split_at_checked(n).unwrap_or((&[], &[]));
         rest = tail;
-        if field.has(NO_JSON) {
-            continue;
-        }
-        if field.has(INLINE) {
-            if group.is_empty() && field.shape == Shape::Pointer {
-                continue;
+        let name = || msg.fields.get(index).map_or("", |f| f.name);
+        match (act.what, group) {
+            (DO_NOTHING, _) | (DO_INLINE_POINTER, []) => {}
+            (DO_INLINE | DO_INLINE_POINTER, _) => {
+                with_chunks(group, |chunks| {
+                    write_fields(act.child, chunks, out, first, depth + 1, pool)
+                })?;
             }
-            let Elem::Message(id) = field.elem else {
-                continue;
-            };
-            with_chunks(group, |chunks| {
-                write_fields(id, chunks, out, first, depth + 1, pool)
-            })?;
-            continue;
-        }
-        // The commonest field, a string set once, written here: what `write_field` would do.
-        if let (Shape::Value, Elem::String, [(_, Occ::Bytes(s))]) = (field.shape, field.elem, group)
-        {
-            if !(s.is_empty() && field.has(OMITEMPTY)) {
-                schema_key(out, key_at(id, index), field.name, first);
-                gojson::string_in(out, s, pool.input);
-            }
-            continue;
-        }
-        // A struct, or a list of them (no `null` to write, the list not empty): straight to
-        // `object`, as `write_field` and `elem` would go.
-        if let Elem::Message(child) = field.elem {
-            match (field.shape, group) {
-                (Shape::Value, _) | (Shape::Pointer, [_, ..]) => {
-                    schema_key(out, key_at(id, index), field.name, first);
-                    with_chunks(group, |chunks| object(child, chunks, out, depth + 1, pool))?;
-                    continue;
+            // The commonest field, a string set once, written here: what `write_field` does.
+            (DO_STRING | DO_STRING_OMITEMPTY, [(_, Occ::Bytes(s))]) => {
+                if !(s.is_empty() && act.what == DO_STRING_OMITEMPTY) {
+                    act_key(out, act, name, first);
+                    gojson::string_in(out, s, pool.input);
                 }
-                (Shape::Slice, [_, ..]) => {
-                    schema_key(out, key_at(id, index), field.name, first);
-                    out.push(b'[');
-                    for (i, (_, o)) in group.iter().enumerate() {
-                        if i > 0 {
-                            out.push(b',');
-                        }
-                        object(child, &[o.bytes()], out, depth + 1, pool)?;
+            }
+            // A struct, or a list of them (no `null` to write, the list not empty): its fields
+            // straight away, as `write_field`, `elem` and `object` would go.
+            (DO_STRUCT, _) | (DO_STRUCT_POINTER, [_, ..]) => {
+                act_key(out, act, name, first);
+                with_chunks(group, |chunks| {
+                    struct_object(act.child, chunks, out, depth + 1, pool)
+                })?;
+            }
+            // Numbers and bools, as `write_field` and `elem` write them.
+            (DO_SCALAR | DO_SCALAR_OMITEMPTY, _) | (DO_SCALAR_POINTER, [_, ..]) => {
+                let v = last(group).map_or(0, Occ::varint);
+                let zero = match act.child {
+                    SCALAR_INT32 => v as u32 == 0,
+                    _ => v == 0,
+                };
+                if !(zero && act.what == DO_SCALAR_OMITEMPTY) {
+                    act_key(out, act, name, first);
+                    match act.child {
+                        SCALAR_BOOL => out.extend_from_slice(if zero { b"false" } else { b"true" }),
+                        SCALAR_INT32 => gojson::int(out, i64::from(v as i32)),
+                        _ => gojson::int(out, v as i64),
                     }
-                    out.push(b']');
-                    continue;
                 }
-                _ => {}
+            }
+            (DO_STRUCTS, [_, ..]) => {
+                act_key(out, act, name, first);
+                out.push(b'[');
+                for (i, (_, o)) in group.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    struct_object(act.child, &[o.bytes()], out, depth + 1, pool)?;
+                }
+                out.push(b']');
+            }
+            _ => {
+                let Some(field) = msg.fields.get(index) else {
+                    break;
+                };
+                write_field(
+                    msg,
+                    field,
+                    Some(act.key_at as usize),
+                    group,
+                    out,
+                    first,
+                    depth,
+                    pool,
+                )?;
             }
         }
-        write_field(
-            msg,
-            field,
-            key_at(id, index),
-            group,
-            out,
-            first,
-            depth,
-            pool,
-        )?;
     }
     pool.occs.push(occs);
+    Ok(())
+}
+
+/// [`object`] of a [`JsonForm::Struct`] message.
+#[inline(always)]
+fn struct_object<'a>(
+    id: MsgId,
+    chunks: &[&'a [u8]],
+    out: &mut Vec<u8>,
+    depth: usize,
+    pool: &mut Pool<'a>,
+) -> Result<(), ProtoError> {
+    out.push(b'{');
+    let mut first = true;
+    write_fields(id, chunks, out, &mut first, depth, pool)?;
+    out.push(b'}');
     Ok(())
 }
 
@@ -1040,11 +1215,7 @@ fn object<'a>(
     }
     let msg = message(id)?;
     if msg.form == JsonForm::Struct {
-        out.push(b'{');
-        let mut first = true;
-        write_fields(id, chunks, out, &mut first, depth, pool)?;
-        out.push(b'}');
-        return Ok(());
+        return struct_object(id, chunks, out, depth, pool);
     }
     let mut occs = Vec::new();
     scan(id, msg, chunks, &mut occs)?;
