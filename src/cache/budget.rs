@@ -23,8 +23,10 @@
 //!    is back under 90 % or the log is empty, and a watcher's queue counts as full from
 //!    [`crate::hub::SHALLOW_QUEUE`] events (queued events are pinned until read; the log's can
 //!    be cut), so a slow watcher soon reads the log instead; watchers whose cursor falls out of
-//!    the log — the ones furthest behind — are closed, with kube's 410 Expired ERROR event when
-//!    their connection has room for it (informers relist on it). The window for new watches
+//!    the log — the ones furthest behind — are closed as the cut passes them, with kube's 410
+//!    Expired ERROR event when their connection has room for it (informers relist on it), and
+//!    what they had queued is given back at once (a live watcher holding that many events falls
+//!    behind first), so the cut goes no further than the memory needs. The window for new watches
 //!    from an old resourceVersion shrinks accordingly (410 Expired, as from kube);
 //! 3. from 100 % ([`Pressure::Full`]): new LISTs and WATCHes that the cache would serve are
 //!    answered 429 with `Retry-After` (kube's Status); reads of one object, writes and everything

@@ -307,7 +307,7 @@ impl EventLog {
     }
 
     /// Drops the oldest event, if any; kube's ring never holds more events than the log.
-    fn pop_oldest(&mut self) -> bool {
+    pub(super) fn pop_oldest(&mut self) -> bool {
         let Some(e) = self.events.pop_front() else {
             return false;
         };
@@ -328,15 +328,6 @@ impl EventLog {
     #[cfg(test)]
     pub(super) fn kube_window(&self) -> KubeWindow {
         self.kube
-    }
-
-    /// Drops the oldest events while `more()` says so (memory pressure); returns how many.
-    pub(super) fn trim_while(&mut self, mut more: impl FnMut() -> bool) -> usize {
-        let mut n = 0;
-        while more() && self.pop_oldest() {
-            n += 1;
-        }
-        n
     }
 
     /// Number of events held.

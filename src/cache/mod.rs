@@ -698,25 +698,43 @@ impl CacheWriter {
     }
 
     /// Under memory pressure ([`Pressure::Trim`] and above): cuts the log from its oldest end
-    /// until the budget is back under the level or the log is empty, then closes the watchers
-    /// whose cursor the log no longer holds — the furthest behind. Returns how many it closed.
-    /// Caller holds the write lock.
+    /// until the budget is back under the level or the log is empty, closing each watcher whose
+    /// cursor the log no longer holds as the cut passes it — the furthest behind first — and
+    /// giving its queue's memory back at once, so that the budget sees it before the next event
+    /// is cut. A watcher that stopped reading pins what it queued; were it only closed, its
+    /// queue would be freed when its watch next ran (or after `ABANDON_GRACE`), and the cut
+    /// would run on to the head of the log, cutting off every watcher a few events behind.
+    /// Returns how many watchers it closed. Caller holds the write lock.
     fn shed_log(c: &ResourceCache, st: &mut State) -> usize {
         let budget = &c.settings.budget;
         if !budget.above_trim() {
             return 0;
         }
-        let cut = st.log.trim_while(|| budget.above_trim());
+        let State { log, hub, .. } = &mut *st;
+        let mut behind = hub.behind_for_memory().into_iter().peekable();
+        let (mut cut, mut closed) = (0u64, 0usize);
+        let out_of_log = |log: &EventLog, cursor| log.lag_bytes(cursor).is_err();
+        while budget.above_trim() && log.pop_oldest() {
+            cut += 1;
+            // The watchers the cut has just passed (as of the cursors read before it: one
+            // that moved on since is checked again, and left if the log still holds it).
+            while let Some(&(cursor, id)) = behind.peek() {
+                if !out_of_log(log, cursor) {
+                    break;
+                }
+                behind.next();
+                let verdict = |now| out_of_log(log, now).then_some(CUT_FOR_MEMORY);
+                if hub.close_releasing(id, verdict) {
+                    closed += 1;
+                }
+            }
+        }
         if cut == 0 {
             return 0;
         }
-        budget
-            .shed
-            .log_events
-            .fetch_add(cut as u64, Ordering::Relaxed);
-        let State { log, hub, .. } = &mut *st;
-        let closed =
-            hub.close_lagging(|cursor| log.lag_bytes(cursor).is_err().then_some(CUT_FOR_MEMORY));
+        budget.shed.log_events.fetch_add(cut, Ordering::Relaxed);
+        // One that fell behind meanwhile (the cursors were read before the cut).
+        closed += hub.close_lagging(|cursor| out_of_log(log, cursor).then_some(CUT_FOR_MEMORY));
         budget
             .shed
             .watchers
@@ -1049,6 +1067,51 @@ mod tests {
         assert_eq!(cache.check_watch_start(10), Ok(()));
         assert_eq!(cache.check_watch_start(15), Ok(()));
         assert_eq!(cache.counters.relists_gap_closed.load(Ordering::Relaxed), 1);
+    }
+
+    /// Under memory pressure the log is cut from its oldest end, and each watcher the cut
+    /// passes is closed as it goes, its queue given back at once. A watcher whose client
+    /// stopped reading holds in its queue the very events the log holds, so cutting the log
+    /// alone frees nothing: closed but still holding them, the cut ran on to the head and cut
+    /// off a watcher a few events behind it too (seen under load in
+    /// `memory::memory_budget_sheds_in_order_and_holds_its_bound`).
+    #[test]
+    fn memory_cuts_close_the_furthest_behind_first_and_free_their_queues() {
+        let pad = "x".repeat(4000);
+        let big = |rv: u64| {
+            let j = format!(
+                r#"{{"metadata":{{"name":"p","namespace":"a","resourceVersion":"{rv}","annotations":{{"pad":"{pad}","n":"{rv}"}}}},"spec":{{"nodeName":"n1"}}}}"#
+            );
+            decode_object(&pods(), j.as_bytes()).unwrap()
+        };
+        let settings = CacheSettings {
+            budget: MemoryBudget::new(400 << 10),
+            ..CacheSettings::default()
+        };
+        let budget = settings.budget.clone();
+        let (cache, writer) = ResourceCache::new(pods(), settings);
+        writer.replace(vec![big(10)], 10);
+        let all = Arc::new(Filter::parse("", "Pod", true, &[], None, "", "").unwrap());
+        // One watcher whose client stopped reading (live: its queue fills, then it falls
+        // behind at 10), and one reading the log three events behind the head.
+        let stalled = cache.subscribe(all.clone(), 10);
+        assert!(cache.try_go_live(&stalled, 10));
+        let reader = cache.subscribe(all, 10);
+        let mut rv = 10;
+        while budget.shed.log_events.load(Ordering::Relaxed) == 0 {
+            assert!(rv < 1000, "the budget never cut the log");
+            rv += 1;
+            writer.apply(EventType::Modified, big(rv));
+            reader.shared().set_cursor(rv.saturating_sub(3).max(10));
+        }
+        assert_eq!(stalled.shared().reason(), Some(CUT_FOR_MEMORY));
+        assert_eq!(stalled.shared().queued(), 0, "its queue was given back");
+        assert!(
+            !reader.shared().is_closed(),
+            "a watcher three events behind at {rv} was cut off with the stalled one"
+        );
+        assert_eq!(budget.shed.watchers.load(Ordering::Relaxed), 1);
+        assert!(cache.state.read().log.lag_bytes(rv - 3).is_ok());
     }
 
     #[test]

@@ -180,6 +180,49 @@ impl Hub {
         self.remove_all(&closed)
     }
 
+    /// Under memory pressure, the watchers reading the log (neither live nor closed) as
+    /// `(cursor, id)`, furthest behind first. A live watcher holding [`SHALLOW_QUEUE`] events or
+    /// more falls behind first, as the dispatcher would make it at its next event: its queue
+    /// pins those events, and a cut of the log must be able to close it.
+    pub fn behind_for_memory(&self) -> Vec<(u64, u64)> {
+        for w in self.subscribers.values() {
+            if w.shared.is_live() && !w.shared.is_closed() && w.shared.queued() >= SHALLOW_QUEUE {
+                w.shared.fall_behind();
+            }
+        }
+        let mut behind: Vec<(u64, u64)> = self
+            .subscribers
+            .iter()
+            .filter(|(_, w)| !w.shared.is_live() && !w.shared.is_closed())
+            .map(|(id, w)| (w.shared.cursor(), *id))
+            .collect();
+        behind.sort_unstable();
+        behind
+    }
+
+    /// Closes watcher `id` for memory when `verdict` says so of its cursor now, and gives its
+    /// queue's memory back at once ([`watcher::WatcherShared::release_queue`]). Whether it was
+    /// closed.
+    pub fn close_releasing(
+        &mut self,
+        id: u64,
+        verdict: impl Fn(u64) -> Option<&'static str>,
+    ) -> bool {
+        let Some(w) = self.subscribers.get(&id) else {
+            return false;
+        };
+        if w.shared.is_live() || w.shared.is_closed() {
+            return false;
+        }
+        let Some(reason) = verdict(w.shared.cursor()) else {
+            return false;
+        };
+        w.shared.close(reason);
+        w.shared.release_queue();
+        self.remove(id);
+        true
+    }
+
     /// Removes closed watchers at once, rather than when their watch ends: a watch runs only
     /// when its transport polls it, and that of a client that stopped reading may not end
     /// before [`watcher::ABANDON_GRACE`] has passed. Returns how many.

@@ -190,6 +190,16 @@ impl WatcherShared {
         Pushed::Queued
     }
 
+    /// Drops what is queued and the queue's memory: for a watcher closed to give memory back
+    /// (`CUT_FOR_MEMORY`), which is told 410 and relists, so what it had queued is not sent.
+    /// Its queue would otherwise hold those events until its watch ran again, or for
+    /// [`ABANDON_GRACE`] if its client stopped reading.
+    pub(crate) fn release_queue(&self) {
+        let mut q = self.queue.lock();
+        q.clear();
+        q.shrink_to_fit();
+    }
+
     /// Deliveries queued.
     pub(crate) fn queued(&self) -> usize {
         self.queue.lock().len()
