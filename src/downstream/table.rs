@@ -119,22 +119,15 @@ fn json_list<'a, I: ListItem<'a>>(
 ) -> Response<Body> {
     let head = list_head(&info.list_kind(), &info.api_version(), list_meta);
     let items: Vec<Arc<Cached>> = items.map(ListItem::shared).collect();
-    let stored: usize = items.iter().map(|c| c.stored().len()).sum();
+    let stored = stored_bytes(&items);
     if stored < EAGER_JSON_BYTES || !items.iter().any(|c| c.is_protobuf()) {
         let items = items.iter().map(|c| info.list_item(c)).collect();
         return stream_list_encoded(head, items, gzip).0;
     }
     let info = info.clone();
     let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| info.write_list_item(c, out));
-    // A pod's JSON is about 1.45 times its protobuf: parts of about `PART_BYTES` of JSON.
-    let parts = ListParts::new(
-        head,
-        items,
-        write,
-        |c| c.stored().len() * 3 / 2,
-        super::parts::PART_BYTES,
-    );
-    super::parts::response(parts, parts_gzip(gzip))
+    // A pod's JSON is about 1.45 times its protobuf.
+    in_parts(head, items, write, |c| c.stored().len() * 3 / 2, gzip)
 }
 
 /// A LIST answer of `items` (in order) in `form`: the kind's List, a Table, or a
@@ -178,7 +171,7 @@ fn table_list<'a, I: ListItem<'a>>(
     let form = Form::Table { include_object };
     let now = now_unix();
     let items: Vec<Arc<Cached>> = items.map(ListItem::shared).collect();
-    let stored: usize = items.iter().map(|c| c.stored().len()).sum();
+    let stored = stored_bytes(&items);
     let head = String::from_utf8(p.table_list_head(list_meta));
     let head = match head {
         Ok(head) if stored >= EAGER_JSON_BYTES => head,
@@ -212,14 +205,7 @@ fn table_list<'a, I: ListItem<'a>>(
         );
     });
     // A pod's row (with its metadata) is somewhat smaller than its protobuf.
-    let parts = ListParts::new(
-        head,
-        items,
-        write,
-        |c| c.stored().len(),
-        super::parts::PART_BYTES,
-    );
-    super::parts::response(parts, parts_gzip(gzip))
+    in_parts(head, items, write, |c| c.stored().len(), gzip)
 }
 
 /// A PartialObjectMetadataList of `items`: made before it is sent (a small list), or part by
@@ -232,7 +218,7 @@ fn metadata_list<'a, I: ListItem<'a>>(
     gzip: bool,
 ) -> Response<Body> {
     let items: Vec<Arc<Cached>> = items.map(ListItem::shared).collect();
-    let stored: usize = items.iter().map(|c| c.stored().len()).sum();
+    let stored = stored_bytes(&items);
     let head = match String::from_utf8(printer::metadata_list_head(list_meta)) {
         Ok(head) if !items.is_empty() => head,
         // No items: `"items":null`.
@@ -252,14 +238,7 @@ fn metadata_list<'a, I: ListItem<'a>>(
     let info = info.clone();
     let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| write_metadata_item(&info, c, out));
     // An item is its object's metadata: about half a pod's protobuf.
-    let parts = ListParts::new(
-        head,
-        items,
-        write,
-        |c| c.stored().len() / 2,
-        super::parts::PART_BYTES,
-    );
-    super::parts::response(parts, parts_gzip(gzip))
+    in_parts(head, items, write, |c| c.stored().len() / 2, gzip)
 }
 
 /// Appends `c`'s item of a PartialObjectMetadataList to `out`: for an object stored in
@@ -276,14 +255,29 @@ fn write_metadata_item(info: &ResourceInfo, c: &Cached, out: &mut Vec<u8>) {
     }
 }
 
-/// How a list made in parts is compressed when the client accepts gzip (`gzip`): as kube
-/// decides, by the body's length.
-fn parts_gzip(gzip: bool) -> super::parts::Gzip {
-    if gzip {
+/// The answer whose body is `head` and `items` written by `write`, made in parts of about
+/// [`super::parts::PART_BYTES`] (an item expected to write `size(item)` bytes) on blocking
+/// threads; when the client accepts gzip (`gzip`), compressed as kube decides, by the body's
+/// length.
+fn in_parts(
+    head: String,
+    items: Vec<Arc<Cached>>,
+    write: ItemWriter<Arc<Cached>>,
+    size: fn(&Arc<Cached>) -> usize,
+    gzip: bool,
+) -> Response<Body> {
+    let parts = ListParts::new(head, items, write, size, super::parts::PART_BYTES);
+    let gzip = if gzip {
         super::parts::Gzip::Above(kube_wire::response::GZIP_THRESHOLD)
     } else {
         super::parts::Gzip::Off
-    }
+    };
+    super::parts::response(parts, gzip)
+}
+
+/// The stored bytes of `items`: what decides whether a list is made in parts.
+fn stored_bytes(items: &[Arc<Cached>]) -> usize {
+    items.iter().map(|c| c.stored().len()).sum()
 }
 
 /// A whole list body as the answer, through the list writer (Go's trailing newline, gzip when
