@@ -421,6 +421,13 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// One step of a xorshift generator: the tests' reproducible stream of instants.
+    fn xorshift(x: &mut u64) {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+    }
+
     /// The fixed-position writer (with its cached date) writes what the general one does,
     /// over years 0 to 9999, days in and out of order, with and without microseconds.
     #[test]
@@ -433,9 +440,7 @@ mod tests {
         let (lo, hi) = (ZERO_UNIX, 253_402_300_799i64); // 0001-01-01 to 9999-12-31T23:59:59
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..200_000i64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let secs = match i % 4 {
                 0 => lo + (x % (hi - lo) as u64) as i64,
                 1 => 1_700_000_000 + (x % 200_000) as i64,
@@ -495,9 +500,7 @@ mod tests {
         // From year -2 to 10001: around both ends of the quick path, and everything between.
         let (low, high) = (-62_230_000_000i64, 253_433_000_000i64);
         for i in 0..200_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let secs = match i % 3 {
                 0 => low + (x % (high - low) as u64) as i64,
                 1 => -62_167_219_200 + (x % 200_000) as i64 - 100_000,
