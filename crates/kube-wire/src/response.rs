@@ -201,46 +201,6 @@ pub fn accepts_gzip(headers: &http::HeaderMap) -> bool {
         })
 }
 
-/// The chunks of a List body: `head`, the items joined by commas, then `]}`, about 64 KiB each.
-struct ListChunks<T> {
-    head: Option<String>,
-    items: std::iter::Enumerate<std::vec::IntoIter<T>>,
-    write: ItemWriter<T>,
-    finished: bool,
-}
-
-impl<T> Iterator for ListChunks<T> {
-    type Item = Bytes;
-
-    fn next(&mut self) -> Option<Bytes> {
-        const CHUNK: usize = 64 * 1024;
-        if self.finished {
-            return None;
-        }
-        let mut buf = Vec::with_capacity(CHUNK + CHUNK / 4);
-        if let Some(h) = self.head.take() {
-            buf.extend_from_slice(h.as_bytes());
-        }
-        while buf.len() < CHUNK {
-            match self.items.next() {
-                Some((i, item)) => {
-                    if i > 0 {
-                        buf.push(b',');
-                    }
-                    (self.write)(&item, &mut buf);
-                }
-                None => {
-                    // Go's `json.Encoder` ends the body with a newline.
-                    buf.extend_from_slice(b"]}\n");
-                    self.finished = true;
-                    break;
-                }
-            }
-        }
-        Some(Bytes::from(buf))
-    }
-}
-
 /// Streams a List body built from stored items, never copied into one buffer and never
 /// re-encoded; gzip-compressed (level 1, as kube-apiserver) when `gzip` is set and the body is
 /// larger than [`GZIP_THRESHOLD`]. Returns the response and the uncompressed length.
@@ -250,12 +210,9 @@ pub fn stream_list_encoded(head: String, items: Vec<Bytes>, gzip: bool) -> (Resp
         + items.len().saturating_sub(1)
         + 3;
     let write: ItemWriter<Bytes> = Box::new(|item, buf| buf.extend_from_slice(item));
-    let chunks = ListChunks {
-        head: Some(head),
-        items: items.into_iter().enumerate(),
-        write,
-        finished: false,
-    };
+    // Chunks of about 64 KiB, made as they are sent.
+    let parts = ListParts::new(head, items, write, Bytes::len, 64 * 1024);
+    let chunks = (0..parts.len()).map(move |k| parts.part(k));
     (stream_maybe_gzip(chunks, total, gzip), total)
 }
 
