@@ -349,6 +349,7 @@ impl App {
             window_age: c.event_window,
             state_proof_max_objects: c.consistent_read_state_max_objects,
             consistent_read_check_interval: c.consistent_read_check_interval,
+            consistency_check: c.consistency_check,
             watcher_queue: c.watcher_queue,
             max_lag_bytes: c.watcher_max_lag_bytes,
             retention: crate::cache::Retention {

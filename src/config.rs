@@ -371,6 +371,12 @@ pub struct CacheConfig {
     /// for the one before it to end (a few overlap at most). Zero: no pacing. At most
     /// [`MAX_CONSISTENT_READ_CHECK_INTERVAL`].
     pub consistent_read_check_interval: Duration,
+    /// `consistency_check_secs`: how often each cached resource is compared with the upstream
+    /// (kube 1.34's `DetectCacheInconsistency`): its keys and resourceVersions at the cache's
+    /// resourceVersion against an exact-resourceVersion metadata LIST, with 0 to 50 % jitter;
+    /// a difference relists and repairs the cache (`crate::reflector::consistency`). `None`
+    /// (0 in the file): never.
+    pub consistency_check: Option<Duration>,
     /// `max_staleness_secs`: how long cached reads are served while the cache does not follow
     /// the upstream (its list/watch failing, or restored from disk and not reconciled yet),
     /// counted from when it last did; past it they get 503 and `/readyz` fails. `None` (0 in
@@ -510,6 +516,7 @@ impl Default for CacheConfig {
             event_window: Duration::from_secs(75),
             consistent_read_state_max_objects: 200,
             consistent_read_check_interval: Duration::from_millis(250),
+            consistency_check: Some(Duration::from_secs(300)),
             bookmark_interval: Duration::from_secs(60),
             watcher_queue: 1024,
             watcher_max_lag_bytes: 64 << 20,
@@ -820,6 +827,12 @@ impl Config {
             0,
             MAX_CONSISTENT_READ_CHECK_INTERVAL.as_millis() as u64,
         )?;
+        check_range(
+            "cache.consistency_check_secs",
+            c.consistency_check.map_or(0, |d| d.as_secs()),
+            0,
+            MAX_CONSISTENCY_CHECK_SECS,
+        )?;
         check_duration("cache.bookmark_interval_secs", c.bookmark_interval, false)?;
         check_count("cache.watcher_queue", c.watcher_queue as u64)?;
         check_range(
@@ -1036,6 +1049,9 @@ pub const MAX_URL_BYTES: u64 = 65534;
 /// proven by the upstream's bookmark needs about a second of those.
 pub const MAX_CONSISTENT_READ_CHECK_INTERVAL: Duration = Duration::from_millis(1000);
 
+/// The largest `cache.consistency_check_secs` (a week): a longer period is a typo.
+pub const MAX_CONSISTENCY_CHECK_SECS: u64 = 7 * 86_400;
+
 /// The largest `server.goaway_chance` (kube-apiserver's bound for `--goaway-chance`).
 pub const MAX_GOAWAY_CHANCE: f64 = 0.02;
 
@@ -1212,6 +1228,7 @@ struct RawCache {
     event_window_secs: u64,
     consistent_read_state_max_objects: usize,
     consistent_read_check_interval_ms: u64,
+    consistency_check_secs: u64,
     bookmark_interval_secs: u64,
     watcher_queue: usize,
     watcher_max_lag_bytes: u64,
@@ -1240,6 +1257,7 @@ impl Default for RawCache {
             event_window_secs: d.event_window.as_secs(),
             consistent_read_state_max_objects: d.consistent_read_state_max_objects,
             consistent_read_check_interval_ms: d.consistent_read_check_interval.as_millis() as u64,
+            consistency_check_secs: d.consistency_check.map_or(0, |d| d.as_secs()),
             bookmark_interval_secs: d.bookmark_interval.as_secs(),
             watcher_queue: d.watcher_queue,
             watcher_max_lag_bytes: d.watcher_max_lag_bytes,
@@ -1350,6 +1368,8 @@ impl RawConfig {
                 consistent_read_check_interval: Duration::from_millis(
                     c.consistent_read_check_interval_ms,
                 ),
+                consistency_check: (c.consistency_check_secs > 0)
+                    .then(|| Duration::from_secs(c.consistency_check_secs)),
                 bookmark_interval: Duration::from_secs(c.bookmark_interval_secs),
                 watcher_queue: c.watcher_queue,
                 watcher_max_lag_bytes: c.watcher_max_lag_bytes,
@@ -2065,6 +2085,25 @@ version = "v1"
             );
             assert_eq!(e.line(), Some(2), "{e}");
             assert!(e.to_string().ends_with("must be between 0 and 1000"), "{e}");
+        }
+    }
+
+    #[test]
+    fn consistency_check_key() {
+        let c = Config::from_toml_str("", "t").unwrap();
+        assert_eq!(c.cache.consistency_check, Some(Duration::from_secs(300)));
+        let c = Config::from_toml_str("[cache]\nconsistency_check_secs = 0\n", "t").unwrap();
+        assert_eq!(c.cache.consistency_check, None, "0 turns the checks off");
+        let c = Config::from_toml_str("[cache]\nconsistency_check_secs = 60\n", "t").unwrap();
+        assert_eq!(c.cache.consistency_check, Some(Duration::from_secs(60)));
+        for secs in ["604801", "18446744073709551615"] {
+            let e = err(&format!("[cache]\nconsistency_check_secs = {secs}\n"));
+            assert_eq!(e.key(), Some("cache.consistency_check_secs"), "{e}");
+            assert_eq!(e.line(), Some(2), "{e}");
+            assert!(
+                e.to_string().ends_with("must be between 0 and 604800"),
+                "{e}"
+            );
         }
     }
 

@@ -182,6 +182,8 @@ pub struct ResourceMetrics {
     watch_starts: [IntCounter; 4],
     freshness_checks: IntCounterVec,
     freshness_duration: Histogram,
+    consistency_checks: IntCounterVec,
+    consistency_bytes: IntCounter,
     freshness_waits: IntCounter,
     fanout: Mutex<Fanout>,
 }
@@ -244,6 +246,20 @@ impl ResourceMetrics {
             .with_label_values(&[self.label.as_str(), outcome])
             .inc();
         self.freshness_duration.observe(d.as_secs_f64());
+    }
+
+    /// A consistency check of the cache against the upstream ended with `status`: `success`,
+    /// `failure` (they differed), `skipped` (the cache was not following the upstream, or the
+    /// upstream did not answer the check).
+    pub fn consistency_checked(&self, status: &str) {
+        self.consistency_checks
+            .with_label_values(&[self.label.as_str(), status])
+            .inc();
+    }
+
+    /// Body bytes received from the upstream for a consistency check's metadata LIST page.
+    pub fn consistency_bytes(&self, n: usize) {
+        self.consistency_bytes.inc_by(n as u64);
     }
 
     /// A consistent read waits for a freshness check (several share one).
@@ -589,6 +605,7 @@ struct Families {
     watch_starts: IntCounterVec,
     freshness_checks: IntCounterVec,
     freshness_duration: HistogramVec,
+    consistency_checks: IntCounterVec,
     freshness_waits: IntCounterVec,
     reads: IntCounterVec,
     request_duration: HistogramVec,
@@ -628,6 +645,7 @@ impl Families {
         forget_series(&self.upstream_bytes, label);
         forget_series(&self.watch_starts, label);
         forget_series(&self.freshness_checks, label);
+        forget_series(&self.consistency_checks, label);
         forget_series(&self.freshness_duration, label);
         forget_series(&self.freshness_waits, label);
         forget_series(&self.reads, label);
@@ -662,6 +680,8 @@ impl Families {
                 .map(|o| self.watch_starts.with_label_values(&[l, o.label()])),
             freshness_checks: self.freshness_checks.clone(),
             freshness_duration: self.freshness_duration.with_label_values(&[l]),
+            consistency_checks: self.consistency_checks.clone(),
+            consistency_bytes: self.upstream_bytes.with_label_values(&[l, "consistency"]),
             freshness_waits: self.freshness_waits.with_label_values(&[l]),
             fanout: Mutex::new(Fanout::default()),
             label: label.clone(),
@@ -693,6 +713,9 @@ impl Families {
         }
         for outcome in ["ahead", "state", "caught_up", "event", "bookmark", "failed"] {
             self.freshness_checks.with_label_values(&[l, outcome]);
+        }
+        for status in ["success", "failure", "skipped"] {
+            self.consistency_checks.with_label_values(&[l, status]);
         }
         rm
     }
@@ -848,7 +871,7 @@ impl Metrics {
         let upstream_bytes = counter_vec(
             r,
             "watchmux_upstream_bytes_total",
-            "Body bytes received from the upstream by the reflectors (verb: list, watch).",
+            "Body bytes received from the upstream by the reflectors (verb: list, watch, consistency: the metadata LISTs of consistency checks).",
             &["resource", "verb"],
         );
         let freshness_checks = counter_vec(
@@ -856,6 +879,12 @@ impl Metrics {
             "watchmux_freshness_checks_total",
             "Freshness checks of consistent reads (one per batch of waiting readers), by how the cache was proven fresh: ahead (already there), state (it held the upstream's state, by a metadata LIST), caught_up (its watch got there), event or bookmark (the short upstream watch proved it), failed (the readers went to the upstream).",
             &["resource", "outcome"],
+        );
+        let consistency_checks = counter_vec(
+            r,
+            "watchmux_consistency_checks_total",
+            "Checks of a cache against the upstream (keys and resourceVersions at one resourceVersion, cache.consistency_check_secs), by status: success, failure (they differed: the cache relisted and repaired itself), skipped (the cache was not following the upstream, or the upstream did not answer).",
+            &["resource", "status"],
         );
         let freshness_duration = histogram_vec(
             r,
@@ -969,6 +998,7 @@ impl Metrics {
             watch_starts,
             freshness_checks,
             freshness_duration,
+            consistency_checks,
             freshness_waits,
             reads: reads.clone(),
             request_duration: request_duration.clone(),

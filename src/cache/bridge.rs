@@ -33,6 +33,19 @@
 //! object that changed carries an RV outside `(old_rv, list_rv]`, or when there are not enough
 //! free revisions for the deletions (an upstream whose RVs are not etcd revisions).
 //!
+//! ## A repair
+//!
+//! After a consistency check found the cache unlike the upstream (`crate::reflector::
+//! consistency`), the relist repairs it ([`plan_repair`]): an event was lost, so the listed
+//! object it wrote carries a revision at or below `old_rv`, which no watcher past it may be
+//! sent (its resourceVersions would go back), and which must not be restamped either (a client
+//! would hold a version of the object the upstream never had, and its updates from it would be
+//! refused with 409 Conflict for as long as the object does not change). Such a change is
+//! *silent*: the store takes it without an event, and the watchers it concerns are closed with
+//! 410, so that their clients relist (from the repaired cache, not the upstream). Every other
+//! difference is bridged as above; a deletion finds no free revision only where the upstream's
+//! revision has not moved since the cache's, and is then silent too. A repair never falls back.
+//!
 //! Owns the plan only: it reads the cached objects and the list and returns the events. It must
 //! not apply them (the cache writer does, as ordinary appends that the hub dispatches).
 
@@ -52,6 +65,15 @@ pub enum Outcome {
     Bridged {
         /// Number of bridge events.
         events: usize,
+    },
+    /// A repair after a failed consistency check ([`plan_repair`]).
+    Repaired {
+        /// Number of bridge events.
+        events: usize,
+        /// Changes made without an event.
+        silent: usize,
+        /// Watchers those concerned, closed.
+        closed: usize,
     },
     /// Every watcher was closed and the history restarted (kube-apiserver's behaviour).
     Reset {
@@ -73,12 +95,52 @@ pub fn plan(
     list_rv: u64,
     keep: impl Fn(Cached) -> Cached,
 ) -> Result<Vec<BridgeEvent>, String> {
+    planned(old, old_rv, items, list_rv, keep, false).map(|p| p.events)
+}
+
+/// A change the repair of a lost event makes without an event (see the module doc): the
+/// listed object (`None`: deleted) and the cached one it replaces (`None`: missing).
+pub type SilentChange = (Option<Arc<Cached>>, Option<Arc<Cached>>);
+
+/// What a repair does: the bridge events, in increasing resourceVersion order, and the silent
+/// changes.
+#[derive(Debug, Default)]
+pub struct Repair {
+    /// Bridged as after any relist.
+    pub events: Vec<BridgeEvent>,
+    /// Taken by the store without an event; their watchers are closed.
+    pub silent: Vec<SilentChange>,
+}
+
+/// Plans the repair of the cached objects at `old_rv` by `items` listed at `list_rv` (see the
+/// module doc); `Err` only when the list is older than the cache.
+pub fn plan_repair(
+    old: &imbl::OrdMap<Arc<str>, Arc<Cached>>,
+    old_rv: u64,
+    items: &[Cached],
+    list_rv: u64,
+    keep: impl Fn(Cached) -> Cached,
+) -> Result<Repair, String> {
+    planned(old, old_rv, items, list_rv, keep, true)
+}
+
+/// [`plan`] and [`plan_repair`]: with `repair`, what cannot be bridged is silent instead of an
+/// error.
+fn planned(
+    old: &imbl::OrdMap<Arc<str>, Arc<Cached>>,
+    old_rv: u64,
+    items: &[Cached],
+    list_rv: u64,
+    keep: impl Fn(Cached) -> Cached,
+    repair: bool,
+) -> Result<Repair, String> {
     if list_rv < old_rv {
         return Err(format!(
             "the new list (RV {list_rv}) is older than the cache (RV {old_rv})"
         ));
     }
     let mut events: Vec<BridgeEvent> = Vec::new();
+    let mut silent: Vec<SilentChange> = Vec::new();
     // Deletions to place: (latest allowed RV exclusive, previous object).
     let mut deletions: Vec<(u64, Arc<Cached>)> = Vec::new();
     let mut used: HashSet<u64> = HashSet::new();
@@ -88,6 +150,16 @@ pub fn plan(
         let prev = old.get(key.as_str()).cloned();
         let rv = item.rec.rv;
         listed.insert(key, ());
+        if repair
+            && rv <= old_rv
+            && prev
+                .as_ref()
+                .is_none_or(|p| p.rec.rv != rv || !p.same_object(item))
+        {
+            // The upstream wrote it at or before the cache's resourceVersion: an event lost.
+            silent.push((Some(Arc::new(keep(item.clone()))), prev));
+            continue;
+        }
         let changed = match &prev {
             None => Some((EventType::Added, None)),
             Some(p) if p.rec.uid != item.rec.uid && !p.rec.uid.is_empty() => {
@@ -126,6 +198,10 @@ pub fn plan(
             next += 1;
         }
         if next >= bound || next > list_rv {
+            if repair {
+                silent.push((None, Some(p)));
+                continue;
+            }
             return Err(format!(
                 "no free resourceVersion below {bound} for the deletion of {:?}",
                 p.rec.key()
@@ -137,7 +213,7 @@ pub fn plan(
         next += 1;
     }
     events.sort_by_key(|(_, o, _)| o.rec.rv);
-    Ok(events)
+    Ok(Repair { events, silent })
 }
 
 #[cfg(test)]
@@ -167,13 +243,85 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn bridges_adds_modifies_deletes_in_rv_order() {
-        let old = map(&[
+    /// The cached objects the tests start from: a, b, c at 5, 6, 7.
+    fn abc() -> imbl::OrdMap<Arc<str>, Arc<Cached>> {
+        map(&[
             obj("a", "ua", 5, "1"),
             obj("b", "ub", 6, "1"),
             obj("c", "uc", 7, "1"),
-        ]);
+        ])
+    }
+
+    /// Each event's type, object name and resourceVersion.
+    fn summary(events: &[BridgeEvent]) -> Vec<(EventType, String, u64)> {
+        events
+            .iter()
+            .map(|(t, o, _)| (*t, o.rec.name.clone(), o.rec.rv))
+            .collect()
+    }
+
+    /// A repair (after events were lost at or before the cache's resourceVersion 10): what a
+    /// watcher past 10 may be sent is bridged; the rest is silent, never an error.
+    #[test]
+    fn a_repair_bridges_what_it_can_and_the_rest_is_silent() {
+        let old = abc();
+        // Lost: b's MODIFIED at 8, d's ADDED at 9, c's DELETED; seen by nobody: e at 12.
+        let new = [
+            obj("a", "ua", 5, "1"),
+            obj("b", "ub", 8, "2"),
+            obj("d", "ud", 9, "1"),
+            obj("e", "ue", 12, "1"),
+        ];
+        assert!(plan(&old, 10, &new, 15, |c| c).is_err(), "a relist refuses");
+        let r = plan_repair(&old, 10, &new, 15, |c| c).unwrap();
+        let got = summary(&r.events);
+        assert_eq!(
+            got,
+            vec![
+                (EventType::Deleted, "c".into(), 11),
+                (EventType::Added, "e".into(), 12),
+            ]
+        );
+        type Seen = (Option<(String, u64)>, Option<u64>);
+        let silent: Vec<Seen> = r
+            .silent
+            .iter()
+            .map(|(n, p)| {
+                (
+                    n.as_ref().map(|o| (o.rec.name.clone(), o.rec.rv)),
+                    p.as_ref().map(|o| o.rec.rv),
+                )
+            })
+            .collect();
+        assert_eq!(
+            silent,
+            vec![
+                (Some(("b".into(), 8)), Some(6)),
+                (Some(("d".into(), 9)), None)
+            ]
+        );
+        // Nothing free above 10 (the upstream's revision has not moved): the deletion is silent.
+        let r = plan_repair(
+            &old,
+            10,
+            &[obj("a", "ua", 5, "1"), obj("b", "ub", 6, "1")],
+            10,
+            |c| c,
+        )
+        .unwrap();
+        assert!(r.events.is_empty());
+        assert_eq!(r.silent.len(), 1);
+        assert!(r.silent[0].0.is_none());
+        assert_eq!(r.silent[0].1.as_ref().map(|o| o.rec.rv), Some(7));
+        assert!(
+            plan_repair(&old, 10, &[], 9, |c| c).is_err(),
+            "a list older than the cache"
+        );
+    }
+
+    #[test]
+    fn bridges_adds_modifies_deletes_in_rv_order() {
+        let old = abc();
         // During the outage (old RV 10): b modified at 13, c deleted (at 11, unknown to us),
         // d created at 12, a unchanged; list at 15.
         let new = [
@@ -182,10 +330,7 @@ mod tests {
             obj("d", "ud", 12, "1"),
         ];
         let ev = plan(&old, 10, &new, 15, |c| c).unwrap();
-        let got: Vec<(EventType, String, u64)> = ev
-            .iter()
-            .map(|(t, o, _)| (*t, o.rec.name.clone(), o.rec.rv))
-            .collect();
+        let got = summary(&ev);
         assert_eq!(
             got,
             vec![

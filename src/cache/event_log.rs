@@ -183,6 +183,10 @@ pub(super) struct EventLog {
     /// The bridged relists still above the start floor: (the cache's resourceVersion before,
     /// the list's).
     gaps: Vec<(u64, u64)>,
+    /// The resourceVersion of the last repair's list (`crate::cache::bridge::plan_repair`): the
+    /// history before it misses the lost event the repair made up for silently, so no watch
+    /// starts below it.
+    repaired_at: u64,
     /// How many of the newest events kube-apiserver's watch cache would hold now.
     kube: KubeWindow,
 }
@@ -367,6 +371,16 @@ impl EventLog {
         if list_rv > old_rv.saturating_add(1) {
             self.gaps.push((old_rv, list_rv));
         }
+    }
+
+    /// A repair's relist at `list_rv` was applied: its history is not the upstream's up to it.
+    pub(super) fn mark_repaired(&mut self, list_rv: u64) {
+        self.repaired_at = self.repaired_at.max(list_rv);
+    }
+
+    /// Below what no watch starts since the last repair (0: none).
+    pub(super) fn repaired_at(&self) -> u64 {
+        self.repaired_at
     }
 
     /// The resourceVersion of the bridged relist `rv` lies strictly inside, if any: a watch from

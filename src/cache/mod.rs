@@ -43,7 +43,7 @@ use tokio::sync::watch;
 
 use crate::hub::watcher::{
     CUT_FOR_MEMORY, FELL_OUT_OF_WINDOW, IN_BRIDGED_GAP, LAGGING_BEYOND_BYTE_BOUND,
-    RELIST_NOT_BRIDGED,
+    RELIST_NOT_BRIDGED, REPAIRED,
 };
 use crate::hub::{Hub, Subscription, WatcherShared};
 use budget::{Account, MemoryBudget, Pressure};
@@ -201,6 +201,9 @@ pub struct CacheSettings {
     /// The least time between the starts of two freshness checks of consistent reads
     /// (`cache.consistent_read_check_interval_ms`; see `reflector::freshness`).
     pub consistent_read_check_interval: Duration,
+    /// How often the cache is compared with the upstream (`cache.consistency_check_secs`; see
+    /// `reflector::consistency`); `None`: never.
+    pub consistency_check: Option<Duration>,
     /// Per-watcher queue bound before the watcher switches to reading the log.
     pub watcher_queue: usize,
     /// A watcher lagging by more than this many bytes of events is closed.
@@ -225,6 +228,7 @@ impl Default for CacheSettings {
             window_age: Duration::from_secs(75),
             state_proof_max_objects: 200,
             consistent_read_check_interval: Duration::from_millis(250),
+            consistency_check: Some(Duration::from_secs(300)),
             watcher_queue: 1024,
             max_lag_bytes: 64 << 20,
             retention: Retention {
@@ -287,6 +291,9 @@ pub struct CacheCounters {
     pub watches_drained: AtomicU64,
     /// Watches ended after a bookmark because their HTTP/2 connection drew a GOAWAY.
     pub watches_handed_over: AtomicU64,
+    /// Watchers closed by a repair because a change it made silently concerned them
+    /// ([`CacheWriter::repair`]).
+    pub repair_closed: AtomicU64,
 }
 
 /// Everything the lock guards.
@@ -537,10 +544,11 @@ impl ResourceCache {
     /// `Err(oldest - 1)` for the `too old resource version: rv (oldest-1)` message. Also refused:
     /// a resourceVersion strictly inside a bridged relist (`Err` of the list's resourceVersion):
     /// a state the cache never had, which its bridge events do not lead from (see [`bridge`] and
-    /// `EventLog::bridged_gap`).
+    /// `EventLog::bridged_gap`); and one below a repair's list ([`CacheWriter::repair`]), whose
+    /// history lacks what the repair made up for.
     pub fn check_watch_start(&self, rv: u64) -> Result<(), u64> {
         let st = self.state.read();
-        let floor = st.log.start_floor();
+        let floor = st.log.start_floor().max(st.log.repaired_at());
         if rv < floor {
             return Err(floor);
         }
@@ -900,31 +908,8 @@ impl CacheWriter {
         let outcome = match plan {
             Ok(events) => {
                 let n = events.len();
-                // A watcher whose cursor lies strictly between the cache's old resourceVersion and
-                // the list's started from a state the cache never had (a resourceVersion ahead of
-                // it, from a LIST the upstream answered): the bridge's summary does not lead from
-                // there, so it is closed with 410 before the summary is dispatched.
-                let gap = st
-                    .hub
-                    .close_where(|cursor| old_rv < cursor && cursor < list_rv, IN_BRIDGED_GAP);
-                c.counters
-                    .relists_gap_closed
-                    .fetch_add(gap as u64, Ordering::Relaxed);
-                for (ty, obj, prev) in events {
-                    let key: Arc<str> = Arc::from(obj.rec.key());
-                    st.store.set(
-                        &c.info,
-                        key,
-                        (ty != EventType::Deleted).then(|| obj.clone()),
-                    );
-                    self.append(&mut st, ty, obj, prev);
-                }
-                self.mark_bridged(&mut st, old_rv, list_rv);
-                // The last bridge event lies below the list's resourceVersion as a rule (other
-                // resources move the revision), inside the gap: each watcher hears of the list's
-                // resourceVersion at once, so that its client resumes from there.
-                st.hub.want_bookmarks();
-                c.counters.relists_bridged.fetch_add(1, Ordering::Relaxed);
+                self.close_gap(&mut st, old_rv, list_rv);
+                self.bridge(&mut st, old_rv, list_rv, events);
                 bridge::Outcome::Bridged { events: n }
             }
             Err(why) => {
@@ -942,6 +927,98 @@ impl CacheWriter {
         drop(st);
         c.rv_tx.send_replace(rv);
         outcome
+    }
+}
+
+impl CacheWriter {
+    /// Before a relist from `old_rv` to `list_rv` is bridged: a watcher whose cursor lies
+    /// strictly between the two started from a state the cache never had (a resourceVersion
+    /// ahead of it, from a LIST the upstream answered); the bridge's summary does not lead from
+    /// there, so it is closed with 410 before the summary is dispatched.
+    fn close_gap(&self, st: &mut State, old_rv: u64, list_rv: u64) {
+        let gap = st
+            .hub
+            .close_where(|cursor| old_rv < cursor && cursor < list_rv, IN_BRIDGED_GAP);
+        self.cache
+            .counters
+            .relists_gap_closed
+            .fetch_add(gap as u64, Ordering::Relaxed);
+    }
+
+    /// Applies a relist's bridge `events` (stored, logged, dispatched) and marks the gap.
+    fn bridge(&self, st: &mut State, old_rv: u64, list_rv: u64, events: Vec<bridge::BridgeEvent>) {
+        let c = &*self.cache;
+        for (ty, obj, prev) in events {
+            let key: Arc<str> = Arc::from(obj.rec.key());
+            st.store.set(
+                &c.info,
+                key,
+                (ty != EventType::Deleted).then(|| obj.clone()),
+            );
+            self.append(st, ty, obj, prev);
+        }
+        self.mark_bridged(st, old_rv, list_rv);
+        // The last bridge event lies below the list's resourceVersion as a rule (other
+        // resources move the revision), inside the gap: each watcher hears of the list's
+        // resourceVersion at once, so that its client resumes from there.
+        st.hub.want_bookmarks();
+        c.counters.relists_bridged.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Repairs the cache with a full list from upstream at `list_rv`, after a consistency check
+    /// found the cache unlike the upstream (`crate::reflector::consistency`): the difference is
+    /// bridged as after a relist, except a change an event lost made at or before the cache's
+    /// resourceVersion, which the store takes silently while the watchers it concerns are
+    /// closed with 410 (see [`bridge::plan_repair`]; the others keep watching). The states the
+    /// cache held before are no longer served: the snapshots kept for continuations are dropped,
+    /// no state below `list_rv` is rebuilt and no watch starts below it.
+    pub fn repair(&self, items: Vec<Cached>, list_rv: u64) -> bridge::Outcome {
+        let c = &*self.cache;
+        let mut st = c.state.write();
+        if !st.synced {
+            drop(st);
+            return self.replace(items, list_rv);
+        }
+        let charge = |o: Cached| o.charged(&c.account);
+        let old_rv = st.rv;
+        let repair = match bridge::plan_repair(st.store.objects(), old_rv, &items, list_rv, charge)
+        {
+            Ok(r) => r,
+            Err(_) => {
+                drop(st);
+                return self.replace(items, list_rv);
+            }
+        };
+        self.close_gap(&mut st, old_rv, list_rv);
+        let mut closed = 0;
+        for (new, prev) in &repair.silent {
+            let Some(obj) = new.as_ref().or(prev.as_ref()) else {
+                continue;
+            };
+            closed += st
+                .hub
+                .close_concerned(&c.info, obj, prev.as_deref(), REPAIRED);
+            st.store.set(&c.info, Arc::from(obj.rec.key()), new.clone());
+        }
+        c.counters
+            .repair_closed
+            .fetch_add(closed as u64, Ordering::Relaxed);
+        let n = repair.events.len();
+        self.bridge(&mut st, old_rv, list_rv, repair.events);
+        st.log.mark_repaired(list_rv);
+        if !repair.silent.is_empty() {
+            // The persisted events lack the silent changes: the state is written whole.
+            self.persist_state();
+        }
+        let rv = st.rv;
+        drop(st);
+        c.snapshots.clear();
+        c.rv_tx.send_replace(rv);
+        bridge::Outcome::Repaired {
+            events: n,
+            silent: repair.silent.len(),
+            closed,
+        }
     }
 }
 
@@ -1034,6 +1111,72 @@ mod tests {
         writer.replace(vec![pod("a", "p2", "n3", 7), pod("a", "p3", "n3", 8)], 9);
         assert_eq!(names(&cache, None, "spec.nodeName=n3"), ["a/p2", "a/p3"]);
         assert!(names(&cache, None, "spec.nodeName=n2").is_empty());
+    }
+
+    /// A repair after a lost event: the difference the watchers can be sent is sent (a lost
+    /// deletion, at a free revision); what they cannot (a lost create, at or below what they
+    /// already received) is taken silently and closes only the watchers that see that object.
+    /// The states before the repair are served no more.
+    #[test]
+    fn a_repair_bridges_what_it_can_and_closes_only_the_watchers_of_a_silent_change() {
+        let (cache, writer) = ResourceCache::new(pods(), CacheSettings::default());
+        writer.replace(vec![pod("a", "p1", "n1", 10), pod("b", "p9", "n1", 11)], 12);
+        let watch = |ns: Option<&str>| {
+            let f = Arc::new(pod_filter(ns, ""));
+            let w = cache.subscribe(f, 12);
+            assert!(cache.try_go_live(&w, 12));
+            w
+        };
+        let (mut in_a, mut in_b, mut all) = (watch(Some("a")), watch(Some("b")), watch(None));
+        let behind = cache.subscribe(Arc::new(pod_filter(Some("b"), "")), 10);
+        let kept = {
+            let snap = cache.snapshot();
+            cache.retain_snapshot(&snap, &cache.settings().retention);
+            snap.rv
+        };
+        assert!(cache.retained_snapshot(kept).is_some());
+        // Upstream: p2 created at 13 in namespace a (its ADDED lost), p9 deleted at 14 (lost),
+        // p3 created at 15 (seen); checked at 15, relisted at 17.
+        writer.apply(EventType::Added, pod("a", "p3", "n1", 15));
+        for w in [&mut in_a, &mut all] {
+            assert!(w.try_recv().is_some(), "p3's ADDED");
+        }
+        let outcome = writer.repair(
+            vec![
+                pod("a", "p1", "n1", 10),
+                pod("a", "p2", "n1", 13),
+                pod("a", "p3", "n1", 15),
+            ],
+            17,
+        );
+        assert_eq!(
+            outcome,
+            bridge::Outcome::Repaired {
+                events: 1,
+                silent: 1,
+                closed: 2
+            }
+        );
+        // p2's ADDED would go back below 15: the watchers that see p2 are closed, with 410.
+        for w in [&in_a, &all] {
+            assert_eq!(w.shared().reason(), Some(REPAIRED));
+        }
+        assert!(!in_b.shared().is_closed() && !behind.shared().is_closed());
+        // p9's deletion, at 16 (free: no listed pod has it), reaches the namespace-b watcher.
+        let (ev, ty) = in_b.try_recv().expect("the bridged deletion");
+        assert_eq!(
+            (ty, ev.obj.rec.name.as_str(), ev.rv),
+            (EventType::Deleted, "p9", 16)
+        );
+        assert_eq!(cache.events_after(10, 10).unwrap().events.len(), 2);
+        assert_eq!(names(&cache, None, ""), ["a/p1", "a/p2", "a/p3"]);
+        assert_eq!(cache.rv(), 17);
+        // No state before the repair is served again: no kept snapshot, no rebuilt state, no
+        // watch start below the list.
+        assert!(cache.retained_snapshot(kept).is_none());
+        assert!(cache.snapshot_at(15).is_none());
+        assert_eq!(cache.check_watch_start(12), Err(17));
+        assert_eq!(cache.check_watch_start(17), Ok(()));
     }
 
     #[test]

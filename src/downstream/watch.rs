@@ -35,7 +35,7 @@ use super::{protobuf, table};
 use crate::app::App;
 use crate::cache::{CacheEvent, ResourceCache, Snapshot};
 use crate::hub::Subscription;
-use crate::hub::watcher::{CUT_FOR_MEMORY, IN_BRIDGED_GAP};
+use crate::hub::watcher::{CUT_FOR_MEMORY, IN_BRIDGED_GAP, REPAIRED};
 use crate::metrics::{ResourceMetrics, WatchOutcome, WatchTap};
 use kube_wire::event::{EventType, FRAME_TAIL, error_frame};
 use kube_wire::negotiate::Encoding;
@@ -656,15 +656,15 @@ impl Watcher {
         }
     }
 
-    /// The hub closed the watcher. One cut off under memory pressure, or one that started inside
-    /// a bridged relist's gap, is also told, when its queue has room, what its re-watch would
+    /// The hub closed the watcher. One cut off under memory pressure, one that started inside
+    /// a bridged relist's gap, or one a repair changed an object of silently, is also told, when its queue has room, what its re-watch would
     /// hear: kube's 410 for its resourceVersion, which the log cannot serve (informers relist on
     /// it).
     fn closed(&self, sub: &Subscription) {
         let reason = sub.shared().reason().unwrap_or("closed");
         let cursor = sub.shared().cursor();
         tracing::info!(resource = %self.cache.info.group_resource(), reason, cursor, "watcher closed");
-        if (reason == CUT_FOR_MEMORY || reason == IN_BRIDGED_GAP)
+        if (reason == CUT_FOR_MEMORY || reason == IN_BRIDGED_GAP || reason == REPAIRED)
             && let Err(oldest) = self.cache.check_watch_start(self.last_sent)
         {
             let s = Status::expired(format!(

@@ -164,6 +164,31 @@ impl Hub {
         self.remove_all(&closed)
     }
 
+    /// Closes and removes every watcher, live or catching up, that sees the object `obj` or its
+    /// previous state `prev` (a change that cannot be sent as an event); returns how many.
+    pub fn close_concerned(
+        &mut self,
+        info: &ResourceInfo,
+        obj: &Cached,
+        prev: Option<&Cached>,
+        reason: &'static str,
+    ) -> usize {
+        let sees =
+            |f: &Filter, o: &Cached| f.matches(&o.rec.namespace, &o.rec.labels, |x| o.rec.field(x));
+        let closed: Vec<u64> = self
+            .candidates(info, obj, prev)
+            .filter(|(_, w)| {
+                !w.shared.is_closed()
+                    && (sees(&w.filter, obj) || prev.is_some_and(|p| sees(&w.filter, p)))
+            })
+            .map(|(id, w)| {
+                w.shared.close(reason);
+                id
+            })
+            .collect();
+        self.remove_all(&closed)
+    }
+
     /// Closes and removes every watcher that is catching up (and not closed yet) for which
     /// `verdict`, given its cursor, names a reason; returns how many were closed.
     pub fn close_lagging(&mut self, verdict: impl Fn(u64) -> Option<&'static str>) -> usize {

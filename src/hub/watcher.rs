@@ -65,6 +65,9 @@ pub const CUT_FOR_MEMORY: &str = "cut off to keep within cache.memory_limit";
 pub const IN_BRIDGED_GAP: &str = "started inside a bridged relist";
 /// Close reason: a relist could not be bridged, so the history restarted (kube's behaviour).
 pub const RELIST_NOT_BRIDGED: &str = "upstream relist could not be bridged";
+/// Close reason: a consistency check found an event lost, and the relist that repaired the cache
+/// changed an object the watcher sees without an event (`crate::cache::bridge::plan_repair`).
+pub const REPAIRED: &str = "the cache was repaired after an event was lost upstream";
 
 /// How long a closed watcher may take to end itself before what it left in
 /// [`WatcherShared::on_abandoned`] runs.

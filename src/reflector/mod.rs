@@ -29,6 +29,7 @@
 
 mod backoff;
 pub mod catalog;
+pub mod consistency;
 pub mod crd;
 mod discovery;
 mod error;
@@ -115,6 +116,13 @@ pub struct Reflector<P> {
     progress_rx: Option<mpsc::Receiver<Progress>>,
     /// The CRDs, for a custom resource's selectable fields.
     crds: Option<Arc<crd::Crds>>,
+    /// The cache's freshness check, once published (a consistency check whose resourceVersion
+    /// the upstream no longer holds is made where it proves the cache).
+    freshness: OnceLock<Arc<Freshness>>,
+    /// How many repairs consistency checks asked for, and how many relists made them: the
+    /// watch ends for a relist while the first is ahead.
+    repairs_asked: tokio::sync::watch::Sender<u64>,
+    repairs_made: tokio::sync::watch::Sender<u64>,
 }
 
 impl<P> std::fmt::Debug for Reflector<P> {
@@ -151,6 +159,9 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             progress_tx,
             progress_rx: Some(progress_rx),
             crds: None,
+            freshness: OnceLock::new(),
+            repairs_asked: tokio::sync::watch::channel(0).0,
+            repairs_made: tokio::sync::watch::channel(0).0,
         }
     }
 
@@ -184,6 +195,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             _ = self.drive() => {}
             _ = self.housekeeping() => {}
             _ = self.apply_progress(progress) => {}
+            _ = self.consistency_checks() => {}
         }
         // The persisted cache's last batch: dropping the cache's writer ends its persister,
         // whose thread writes what is queued and exits (the App waits for this task).
@@ -267,6 +279,7 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             self.progress_tx.clone(),
             self.metrics.clone(),
         );
+        let _ = self.freshness.set(freshness.clone());
         (self.publish)(writer.cache().clone(), freshness);
     }
 
@@ -358,7 +371,15 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             Ok((items, rv)) => {
                 m.listed(started.elapsed());
                 let n = items.len();
-                let outcome = writer.replace(items, rv);
+                // A repair asked for before this list was sent is made by it.
+                let asked = *self.repairs_asked.borrow();
+                let outcome = if asked > *self.repairs_made.borrow() {
+                    let o = writer.repair(items, rv);
+                    self.repairs_made.send_replace(asked);
+                    o
+                } else {
+                    writer.replace(items, rv)
+                };
                 tracing::info!(resource = %self.spec, objects = n, resource_version = rv, outcome = ?outcome, "listed");
                 backoff.reset();
                 State::Watch {
@@ -389,7 +410,20 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         backoff: &mut Backoff,
     ) -> State<'w> {
         let m = &self.metrics;
-        let ended = watch(&self.up, &self.spec, writer, rv, m).await;
+        let mut asked = self.repairs_asked.subscribe();
+        let made = *self.repairs_made.borrow();
+        let ended = tokio::select! {
+            biased;
+            _ = asked.wait_for(|a| *a > made) => {
+                // A consistency check found the cache unlike the upstream: relist to repair it.
+                m.watch_ended("closed");
+                return State::List {
+                    writer,
+                    cause: Some("inconsistent"),
+                };
+            }
+            ended = watch(&self.up, &self.spec, writer, rv, m) => ended,
+        };
         let rewatch = State::Watch {
             writer,
             rv: writer.rv(),
@@ -454,6 +488,74 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         self.metrics.upstream_failed(e, e.is_refused());
         if let Some(writer) = self.writer.get() {
             writer.cache().staleness.broken();
+        }
+    }
+
+    /// Every `cache.consistency_check_secs` (plus 0 to 50 % jitter, from the end of the last
+    /// check, as kube's), from the moment the cache exists: a check of the cache against the
+    /// upstream ([`consistency`]), counted and logged. One that fails asks for the relist that
+    /// repairs the cache, waits for it, and checks again at once (never ends by itself).
+    async fn consistency_checks(&self) {
+        let Some(period) = self.settings.consistency_check else {
+            return std::future::pending().await;
+        };
+        let path = collection_path(&self.spec);
+        let mut again = false;
+        loop {
+            if !again {
+                let jitter = period.mul_f64(0.5 * rand::random::<f64>());
+                tokio::time::sleep(period + jitter).await;
+            }
+            again = false;
+            let Some(writer) = self.writer.get() else {
+                continue;
+            };
+            let fresh = || async {
+                match self.freshness.get() {
+                    Some(f) => f
+                        .ensure_fresh(freshness::CHECK_BUDGET)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    None => Err("no freshness check".to_string()),
+                }
+            };
+            let m = &self.metrics;
+            match consistency::check(&self.up, &path, writer.cache(), m, fresh).await {
+                consistency::Outcome::Consistent {
+                    rv,
+                    objects,
+                    digest,
+                } => {
+                    m.consistency_checked("success");
+                    tracing::debug!(resource = %self.spec, resource_version = rv, objects, digest = %digest, "cache consistency check passed");
+                }
+                consistency::Outcome::Skipped(why) => {
+                    m.consistency_checked("skipped");
+                    tracing::info!(resource = %self.spec, reason = %why, "cache consistency check skipped");
+                }
+                consistency::Outcome::Inconsistent(d) => {
+                    m.consistency_checked("failure");
+                    tracing::error!(
+                        resource = %self.spec,
+                        resource_version = d.rv,
+                        cache_digest = %d.cache.0,
+                        upstream_digest = %d.upstream.0,
+                        cache_objects = d.cache.1,
+                        upstream_objects = d.upstream.1,
+                        differing = d.differing,
+                        first = %consistency::Named(&d.first),
+                        "cache consistency check failed: the cache differs from the upstream; relisting to repair it"
+                    );
+                    let mut asked = 0;
+                    self.repairs_asked.send_modify(|a| {
+                        *a += 1;
+                        asked = *a;
+                    });
+                    let mut made = self.repairs_made.subscribe();
+                    let _ = made.wait_for(|m| *m >= asked).await;
+                    again = true;
+                }
+            }
         }
     }
 

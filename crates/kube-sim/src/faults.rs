@@ -39,6 +39,15 @@ pub struct Faults {
     malformed: AtomicU32,
     undecodable: AtomicU32,
     expire_watches: AtomicU32,
+    lost_event: Mutex<Option<LostEvent>>,
+}
+
+/// The lost-event fault: the object whose next event is lost, and the event's revision once a
+/// watch stream met it.
+#[derive(Debug, Clone)]
+struct LostEvent {
+    key: String,
+    rev: Option<u64>,
 }
 
 impl Default for Faults {
@@ -53,6 +62,7 @@ impl Default for Faults {
             malformed: AtomicU32::new(0),
             undecodable: AtomicU32::new(0),
             expire_watches: AtomicU32::new(0),
+            lost_event: Mutex::new(None),
         }
     }
 }
@@ -203,8 +213,35 @@ impl Faults {
             .is_ok()
     }
 
+    /// The next event of the object at `key` (`ns/name`, or a cluster-scoped object's name; of
+    /// any resource) is lost: no watch stream ever sends it, the next event after it comes as
+    /// if it were the next (a watch cache that missed one notification). The store has it: a
+    /// LIST or GET shows the write. What a consistency check must find.
+    pub fn lose_next_event_of(&self, key: &str) {
+        *self.lost_event.lock() = Some(LostEvent {
+            key: key.to_string(),
+            rev: None,
+        });
+    }
+
+    /// Whether the event at `rev` of the object at `key` is the lost one (the first event of
+    /// that object that any stream meets after [`Faults::lose_next_event_of`]).
+    pub fn is_lost(&self, key: &str, rev: u64) -> bool {
+        let mut g = self.lost_event.lock();
+        match g.as_mut() {
+            Some(l) if l.key == key => *l.rev.get_or_insert(rev) == rev,
+            _ => false,
+        }
+    }
+
+    /// The revision of the lost event, once a stream met it.
+    pub fn lost_revision(&self) -> Option<u64> {
+        self.lost_event.lock().as_ref().and_then(|l| l.rev)
+    }
+
     /// Clears every fault.
     pub fn clear(&self) {
+        *self.lost_event.lock() = None;
         *self.refuse_until.lock() = None;
         *self.errors.lock() = None;
         self.delay_ms.store(0, Ordering::Relaxed);
@@ -250,6 +287,20 @@ mod tests {
         assert!(f.take_expired_watch());
         f.clear();
         assert!(!f.take_expired_watch());
+    }
+
+    #[test]
+    fn the_lost_event_is_the_first_one_met_and_only_it() {
+        let f = Faults::default();
+        assert!(!f.is_lost("default/a", 5));
+        f.lose_next_event_of("default/a");
+        assert!(!f.is_lost("default/b", 6), "another object");
+        assert!(f.is_lost("default/a", 7));
+        assert!(f.is_lost("default/a", 7), "every stream loses it");
+        assert!(!f.is_lost("default/a", 9), "the next one comes");
+        assert_eq!(f.lost_revision(), Some(7));
+        f.clear();
+        assert!(!f.is_lost("default/a", 7));
     }
 
     #[tokio::test]

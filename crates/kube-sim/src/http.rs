@@ -1009,6 +1009,10 @@ async fn admin(state: &Arc<SimState>, rest: &str, req: Request<Incoming>) -> Res
             f.send_undecodable_object();
             ok()
         }
+        (Method::POST, "faults/lose-event") => {
+            f.lose_next_event_of(&text("key"));
+            ok()
+        }
         (Method::POST, "faults/clear") => {
             f.clear();
             ok()

@@ -262,6 +262,9 @@ impl Watcher {
                 };
                 for ev in &batch.events {
                     cursor = ev.rev;
+                    if self.state.faults.is_lost(&ev.key, ev.rev) {
+                        continue;
+                    }
                     if let Some(frame) = self.event_frame(ev) {
                         self.last_sent = ev.rev;
                         if !self.send_event(frame).await {
