@@ -657,22 +657,25 @@ impl Watcher {
     }
 
     /// The hub closed the watcher. One cut off under memory pressure, one that started inside
-    /// a bridged relist's gap, or one a repair changed an object of silently, is also told, when its queue has room, what its re-watch would
-    /// hear: kube's 410 for its resourceVersion, which the log cannot serve (informers relist on
-    /// it).
+    /// a bridged relist's gap, or one a repair changed an object of silently, is also told, when
+    /// its queue has room, what its re-watch would hear: kube's 410 for its resourceVersion,
+    /// which the log cannot serve (informers relist on it). One a repair closed is told so in
+    /// any case: its client holds a state the log cannot lead from, and must relist.
     fn closed(&self, sub: &Subscription) {
         let reason = sub.shared().reason().unwrap_or("closed");
         let cursor = sub.shared().cursor();
         tracing::info!(resource = %self.cache.info.group_resource(), reason, cursor, "watcher closed");
-        if (reason == CUT_FOR_MEMORY || reason == IN_BRIDGED_GAP || reason == REPAIRED)
-            && let Err(oldest) = self.cache.check_watch_start(self.last_sent)
-        {
-            let s = Status::expired(format!(
-                "too old resource version: {} ({oldest})",
-                self.last_sent
-            ));
-            self.out.offer(Out::Frame(self.error_frame(&s)));
-        }
+        let oldest = match self.cache.check_watch_start(self.last_sent) {
+            Err(oldest) if reason == CUT_FOR_MEMORY || reason == IN_BRIDGED_GAP => oldest,
+            Err(oldest) if reason == REPAIRED => oldest,
+            Ok(()) if reason == REPAIRED => self.cache.rv(),
+            _ => return,
+        };
+        let s = Status::expired(format!(
+            "too old resource version: {} ({oldest})",
+            self.last_sent
+        ));
+        self.out.offer(Out::Frame(self.error_frame(&s)));
     }
 
     /// Hands one frame to the transport, once it has taken the previous one, and counts it.

@@ -485,7 +485,7 @@ impl Freshness {
     }
 
     /// Step 1: the upstream's current resourceVersion, from a consistent LIST of one item.
-    async fn upstream_rv(&self) -> Result<u64, NotFresh> {
+    pub(super) async fn upstream_rv(&self) -> Result<u64, NotFresh> {
         let q = format!("{}?limit=1", self.path);
         let body = self.consistent_list(&q, "application/json").await?;
         #[derive(Deserialize)]

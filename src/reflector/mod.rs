@@ -67,6 +67,8 @@ const BACKOFF_BASE: Duration = Duration::from_millis(200);
 /// restart reach S13's clients about 17 s late), and the retries of O(kinds) reflectors every
 /// few seconds are no load for an apiserver.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long a repair waits for the upstream's revision to move past the cache's.
+const REPAIR_WAIT: Duration = Duration::from_secs(30);
 /// How often housekeeping runs.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -357,6 +359,12 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         if let Some(c) = cause {
             m.relist(c);
         }
+        // A repair asked for before this list was sent is made by it, once the upstream's
+        // revision has moved past the cache's.
+        let asked = *self.repairs_asked.borrow();
+        if asked > *self.repairs_made.borrow() {
+            self.upstream_past(writer.rv()).await;
+        }
         let started = std::time::Instant::now();
         match list_all(
             &self.up,
@@ -371,8 +379,6 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
             Ok((items, rv)) => {
                 m.listed(started.elapsed());
                 let n = items.len();
-                // A repair asked for before this list was sent is made by it.
-                let asked = *self.repairs_asked.borrow();
                 let outcome = if asked > *self.repairs_made.borrow() {
                     let o = writer.repair(items, rv);
                     self.repairs_made.send_replace(asked);
@@ -488,6 +494,28 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
         self.metrics.upstream_failed(e, e.is_refused());
         if let Some(writer) = self.writer.get() {
             writer.cache().staleness.broken();
+        }
+    }
+
+    /// Waits, up to [`REPAIR_WAIT`], until the upstream's revision is above `rv` (the cache's),
+    /// asking once a second (a LIST of one item). A repair's list must be at a revision no
+    /// client of the cache before it holds: a client that re-watches from there would not hear
+    /// of the changes the repair made without an event. A real cluster's revision moves every
+    /// few seconds (leases); a quiet upstream's may not, and the repair is then made anyway.
+    async fn upstream_past(&self, rv: u64) {
+        let Some(f) = self.freshness.get() else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + REPAIR_WAIT;
+        loop {
+            if f.upstream_rv().await.is_ok_and(|r| r > rv) {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(resource = %self.spec, resource_version = rv, "the upstream's resourceVersion did not move past the cache's; repairing at it");
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 

@@ -15,6 +15,7 @@ mod consistency;
 mod crd_tables;
 mod deploy;
 mod drain;
+mod drift;
 mod exec_plugin;
 mod fleet;
 mod kube;
