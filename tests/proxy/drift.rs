@@ -279,3 +279,44 @@ async fn a_lost_deletion_is_found_and_bridged_to_every_watcher() {
         "it never relisted"
     );
 }
+
+/// A quiet kind whose cache's resourceVersion the upstream compacted away: the exact LIST at
+/// it answers 410, and the check is made at a later resourceVersion the cache is proven to
+/// hold (as for a consistent read), and passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_at_a_compacted_resource_version_is_made_at_a_later_one() {
+    let (sim, px) = rig(&[("a", "a1"), ("b", "b1")]).await;
+    let churn = Churn::start(&sim);
+    let cache = px.proxy.cache("", "v1", "configmaps").expect("cached");
+    let quiet = cache.rv();
+    wait_until("the upstream's revision moves on", 30, async || {
+        sim.store().revision() > quiet + 5
+    })
+    .await;
+    sim.store().compact_now();
+    let expired = || {
+        metric_sum(
+            &px,
+            "watchmux_upstream_requests_total",
+            &[
+                ("resource", "configmaps"),
+                ("verb", "consistency"),
+                ("code", "410"),
+            ],
+        )
+    };
+    wait_until("a check meets the compaction", 30, async || {
+        expired().await >= 1.0
+    })
+    .await;
+    let passed = checks(&px, "success").await;
+    wait_until("two checks pass after it", 30, async || {
+        checks(&px, "success").await >= passed + 2.0
+    })
+    .await;
+    churn.stop().await;
+    // The check that met the 410 has ended (checks run one after the other), neither failed
+    // nor skipped: it passed at a later resourceVersion.
+    assert_eq!(checks(&px, "failure").await, 0.0);
+    assert_eq!(checks(&px, "skipped").await, 0.0);
+}
