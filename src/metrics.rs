@@ -859,7 +859,7 @@ impl Metrics {
         let upstream_relists = counter_vec(
             r,
             "watchmux_upstream_relists_total",
-            "Upstream LISTs of a whole resource, by cause: initial, expired (the watch resourceVersion is gone), oversize (a watch event exceeded cache.max_object_bytes).",
+            "Upstream LISTs of a whole resource, by cause: initial, expired (the watch resourceVersion is gone), oversize (a watch event exceeded cache.max_object_bytes), inconsistent (a consistency check found the cache unlike the upstream: the relist repairs it).",
             &["resource", "reason"],
         );
         let upstream_events = counter_vec(
