@@ -136,6 +136,8 @@ pub struct App {
     pub catalog: Option<Arc<Catalog>>,
     /// Pass-through client.
     pub upstream: Upstream,
+    /// Whether the upstream applies `shardSelector` to the kinds read through it.
+    pub shard_support: crate::downstream::shards::ShardSupport,
     /// Cache settings from the config.
     pub cache_config: CacheConfig,
     /// Watches without `timeoutSeconds` last a random time in [this, 2× this)
@@ -234,6 +236,7 @@ impl App {
             epoch: Instant::now(),
             catalog,
             upstream,
+            shard_support: Default::default(),
             cache_config: config.cache.clone(),
             min_request_timeout: config.server.min_request_timeout,
             draining: cancel.child_token(),

@@ -38,6 +38,7 @@ pub mod proxy_protocol;
 pub mod read_point;
 pub mod request_body;
 pub mod router;
+pub mod shards;
 pub mod table;
 pub mod watch;
 pub mod websocket;

@@ -262,6 +262,15 @@ async fn route_and_serve(
     };
     let answer = match routed {
         Ok(Route::PassThrough(reason)) => {
+            if let Some(collection) = sharded_collection(&req)
+                && !app.shard_support.applies(&app.upstream, &collection).await
+            {
+                return Err(RouteError::Status(kube_wire::status::Status::bad_request(
+                    format!(
+                        "shardSelector is not supported for {collection}: watchmux does not answer this read from its cache, and the upstream does not apply the selector (kube-apiserver 1.36+ with the ShardedListAndWatch feature gate does)"
+                    ),
+                )));
+            }
             let mut r = Box::pin(crate::passthrough::pass_through(&app.upstream, req)).await;
             r.extensions_mut()
                 .insert(crate::metrics::PassedThrough(reason));
@@ -282,6 +291,33 @@ async fn route_and_serve(
         Some(broken) => answer.map(|r| crate::passthrough::fail_when(r, broken)),
         None => answer,
     }
+}
+
+/// The collection (cluster-wide: `/api/v1/pods`) a LIST or WATCH with a `shardSelector` reads,
+/// if `req` is one: a GET of a resource path with no object name (or the legacy `/watch/`
+/// form) whose first `shardSelector` value is not empty, which the upstream must apply if it
+/// answers it ([`super::shards`]).
+fn sharded_collection<B>(req: &Request<B>) -> Option<String> {
+    if req.method() != Method::GET {
+        return None;
+    }
+    let ApiPath::Resource(rp) = path::parse(req.uri().path()) else {
+        return None;
+    };
+    if rp.subresource.is_some() || (rp.name.is_some() && !rp.legacy_watch) {
+        return None;
+    }
+    let selector = form_urlencoded::parse(req.uri().query()?.as_bytes())
+        .find(|(k, _)| k == "shardSelector")
+        .map(|(_, v)| v)?;
+    if selector.is_empty() {
+        return None;
+    }
+    Some(if rp.group.is_empty() {
+        format!("/api/{}/{}", rp.version, rp.resource)
+    } else {
+        format!("/apis/{}/{}/{}", rp.group, rp.version, rp.resource)
+    })
 }
 
 /// The most bytes of a request body [`discard_body`] reads (kube's request body limit).
