@@ -39,6 +39,11 @@ pub struct ListOptions {
     pub label_selector: String,
     /// `fieldSelector`.
     pub field_selector: String,
+    /// `shardSelector` (KEP-5866, kube 1.36's `ShardedListAndWatch` gate) as sent, not parsed:
+    /// kube decodes it whatever the gate and parses it in its storage layer, only with the gate
+    /// on ([`crate::shard::ShardSelector::parse`], a 500 when it does not parse). `None` when
+    /// absent or empty, which kube treats alike (no filtering).
+    pub shard_selector: Option<String>,
 }
 
 /// kube's query-string bool: absent → false; "false"/"0" (any case) → false; anything else,
@@ -170,6 +175,9 @@ impl ListOptions {
                 "continue" => o.continue_token = Some(v.into_owned()).filter(|s| !s.is_empty()),
                 "labelSelector" => o.label_selector = v.into_owned(),
                 "fieldSelector" => o.field_selector = v.into_owned(),
+                "shardSelector" => {
+                    o.shard_selector = Some(v.into_owned()).filter(|s| !s.is_empty())
+                }
                 _ => {}
             }
         }
@@ -427,6 +435,25 @@ mod tests {
             ListOptions::from_query(Some("limit=x")).unwrap_err().code,
             400
         );
+    }
+
+    #[test]
+    fn shard_selectors_decode_as_url_values() {
+        let sel = |q: &str| opts(q).shard_selector;
+        // Form decoding: `+` is a space, `%27` a quote; the value is kept as sent, unparsed.
+        assert_eq!(
+            sel("shardSelector=shardRange(object.metadata.uid,+%270x0%27,+%270x1%27)").as_deref(),
+            Some("shardRange(object.metadata.uid, '0x0', '0x1')")
+        );
+        // The first of repeated values, as Go's conversion reads `values[0]`.
+        assert_eq!(sel("shardSelector=a&shardSelector=b").as_deref(), Some("a"));
+        assert_eq!(sel("shardSelector=&shardSelector=b"), None);
+        // Empty is no selector; white space is one (whose parse kube refuses).
+        assert_eq!(sel("shardSelector="), None);
+        assert_eq!(sel(""), None);
+        assert_eq!(sel("shardSelector=+").as_deref(), Some(" "));
+        // Nothing about it is refused while decoding.
+        assert!(ListOptions::from_query(Some("shardSelector=%28%28")).is_ok());
     }
 
     #[test]
