@@ -1113,6 +1113,109 @@ mod tests {
         assert!(names(&cache, None, "spec.nodeName=n2").is_empty());
     }
 
+    /// A watcher of every namespace reading one range of the pods' hashed uids.
+    fn shard_watcher(cache: &Arc<ResourceCache>, ranges: &[(u64, u128)]) -> Subscription {
+        let sel = ranges
+            .iter()
+            .map(|(a, b)| format!("shardRange(object.metadata.uid, '0x{a:016x}', '0x{b:016x}')"))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        let shard = kube_wire::shard::ShardSelector::parse(&sel).unwrap();
+        let f = Arc::new(pod_filter(None, "").with_shard(Some(shard)));
+        let w = cache.subscribe(f, cache.rv());
+        assert!(cache.try_go_live(&w, cache.rv()));
+        w
+    }
+
+    /// Four shard watchers on cell boundaries partition the events: each event is offered to
+    /// exactly the watcher whose range holds its object's hash (one filter evaluated per event,
+    /// not four). One whose ranges split cells gets exactly its objects, each once.
+    #[test]
+    fn shard_watchers_partition_the_events_and_cost_one_evaluation_each() {
+        let settings = CacheSettings {
+            watcher_queue: 4096,
+            ..CacheSettings::default()
+        };
+        let (cache, writer) = ResourceCache::new(pods(), settings);
+        writer.replace(vec![], 1);
+        let quarter: u128 = 1 << 62;
+        let mut shards: Vec<Subscription> = (0..4u128)
+            .map(|i| shard_watcher(&cache, &[((i * quarter) as u64, (i + 1) * quarter)]))
+            .collect();
+        // Two ranges inside cell 0x01, one across cells 0x80 to 0x83.
+        let odd_ranges = [
+            (0x0100_0000_0000_0000u64, 0x0170_0000_0000_0000u128),
+            (0x0180_0000_0000_0000, 0x01f0_0000_0000_0000),
+            (0x8080_0000_0000_0000, 0x8380_0000_0000_0000),
+        ];
+        let mut odd = shard_watcher(&cache, &odd_ranges);
+        assert_eq!(cache.unindexed_watchers(), 0);
+        let before = cache.counters.selector_evaluations.load(Ordering::Relaxed);
+        let mut want = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+        let mut want_odd = Vec::new();
+        let n = 2000u64;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..n {
+            let name = format!("p{i}");
+            // A UUID-like uid, as kube makes them.
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let (a, b) = (next(), next());
+            let uid = format!(
+                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                a >> 32,
+                (a >> 16) & 0xffff,
+                a & 0xffff,
+                b >> 48,
+                b & 0xffff_ffff_ffff
+            );
+            let j = format!(
+                r#"{{"metadata":{{"name":"{name}","namespace":"a","uid":"{uid}","resourceVersion":"{}"}}}}"#,
+                i + 2
+            );
+            let p = decode_object(&pods(), j.as_bytes()).unwrap();
+            let h = kube_wire::shard::shard_hash(p.rec.uid.as_bytes());
+            want[(u128::from(h) / quarter) as usize].push(name.clone());
+            if odd_ranges
+                .iter()
+                .any(|(a, b)| u128::from(h) >= u128::from(*a) && u128::from(h) < *b)
+            {
+                want_odd.push(name);
+            }
+            writer.apply(EventType::Added, p);
+        }
+        let evaluated = cache.counters.selector_evaluations.load(Ordering::Relaxed) - before;
+        // One per event, and the odd watcher's five cells' events (about 5/256 of them).
+        assert!(evaluated >= n && evaluated < n + n / 20, "{evaluated}");
+        let drain = |w: &mut Subscription| {
+            std::iter::from_fn(|| w.try_recv())
+                .map(|(ev, _)| ev.obj.rec.name.clone())
+                .collect::<Vec<_>>()
+        };
+        for (i, w) in shards.iter_mut().enumerate() {
+            let got = drain(w);
+            assert!(
+                got == want[i],
+                "shard {i}: {} events, {} wanted",
+                got.len(),
+                want[i].len()
+            );
+            assert!(got.len() > 300, "shard {i}: {}", got.len());
+        }
+        let got = drain(&mut odd);
+        assert!(
+            got == want_odd,
+            "{} events, {} wanted",
+            got.len(),
+            want_odd.len()
+        );
+        assert!(want_odd.len() > 10, "{}", want_odd.len());
+    }
+
     /// A repair after a lost event: the difference the watchers can be sent is sent (a lost
     /// deletion, at a free revision); what they cannot (a lost create, at or below what they
     /// already received) is taken silently and closes only the watchers that see that object.

@@ -70,8 +70,12 @@ fn shared_names(fields: Vec<(String, String)>) -> Vec<(Arc<str>, String)> {
 }
 
 impl ObjectRecord {
-    /// A selectable field's value.
+    /// A selectable field's value, or the uid as `kube_wire::selector::UID_FIELD` (which a
+    /// shard selector hashes).
     pub fn field(&self, name: &str) -> Option<&str> {
+        if name == kube_wire::selector::UID_FIELD {
+            return Some(&self.uid);
+        }
         self.fields
             .iter()
             .find(|(k, _)| &**k == name)

@@ -92,10 +92,18 @@ pub fn serve(
     if page.token.is_some() {
         cache.retain_snapshot(&from.snap, &cache.settings().retention);
     }
+    // kube echoes the shard selector on typed lists only: not a custom resource's
+    // (UnstructuredList), nor a Table or a PartialObjectMetadataList, whose conversions drop it.
+    let typed = info.builtin && matches!(form, Form::Json | Form::Protobuf);
     let meta = ListMeta {
         resource_version: page.rv,
         continue_token: page.token,
         remaining_item_count: page.remaining,
+        shard_info: filter
+            .shard
+            .as_ref()
+            .filter(|_| typed)
+            .map(ToString::to_string),
     };
     super::table::list_response(info, printer, page.items.iter().copied(), &meta, form, gzip)
 }

@@ -263,7 +263,7 @@ async fn route_and_serve(
     let answer = match routed {
         Ok(Route::PassThrough(reason)) => {
             if let Some(collection) = sharded_collection(&req)
-                && !app.shard_support.applies(&app.upstream, &collection).await
+                && !Box::pin(app.shard_support.applies(&app.upstream, &collection)).await
             {
                 return Err(RouteError::Status(kube_wire::status::Status::bad_request(
                     format!(
@@ -307,9 +307,7 @@ fn sharded_collection<B>(req: &Request<B>) -> Option<String> {
     if rp.subresource.is_some() || (rp.name.is_some() && !rp.legacy_watch) {
         return None;
     }
-    let selector = form_urlencoded::parse(req.uri().query()?.as_bytes())
-        .find(|(k, _)| k == "shardSelector")
-        .map(|(_, v)| v)?;
+    let selector = super::shards::selector_param(req.uri().query())?;
     if selector.is_empty() {
         return None;
     }
@@ -742,6 +740,9 @@ async fn route(
         opts.fold_name(name)?;
         filter = parse(&opts)?;
     }
+    // Then kube's registry parses `shardSelector` (its gate on: watchmux serves it whatever the
+    // upstream's version), before its storage sees the request.
+    let filter = filter.with_shard(super::shards::requested(query)?);
     if read == Read::Watch {
         // Then kube's watch cache parses the resourceVersion: its 500 when it cannot.
         let from = opts.cacher_rv()?;

@@ -1,5 +1,6 @@
-//! Sharded LIST and WATCH (`shardSelector`, KEP-5866, alpha in kube 1.36) of kinds watchmux does
-//! not answer from its cache: whether the upstream applies the selector.
+//! Sharded LIST and WATCH (`shardSelector`, KEP-5866, alpha in kube 1.36): the parameter as a
+//! request carries it, and, for the reads watchmux does not answer from its cache, whether the
+//! upstream applies it.
 //!
 //! watchmux serves `shardSelector` from its cache for every cached kind, whatever the
 //! upstream's version (the router parses it with `kube_wire::shard` and the cache filters by
@@ -16,9 +17,11 @@
 //! answer (an error, a 403 for watchmux's identity) counts as "does not apply", remembered for
 //! a shorter time.
 //!
-//! Owns the probes and what they found. It must not parse selectors (kube-wire does) nor pass
-//! requests through (`crate::passthrough` does).
+//! Owns reading the parameter off a request ([`requested`]: kube-wire parses it) and the probes
+//! and what they found. It must not filter objects (the cache's filters do) nor pass requests
+//! through (`crate::passthrough` does).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +31,8 @@ use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
 use crate::upstream::Upstream;
+use kube_wire::shard::ShardSelector;
+use kube_wire::status::Status;
 
 /// How long what a probe found is remembered.
 pub const REMEMBERED: Duration = Duration::from_secs(600);
@@ -78,9 +83,33 @@ impl ShardSupport {
             })
             .await;
         if !applies {
-            tracing::debug!(collection = path, "the upstream does not apply shardSelector");
+            tracing::debug!(
+                collection = path,
+                "the upstream does not apply shardSelector"
+            );
         }
         *applies
+    }
+}
+
+/// The `shardSelector` of a query: its first value, as Go's `url.Values` decode it (kube's
+/// conversion takes the first of several). `None` when absent.
+pub fn selector_param(query: Option<&str>) -> Option<Cow<'_, str>> {
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "shardSelector")
+        .map(|(_, v)| v)
+}
+
+/// The shard selector a LIST or WATCH asks for, parsed as kube 1.36 parses it with its gate on:
+/// an absent or empty parameter is none, anything else must parse, else kube's answer: a 500
+/// whose message is `invalid shard selector: …` and which has no reason (kube's registry wraps
+/// the parse error as a plain Go error).
+pub fn requested(query: Option<&str>) -> Result<Option<ShardSelector>, Status> {
+    match selector_param(query) {
+        Some(s) if !s.is_empty() => ShardSelector::parse(&s)
+            .map(Some)
+            .map_err(|e| Status::new(500, "", e.to_string())),
+        _ => Ok(None),
     }
 }
 

@@ -37,6 +37,9 @@ pub struct ListMeta {
     pub continue_token: Option<String>,
     /// Objects after this page (set only when counting them is allowed: no selectors).
     pub remaining_item_count: Option<u64>,
+    /// `shardInfo.selector`: the shard selector applied, in kube's canonical form (a typed
+    /// list's only, as kube sets it).
+    pub shard_info: Option<String>,
 }
 
 impl ListMeta {
@@ -52,6 +55,9 @@ impl ListMeta {
         }
         if let Some(n) = self.remaining_item_count {
             m.insert("remainingItemCount".into(), json!(n));
+        }
+        if let Some(s) = &self.shard_info {
+            m.insert("shardInfo".into(), json!({ "selector": s }));
         }
         Value::Object(m)
     }
@@ -413,10 +419,23 @@ mod tests {
             resource_version: 7,
             continue_token: Some("t".into()),
             remaining_item_count: Some(2),
+            shard_info: None,
         };
         assert_eq!(
             serde_json::to_string(&m.to_value()).unwrap(),
             r#"{"resourceVersion":"7","continue":"t","remainingItemCount":2}"#
+        );
+        // Go's field order: shardInfo comes last.
+        let m = ListMeta {
+            shard_info: Some(
+                "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
+                    .into(),
+            ),
+            ..m
+        };
+        assert_eq!(
+            serde_json::to_string(&m.to_value()).unwrap(),
+            r#"{"resourceVersion":"7","continue":"t","remainingItemCount":2,"shardInfo":{"selector":"shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"}}"#
         );
         assert_eq!(
             ListMeta::default().to_value(),

@@ -189,6 +189,7 @@ async fn large_table_lists_are_gzipped_when_accepted() {
         resource_version: snap.rv,
         continue_token: Some("tok".into()),
         remaining_item_count: Some(3),
+        shard_info: None,
     };
     let form = table_form(IncludeObject::Object);
     let items = || snap.objects.values().map(|o| &**o);

@@ -17,7 +17,7 @@ pub mod label;
 pub mod selectable;
 
 pub use field::{FieldOp, FieldRequirement, FieldSelector};
-pub use filter::Filter;
+pub use filter::{Filter, UID_FIELD};
 pub use label::{LabelOp, LabelRequirement, LabelSelector, Labels};
 pub use selectable::{convert_field_label, convert_field_selector, selectable_fields};
 
