@@ -207,8 +207,14 @@ async fn churn(
 /// While connections are refused, changes the pods and compacts, so the proxy's re-watch gets
 /// 410 and it must relist; waits until the pods relist was bridged.
 async fn force_upstream_relist(sim: &Simulator, proxy: &crate::common::TestProxy) {
-    let cache = proxy.proxy.cache("", "v1", "pods").expect("pods cache");
-    let bridged = cache.counters.relists_bridged.load(Ordering::SeqCst);
+    let caches: Vec<_> = CACHED
+        .iter()
+        .map(|r| proxy.proxy.cache("", "v1", r).expect("cached"))
+        .collect();
+    let bridged: Vec<u64> = caches
+        .iter()
+        .map(|c| c.counters.relists_bridged.load(Ordering::SeqCst))
+        .collect();
     sim.faults()
         .refuse_connections_for(Duration::from_millis(1500));
     // Failed once ("did not relist") without this wait: the reflector heard the burst. And
@@ -223,20 +229,25 @@ async fn force_upstream_relist(sim: &Simulator, proxy: &crate::common::TestProxy
     }
     sim.store().compact_now();
     // A bound, not a timing: the reflector's backoff after the refused connections can reach
-    // several seconds on a loaded machine.
+    // several seconds on a loaded machine. Every cached kind relists (each re-watch from before
+    // the compaction gets 410), each when its own backoff ends: the test reads the upstream's
+    // LIST counts of all of them, so it waits for all (failed once under load: pods had
+    // relisted, nodes and namespaces not yet).
     let deadline = Instant::now() + Duration::from_secs(90);
-    while cache.counters.relists_bridged.load(Ordering::SeqCst) == bridged {
-        assert!(
-            Instant::now() < deadline,
-            "the proxy did not relist (and bridge) pods within 90 s"
+    for ((r, cache), before) in CACHED.iter().zip(&caches).zip(bridged) {
+        while cache.counters.relists_bridged.load(Ordering::SeqCst) == before {
+            assert!(
+                Instant::now() < deadline,
+                "the proxy did not relist (and bridge) {r} within 90 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            cache.counters.relists_reset.load(Ordering::SeqCst),
+            0,
+            "the relist of {r} was bridged, not reset"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(
-        cache.counters.relists_reset.load(Ordering::SeqCst),
-        0,
-        "the relist was bridged, not reset"
-    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -293,7 +293,15 @@ impl Reader {
         let (u, l) = (url.clone(), log.clone());
         let task = tokio::spawn(async move {
             let permit = gate.acquire_owned().await.expect("gate open");
-            let mut w = crate::common::watch(&u).await;
+            // With hundreds of watches starting at once on a 2-core machine that other builds
+            // kept busy, a head once took longer than the kit's usual 10 s: the task panicked,
+            // silently, and its reader never moved. A stall is what `wait_all` judges; this
+            // bound only keeps a dead server from hanging the task.
+            let Some(mut w) = crate::common::try_watch_within(&u, Duration::from_secs(120)).await
+            else {
+                l.lock().errors.push("no answer within 120 s".into());
+                return;
+            };
             drop(permit);
             if w.status != StatusCode::OK {
                 l.lock().errors.push(format!("status {}", w.status));

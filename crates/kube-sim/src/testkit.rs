@@ -155,12 +155,18 @@ pub async fn watch_with(url: &str, headers: &[(&str, &str)]) -> WatchStream {
 /// connection, or silent for 10 s) is `None` rather than a panic: for clients that resume
 /// against a server that restarts.
 pub async fn try_watch(url: &str) -> Option<WatchStream> {
+    try_watch_within(url, Duration::from_secs(10)).await
+}
+
+/// [`try_watch`] with another bound on the answer's head: `None` when it does not come within
+/// `wait`.
+pub async fn try_watch_within(url: &str, wait: Duration) -> Option<WatchStream> {
     let req = Request::builder()
         .method(Method::GET)
         .uri(url)
         .body(Full::new(Bytes::new()))
         .ok()?;
-    let resp = tokio::time::timeout(Duration::from_secs(10), client().request(req))
+    let resp = tokio::time::timeout(wait, client().request(req))
         .await
         .ok()?
         .ok()?;
