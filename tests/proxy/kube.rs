@@ -7,23 +7,17 @@
 //! change.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self};
-use kube_sim::fleet::{self, FleetSpec};
-use kube_sim::semantics::DeleteOptions;
-use kube_sim::{SimState, Simulator};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use serde_json::Value;
-use tokio::task::JoinHandle;
+use kube_sim::Simulator;
+use kube_sim::fleet::FleetSpec;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::common::Informer;
+use crate::common::churn::{Churn, PodWriter};
 
 /// The resources the test proxy caches.
 const CACHED: [&str; 4] = ["pods", "nodes", "namespaces", "configmaps"];
@@ -60,150 +54,6 @@ fn stat(sim: &Simulator, resource: &str, key: &str) -> i64 {
         .unwrap_or_else(|| panic!("no stat {resource}.{key}"))
 }
 
-/// A pod writer running at a fixed rate until stopped: status updates, relabels (selector
-/// moves), node reassignments, creates and immediate deletes, through the simulator's write
-/// verbs (so the test can stop it and compare at a quiet moment).
-struct Churn {
-    stop: CancellationToken,
-    writes: Arc<AtomicU64>,
-    task: JoinHandle<()>,
-}
-
-impl Churn {
-    fn start(sim: &Simulator, per_second: f64, seed: u64) -> Churn {
-        let state: Arc<SimState> = sim.state().clone();
-        let stop = CancellationToken::new();
-        let writes = Arc::new(AtomicU64::new(0));
-        let (s, w) = (stop.clone(), writes.clone());
-        let task = tokio::spawn(async move { churn(state, per_second, seed, s, w).await });
-        Churn { stop, writes, task }
-    }
-
-    fn writes(&self) -> u64 {
-        self.writes.load(Ordering::SeqCst)
-    }
-
-    /// Waits until `n` more writes happened (with a deadline). The writer counts its ticks, so
-    /// it slows down with the machine (the clients and the other tests share two cores: a fresh
-    /// CI run with 200 clients once made fewer than 75 writes in 30 s), which keeps the load the clients can
-    /// follow; the deadline only catches a writer that stopped.
-    async fn wait_writes(&self, n: u64) {
-        let target = self.writes() + n;
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while self.writes() < target {
-            assert!(Instant::now() < deadline, "churn made no progress");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Stops the writer; returns how many writes it made. Panics if a write failed.
-    async fn stop(self) -> u64 {
-        self.stop.cancel();
-        self.task.await.expect("churn task");
-        self.writes.load(Ordering::SeqCst)
-    }
-}
-
-/// Makes pod writes one at a time: status updates, relabels (selector moves), node
-/// reassignments, creates and immediate deletes.
-struct PodWriter {
-    state: Arc<SimState>,
-    rng: StdRng,
-    seed: u64,
-    nodes: Vec<String>,
-    namespaces: Vec<String>,
-    live: Vec<(String, String)>,
-    created: usize,
-}
-
-impl PodWriter {
-    fn new(state: Arc<SimState>, seed: u64) -> PodWriter {
-        let pods = state.registry.core("pods").clone();
-        let live = state
-            .store
-            .list(&pods, None, None, None, 0, &|_| true, false)
-            .expect("list")
-            .items
-            .iter()
-            .map(|o| (o.namespace.clone(), o.name.clone()))
-            .collect();
-        PodWriter {
-            state,
-            rng: StdRng::seed_from_u64(seed),
-            seed,
-            nodes: (0..fleet().nodes).map(fleet::node_name).collect(),
-            namespaces: fleet::namespace_names(&fleet()),
-            live,
-            created: 0,
-        }
-    }
-
-    /// One write; panics if the simulator refuses it (nobody else writes pods).
-    fn write_one(&mut self) {
-        let pods = self.state.registry.core("pods").clone();
-        let ops = &self.state.ops;
-        let rng = &mut self.rng;
-        let roll = rng.random_range(0..100);
-        if self.live.len() < 10 || (75..88).contains(&roll) {
-            let ns = self.namespaces[rng.random_range(0..self.namespaces.len())].clone();
-            let node = self.nodes[rng.random_range(0..self.nodes.len())].clone();
-            self.created += 1;
-            let mut p = fleet::pod(2_000_000 + self.created, &ns, &node, rng);
-            let name = format!("kchurn-{}-{}", self.seed, self.created);
-            p["metadata"]["name"] = Value::String(name.clone());
-            ops.create(&pods, Some(&ns), p, true).expect("churn create");
-            self.live.push((ns, name));
-        } else if roll >= 88 {
-            let (ns, name) = self.live.swap_remove(rng.random_range(0..self.live.len()));
-            let now = DeleteOptions {
-                grace_period_seconds: Some(0),
-                ..Default::default()
-            };
-            ops.delete(&pods, Some(&ns), &name, &now)
-                .expect("churn delete");
-        } else {
-            let (ns, name) = self.live[rng.random_range(0..self.live.len())].clone();
-            let node = self.nodes[rng.random_range(0..self.nodes.len())].clone();
-            let s: u64 = rng.random();
-            ops.modify(&pods, Some(&ns), &name, |v| {
-                let mut r = StdRng::seed_from_u64(s);
-                match roll {
-                    0..55 => fleet::touch_status(v, &mut r),
-                    55..65 => fleet::relabel(v, &mut r),
-                    _ => fleet::reassign(v, &node),
-                }
-            })
-            .expect("churn modify");
-        }
-    }
-}
-
-async fn churn(
-    state: Arc<SimState>,
-    per_second: f64,
-    seed: u64,
-    stop: CancellationToken,
-    writes: Arc<AtomicU64>,
-) {
-    let mut w = PodWriter::new(state, seed);
-    let tick = Duration::from_millis(20);
-    let mut interval = tokio::time::interval(tick);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut budget = 0.0;
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = interval.tick() => {}
-        }
-        budget += per_second * tick.as_secs_f64();
-        while budget >= 1.0 {
-            budget -= 1.0;
-            w.write_one();
-            writes.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
 /// While connections are refused, changes the pods and compacts, so the proxy's re-watch gets
 /// 410 and it must relist; waits until the pods relist was bridged.
 async fn force_upstream_relist(sim: &Simulator, proxy: &crate::common::TestProxy) {
@@ -223,7 +73,7 @@ async fn force_upstream_relist(sim: &Simulator, proxy: &crate::common::TestProxy
     // with no relist (failed so once for nodes in a run of the suite under load).
     crate::common::upstream_watches_gone(sim, &CACHED).await;
     // Changes the proxy can only learn by relisting: a burst of writes, then compaction.
-    let mut w = PodWriter::new(sim.state().clone(), 99);
+    let mut w = PodWriter::new(sim.state().clone(), 99, &fleet());
     for _ in 0..60 {
         w.write_one();
     }
@@ -385,7 +235,7 @@ async fn scenario(mode: Mode, n: usize) {
     }
 
     // Clients start (and list) while the cluster churns.
-    let churn = Churn::start(&sim, 50.0, 7);
+    let churn = Churn::start(&sim, 50.0, 7, &fleet());
     churn.wait_writes(10).await;
     let clients: Vec<KubeClient> = (0..n)
         .map(|_| KubeClient::start(&proxy.url, mode.config()))

@@ -35,6 +35,7 @@ mod proxy_protocol;
 mod rebalance;
 mod resilience;
 mod selectors;
+mod shards;
 mod startup_errors;
 mod tables;
 mod tiers;

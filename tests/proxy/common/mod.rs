@@ -8,6 +8,7 @@ use kube_sim::Simulator;
 pub use kube_sim::testkit::*;
 pub use relay::Relay;
 
+pub mod churn;
 mod informer;
 pub mod kubelet;
 pub mod recorder;
