@@ -36,6 +36,7 @@ use kube_wire::continue_token::ContinueToken;
 use kube_wire::negotiate::{Encoding, Negotiated, Repr, Target};
 use kube_wire::options::{ListOptions, RvMatch};
 use kube_wire::path::{self, ApiPath, ResourcePath};
+use kube_wire::shard::ShardSelector;
 use kube_wire::status::Status;
 use kube_wire::table::{self, IncludeObject};
 
@@ -281,16 +282,21 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, Status> {
     }
 }
 
-/// The selectors of a request: the shared [`kube_wire::selector::Filter`], matched against stored
-/// objects.
+/// The selectors of a request, matched against stored objects: the label and field selectors
+/// (the shared [`kube_wire::selector::Filter`]) and, ANDed with them, the shard selector.
 #[derive(Debug, Clone, Default)]
-pub struct Filter(pub kube_wire::selector::Filter);
+pub struct Filter {
+    /// Namespace, label and field selectors.
+    pub selectors: kube_wire::selector::Filter,
+    /// The `shardSelector`, when the `ShardedListAndWatch` gate is on and one was sent.
+    pub shard: Option<ShardSelector>,
+}
 
 impl std::ops::Deref for Filter {
     type Target = kube_wire::selector::Filter;
 
     fn deref(&self) -> &Self::Target {
-        &self.0
+        &self.selectors
     }
 }
 
@@ -310,13 +316,40 @@ impl Filter {
             &opts.label_selector,
             &opts.field_selector,
         )
-        .map(Filter)
+        .map(|selectors| Filter {
+            selectors,
+            shard: None,
+        })
         .map_err(|e| Status::bad_request(e.to_string()))
     }
 
-    /// Whether a stored object passes.
+    /// Adds the request's `shardSelector`, as kube 1.36's registry does (`Store.ListPredicate`,
+    /// `Store.Watch`), after the handler's checks: only with the gate (`sharded`) on and a
+    /// non-empty value; one that does not parse is a plain error there, which kube answers as
+    /// 500 with no reason, `invalid shard selector: …`.
+    pub fn sharded(mut self, sharded: bool, opts: &ListOptions) -> Result<Filter, Status> {
+        if let (true, Some(s)) = (sharded, &opts.shard_selector) {
+            let shard = ShardSelector::parse(s).map_err(|e| Status::new(500, "", e.to_string()))?;
+            self.shard = Some(shard);
+        }
+        Ok(self)
+    }
+
+    /// Whether a stored object passes (a cluster-scoped object's namespace is "").
     pub fn matches(&self, o: &StoredObject) -> bool {
-        self.0.matches(&o.namespace, &o.labels, |f| o.field(f))
+        self.shard
+            .as_ref()
+            .is_none_or(|s| s.matches(&o.uid, &o.namespace))
+            && self
+                .selectors
+                .matches(&o.namespace, &o.labels, |f| o.field(f))
+    }
+
+    /// Whether a paged LIST reports `remainingItemCount`: only without any selector. A shard
+    /// selector counts as one, as in kube 1.37 (`SelectionPredicate.Empty` made aware of
+    /// sharding); 1.36 reported the unfiltered count for a shard-only LIST, a bug.
+    pub fn counts_remaining(&self) -> bool {
+        self.no_selectors() && self.shard.is_none()
     }
 }
 
@@ -356,6 +389,7 @@ async fn resource(
     };
     let method = req.method().clone();
     let stats = state.stats.resource(rt.index);
+    let sharded = state.config.sharded_list_and_watch;
     let ns = rp.namespace.clone();
     let is_collection = rp.name.is_none();
     if rp.legacy_watch && method != Method::GET {
@@ -413,7 +447,7 @@ async fn resource(
             if opts.watch {
                 opts.apply_watch_list_defaults();
                 opts.validate()?;
-                let filter = Filter::new(&rt, ns, &opts)?;
+                let filter = Filter::new(&rt, ns, &opts)?.sharded(sharded, &opts)?;
                 let sink = watch::Sink::of(&mut req);
                 return watch::serve(
                     state.clone(),
@@ -428,7 +462,7 @@ async fn resource(
             }
             stats.list_requests.fetch_add(1, Ordering::Relaxed);
             opts.validate()?;
-            let filter = Filter::new(&rt, ns.clone(), &opts)?;
+            let filter = Filter::new(&rt, ns.clone(), &opts)?.sharded(sharded, &opts)?;
             list(
                 state,
                 &rt,
@@ -449,7 +483,7 @@ async fn resource(
             // kube's order: validation (422), field label conversion (400), then the name rule.
             Filter::new(&rt, ns.clone(), &opts)?;
             opts.fold_name(&name)?;
-            let filter = Filter::new(&rt, ns, &opts)?;
+            let filter = Filter::new(&rt, ns, &opts)?.sharded(sharded, &opts)?;
             let sink = watch::Sink::of(&mut req);
             watch::serve(
                 state.clone(),
@@ -557,7 +591,8 @@ async fn resource(
             let (dopts, dry) = delete_options(query.as_deref(), content_type.as_deref(), &body)?;
             let ops = ops_for(state, dry);
             let lopts = ListOptions::from_query(query.as_deref())?;
-            let filter = Filter::new(&rt, ns.clone(), &lopts)?;
+            // kube's DeleteCollection lists through the same registry: sharded too.
+            let filter = Filter::new(&rt, ns.clone(), &lopts)?.sharded(sharded, &lopts)?;
             let page = state
                 .store
                 .list(
@@ -585,7 +620,15 @@ async fn resource(
                 remaining: None,
             };
             let include = table_include(wire.repr, query.as_deref())?;
-            list_response(state, &rt, &page, None, wire, include)
+            list_response(
+                state,
+                &rt,
+                &page,
+                None,
+                wire,
+                include,
+                filter.shard.as_ref(),
+            )
         }
         _ => Err(Status::method_not_allowed()),
     }
@@ -832,7 +875,8 @@ async fn list(
             }
         }
     }
-    let count_remaining = filter.no_selectors();
+    // kube 1.37's rule, not 1.36's: a shard selector is a selector (see `counts_remaining`).
+    let count_remaining = filter.counts_remaining();
     let page = match state.store.list(
         rt,
         ns,
@@ -870,11 +914,19 @@ async fn list(
         ContinueToken::after(page.rev as i64, k.strip_prefix(&prefix).unwrap_or(k)).encode()
     });
     let include = table_include(wire.repr, query)?;
-    list_response(state, rt, &page, token, wire, include)
+    list_response(
+        state,
+        rt,
+        &page,
+        token,
+        wire,
+        include,
+        filter.shard.as_ref(),
+    )
 }
 
 /// Builds a list body from stored bytes without re-encoding items (JSON), or a Table /
-/// PartialObjectMetadataList.
+/// PartialObjectMetadataList. `shard`: the shard selector that filtered the items.
 fn list_response(
     state: &SimState,
     rt: &ResourceType,
@@ -882,6 +934,7 @@ fn list_response(
     token: Option<String>,
     wire: Negotiated,
     include: IncludeObject,
+    shard: Option<&ShardSelector>,
 ) -> Result<Response<Body>, Status> {
     let stats = state.stats.resource(rt.index);
     let sent = if wire.repr == Repr::Metadata {
@@ -897,6 +950,14 @@ fn list_response(
     }
     if let Some(r) = page.remaining {
         meta.insert("remainingItemCount".into(), json!(r));
+    }
+    // kube echoes the selector (canonical) in `ListMeta.shardInfo`, after `remainingItemCount`
+    // as Go's encoding/json orders ListMeta's fields (protobuf: ListMeta field 5), only where
+    // the list is a typed one (`metav1.ShardedListInterface`): not a custom resource's
+    // UnstructuredList, and not the Table or PartialObjectMetadataList kube converts a list to
+    // (they copy only the resourceVersion, continue and remainingItemCount).
+    if let Some(s) = shard.filter(|_| rt.builtin && wire.repr == Repr::Json) {
+        meta.insert("shardInfo".into(), json!({"selector": s.to_string()}));
     }
     let meta = Value::Object(meta);
     if wire.encoding == Encoding::Protobuf {

@@ -92,6 +92,13 @@ pub struct SimConfig {
     /// The authentication and authorization policy in effect from the start (see [`authz`];
     /// [`SimState::set_policy`] changes it later); `None` serves everyone.
     pub policy: Option<authz::Policy>,
+    /// kube 1.36's feature gate `ShardedListAndWatch` (KEP-5866), on by default: the simulator
+    /// plays an apiserver that has it on. On, a LIST or WATCH (and a DELETE of a collection,
+    /// which lists) with a non-empty `shardSelector` gets only the objects whose hashed uid or
+    /// namespace is in its ranges, a typed list echoes it in `metadata.shardInfo`, and one that
+    /// does not parse is a 500 (`kube_wire::shard`). Off, the parameter is ignored, as by an
+    /// apiserver with the gate off or older than 1.36.
+    pub sharded_list_and_watch: bool,
 }
 
 impl Default for SimConfig {
@@ -109,6 +116,7 @@ impl Default for SimConfig {
             churn: None,
             tls: None,
             policy: None,
+            sharded_list_and_watch: true,
         }
     }
 }

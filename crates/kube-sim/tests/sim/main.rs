@@ -16,5 +16,6 @@ mod numbers;
 mod props;
 mod proto;
 mod protobuf;
+mod shard;
 mod watch;
 mod workloads;
