@@ -29,8 +29,10 @@ pub const ID: &str = "S14";
 /// The resource cached and checked.
 const RESOURCE: &str = "pods";
 /// How often `/metrics` is read while a window runs (in both processes: its own cost is in the
-/// idle figure too).
-const POLL: Duration = Duration::from_millis(50);
+/// idle figure too). Well under the 1 s between checks, so a window starts and ends between
+/// two; not more often, as a page costs watchmux a few CPU-ms (at 50 ms, 20 pages a second were
+/// most of the idle process's 66 CPU-ms/s).
+const POLL: Duration = Duration::from_millis(250);
 /// Bound on each check a wait counts (the first after the sync, then each of the window's).
 const PER_CHECK_BOUND: Duration = Duration::from_secs(60);
 /// Bound on a process's sync.
