@@ -11,6 +11,7 @@
 //! children, so the bench process holds only clients.
 
 pub mod balancer;
+pub mod checks;
 pub mod client;
 pub mod consistent;
 pub mod decode;
@@ -107,6 +108,9 @@ pub enum Scenario {
     /// S13: watchmux replicas behind HAProxy: rolling restarts, an upstream restart,
     /// `goaway_chance`, with client-go-like watchers checked against the simulator's log.
     Balancer,
+    /// S14: what a consistency check of a large cache against the upstream costs (upstream
+    /// bytes, watchmux's and the upstream's CPU per check; watchmux only).
+    Checks,
 }
 
 impl Scenario {
@@ -141,9 +145,10 @@ impl std::str::FromStr for Scenario {
             "s11" | "pbnative" => Scenario::PbNative,
             "s12" | "nodefleet" | "nodes" => Scenario::NodeFleet,
             "s13" | "balancer" | "replicas" => Scenario::Balancer,
+            "s14" | "checks" => Scenario::Checks,
             other => {
                 return Err(format!(
-                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand, s11 pbnative, s12 nodefleet, s13 balancer)"
+                    "unknown scenario {other:?} (s1 broadcast, s2 fleet, s3 list, s4 herd, s5 idle, s6 sync, s7 consistent, s8 protobuf, s9 watchcost, s10 ondemand, s11 pbnative, s12 nodefleet, s13 balancer, s14 checks)"
                 ));
             }
         })
@@ -281,6 +286,13 @@ pub struct Sizes {
     pub balancer_proxy_protocol: bool,
     /// S13: each replica has a `cache.persist_dir` of its own.
     pub balancer_persist: bool,
+    /// S14: pods of the simulator whose cache is checked.
+    pub checks_pods: usize,
+    /// S14: consistency checks in each measured window.
+    pub checks_count: usize,
+    /// S14's repeats when not `repeats` (smoke runs: one; each repeat starts two processes and
+    /// waits for their checks).
+    pub checks_repeats: Option<usize>,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -358,6 +370,9 @@ impl Sizes {
             balancer_max_connection_age_secs: 180,
             balancer_proxy_protocol: true,
             balancer_persist: false,
+            checks_pods: 100_000,
+            checks_count: 5,
+            checks_repeats: None,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -428,6 +443,9 @@ impl Sizes {
             balancer_max_connection_age_secs: 2,
             balancer_proxy_protocol: true,
             balancer_persist: false,
+            checks_pods: 500,
+            checks_count: 2,
+            checks_repeats: Some(1),
             window_secs: 0.5,
             repeats: 2,
         }
@@ -535,6 +553,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::PbNative => pbnative::specs(s, opts.baseline_exe.as_deref(), &opts.exe),
             Scenario::NodeFleet => nodefleet::specs(s),
             Scenario::Balancer => vec![balancer::spec(s)],
+            Scenario::Checks => vec![checks::spec(s)],
         };
         let title = mine
             .iter()
@@ -573,6 +592,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             }
             Scenario::NodeFleet => nodefleet::run(&env, s, kinds, &mut samples).await?,
             Scenario::Balancer => balancer::run(&env, s, kinds, &mut samples).await?,
+            Scenario::Checks => checks::run(&env, s, kinds, &mut samples).await?,
         }
         eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
         specs.extend(mine);
@@ -606,6 +626,8 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             s.nodefleet_repeats
         } else if balancer::reports(spec) {
             1
+        } else if spec.id == checks::ID {
+            checks::repeats(s)
         } else {
             s.repeats
         };

@@ -162,8 +162,8 @@ struct PersistArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Scenarios: s1|broadcast s2|fleet s3|list s4|herd s5|idle s6|sync s7|consistent
-    /// s8|protobuf s9|watchcost s10|ondemand s11|pbnative s12|nodefleet s13|balancer, or `all`
-    /// (all but s10 to s13).
+    /// s8|protobuf s9|watchcost s10|ondemand s11|pbnative s12|nodefleet s13|balancer
+    /// s14|checks, or `all` (all but s10 to s14).
     #[arg(default_value = "all")]
     scenarios: Vec<String>,
     /// Scenarios, as the positional list takes them (`--scenario S12`); stands for it when
@@ -377,6 +377,15 @@ struct RunArgs {
     /// S13: each replica gets a `cache.persist_dir` of its own [default: off].
     #[arg(long)]
     balancer_persist: bool,
+    /// S14 pods of the simulator whose cache is checked [default: 100000; --smoke: 500].
+    #[arg(long)]
+    checks_pods: Option<usize>,
+    /// S14 consistency checks in each measured window [default: 5; --smoke: 2].
+    #[arg(long)]
+    checks_count: Option<usize>,
+    /// S14 repeats [default: --repeats; --smoke: 1].
+    #[arg(long)]
+    checks_repeats: Option<usize>,
 }
 
 #[tokio::main]
@@ -497,7 +506,9 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         balancer_observe_secs,
         balancer_outage_secs,
         balancer_goaway_chance,
-        balancer_max_connection_age_secs
+        balancer_max_connection_age_secs,
+        checks_pods,
+        checks_count
     );
     if a.balancer_no_proxy_protocol {
         sizes.balancer_proxy_protocol = false;
@@ -505,6 +516,9 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     sizes.balancer_persist |= a.balancer_persist;
     if let Some(r) = a.watchcost_repeats {
         sizes.watchcost_repeats = Some(r);
+    }
+    if let Some(r) = a.checks_repeats {
+        sizes.checks_repeats = Some(r);
     }
     if let Some(t) = &a.transports {
         if t.contains(&Transport::H2) {

@@ -437,6 +437,46 @@ async fn smoke_bench_replicas_behind_haproxy() {
     );
 }
 
+/// S14 at smoke sizes: watchmux checking a cache of 500 pods every second, then the same with
+/// the checks off. Every check of the window succeeded (the scenario fails otherwise), each
+/// read one page of metadata, smaller than the full LIST of the sync, and the figures exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_bench_consistency_checks() {
+    let (report, _) = smoke_bench(&[Scenario::Checks], &["S14"]).await;
+    let sizes = Sizes::smoke();
+    let rows: Vec<&Sample> = report
+        .samples
+        .iter()
+        .filter(|x| x.scenario == "S14")
+        .collect();
+    assert_eq!(
+        rows.len(),
+        sizes.checks_repeats.unwrap(),
+        "{:?}",
+        report.samples
+    );
+    for x in rows {
+        let get = |k: &str| {
+            x.values
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| *v)
+                .unwrap_or_else(|| panic!("no {k} in {x:?}"))
+        };
+        assert_eq!(x.target, TargetKind::Watchmux);
+        assert_eq!(x.case, sizes.checks_pods.to_string());
+        assert!(get("checks") >= sizes.checks_count as f64, "{x:?}");
+        // 500 pods: one page of 10,000.
+        assert_eq!(get("pages_per_check"), 1.0, "{x:?}");
+        assert!(get("check_mb") > 0.0, "{x:?}");
+        assert!(get("check_list_ratio") < 1.0, "{x:?}");
+        for k in ["cpu_ms_per_check", "idle_cpu_ms_per_s", "s_per_check"] {
+            assert!(get(k).is_finite() && get(k) >= 0.0, "{k}: {x:?}");
+        }
+    }
+    assert!(report.markdown.contains("net CPU-ms per check"));
+}
+
 /// S9's figures that do not depend on timing: every watch established over plain HTTP/1.1,
 /// TLS and HTTP/2 (the limit program: not HTTP/2, recorded as not run), a heap figure for the
 /// bench's own roles and none for nginx.
