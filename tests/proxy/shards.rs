@@ -280,6 +280,14 @@ async fn bad_shard_selectors_get_kubes_500() {
             "   ",
             "invalid shard selector: empty shard selector is not allowed; omit the parameter for unfiltered lists",
         ),
+        (
+            "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') && shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')",
+            "invalid shard selector: unsupported function \"_&&_\"; only shardRange() and || are allowed",
+        ),
+        (
+            "shardRange(object.metadata.uid, 7, '0x8000000000000000')",
+            "invalid shard selector: hexStart must be a string literal, got int64",
+        ),
     ] {
         for q in ["", "watch=1&"] {
             let url = format!("{pods}?{q}shardSelector={}", enc(sel));
@@ -290,6 +298,20 @@ async fn bad_shard_selectors_get_kubes_500() {
             assert!(v.get("reason").is_none(), "no reason: {v}");
         }
     }
+    // A CEL syntax error: cel-go's first error after kube's prefix.
+    let url = format!(
+        "{pods}?shardSelector={}",
+        enc("shardRange(object.metadata.uid, '0x0000000000000000'")
+    );
+    let (code, v) = get_json(&url).await;
+    assert_eq!(code, 500, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid shard selector: CEL parse error: Syntax error: "),
+        "{v}"
+    );
     let (code, v) = get_json(&format!("{pods}?shardSelector=")).await;
     assert_eq!(code, 200);
     assert_eq!(v["items"].as_array().unwrap().len(), fleet().pods);

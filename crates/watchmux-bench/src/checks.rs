@@ -1,4 +1,4 @@
-//! S14 consistency checks: what one check of a cache against the upstream costs
+//! S14.1 consistency checks (S14.2, shard dispatch, is [`super::shards`]): what one check of a cache against the upstream costs
 //! (`cache.consistency_check_secs`, `src/reflector/consistency.rs`): the upstream bytes it reads
 //! (the metadata LIST at the cache's resourceVersion, pages of 10,000, protobuf), watchmux's CPU
 //! and the upstream's (the simulator's) CPU, beside the full LIST of the sync it repeats in part.
@@ -25,7 +25,7 @@ use super::targets::{self, Env, Target, TargetKind};
 use super::{BenchError, Sizes};
 
 /// The scenario's id.
-pub const ID: &str = "S14";
+pub const ID: &str = "S14.1";
 /// The resource cached and checked.
 const RESOURCE: &str = "pods";
 /// How often `/metrics` is read while a window runs (in both processes: its own cost is in the

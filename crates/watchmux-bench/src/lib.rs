@@ -32,6 +32,7 @@ pub mod protobuf;
 pub mod report;
 pub mod scenarios;
 pub mod scrape;
+pub mod shards;
 pub mod soak;
 pub mod targets;
 pub mod tls;
@@ -293,6 +294,10 @@ pub struct Sizes {
     /// S14's repeats when not `repeats` (smoke runs: one; each repeat starts two processes and
     /// waits for their checks).
     pub checks_repeats: Option<usize>,
+    /// S14.2: pods of the simulator whose watchers are sharded.
+    pub shard_pods: usize,
+    /// S14.2: the simulator's writes per second (realistic churn) in its windows.
+    pub shard_rate: f64,
     /// Length of each measured window, seconds. Warm-up, settling and draining pauses are
     /// scaled to it (at most one or two seconds each).
     pub window_secs: f64,
@@ -373,6 +378,8 @@ impl Sizes {
             checks_pods: 100_000,
             checks_count: 5,
             checks_repeats: None,
+            shard_pods: 10_000,
+            shard_rate: 500.0,
             window_secs: 5.0,
             repeats: 3,
         }
@@ -446,6 +453,8 @@ impl Sizes {
             checks_pods: 500,
             checks_count: 2,
             checks_repeats: Some(1),
+            shard_pods: 300,
+            shard_rate: 100.0,
             window_secs: 0.5,
             repeats: 2,
         }
@@ -553,7 +562,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             Scenario::PbNative => pbnative::specs(s, opts.baseline_exe.as_deref(), &opts.exe),
             Scenario::NodeFleet => nodefleet::specs(s),
             Scenario::Balancer => vec![balancer::spec(s)],
-            Scenario::Checks => vec![checks::spec(s)],
+            Scenario::Checks => vec![checks::spec(s), shards::spec(s)],
         };
         let title = mine
             .iter()
@@ -592,7 +601,10 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             }
             Scenario::NodeFleet => nodefleet::run(&env, s, kinds, &mut samples).await?,
             Scenario::Balancer => balancer::run(&env, s, kinds, &mut samples).await?,
-            Scenario::Checks => checks::run(&env, s, kinds, &mut samples).await?,
+            Scenario::Checks => {
+                checks::run(&env, s, kinds, &mut samples).await?;
+                shards::run(&env, s, kinds, &mut samples).await?
+            }
         }
         eprintln!("{title} done in {:.0} s", t0.elapsed().as_secs_f64());
         specs.extend(mine);
@@ -626,7 +638,7 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             s.nodefleet_repeats
         } else if balancer::reports(spec) {
             1
-        } else if spec.id == checks::ID {
+        } else if spec.id == checks::ID || spec.id == shards::ID {
             checks::repeats(s)
         } else {
             s.repeats

@@ -386,6 +386,12 @@ struct RunArgs {
     /// S14 repeats [default: --repeats; --smoke: 1].
     #[arg(long)]
     checks_repeats: Option<usize>,
+    /// S14.2 pods of the simulator whose watchers are sharded [default: 10000; --smoke: 300].
+    #[arg(long)]
+    shard_pods: Option<usize>,
+    /// S14.2 simulator writes per second (realistic churn) [default: 500; --smoke: 100].
+    #[arg(long)]
+    shard_rate: Option<f64>,
 }
 
 #[tokio::main]
@@ -508,7 +514,9 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         balancer_goaway_chance,
         balancer_max_connection_age_secs,
         checks_pods,
-        checks_count
+        checks_count,
+        shard_pods,
+        shard_rate
     );
     if a.balancer_no_proxy_protocol {
         sizes.balancer_proxy_protocol = false;

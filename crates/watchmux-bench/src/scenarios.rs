@@ -257,6 +257,11 @@ pub(crate) struct StreamRun {
 }
 
 impl StreamRun {
+    /// The window's length, seconds.
+    pub(crate) fn secs(&self) -> f64 {
+        self.secs
+    }
+
     /// Cores that processes other than the target, the simulator and the bench took during the
     /// window (for a target with processes of its own, not `direct`): anything above a few
     /// hundredths means the machine was not quiet.

@@ -442,12 +442,12 @@ async fn smoke_bench_replicas_behind_haproxy() {
 /// read one page of metadata, smaller than the full LIST of the sync, and the figures exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_bench_consistency_checks() {
-    let (report, _) = smoke_bench(&[Scenario::Checks], &["S14"]).await;
+    let (report, _) = smoke_bench(&[Scenario::Checks], &["S14.1", "S14.2"]).await;
     let sizes = Sizes::smoke();
     let rows: Vec<&Sample> = report
         .samples
         .iter()
-        .filter(|x| x.scenario == "S14")
+        .filter(|x| x.scenario == "S14.1")
         .collect();
     assert_eq!(
         rows.len(),
@@ -475,6 +475,29 @@ async fn smoke_bench_consistency_checks() {
         }
     }
     assert!(report.markdown.contains("net CPU-ms per check"));
+    // S14.2: both cases ran; each event reached the watchers once in all, and the four shard
+    // watchers cost one filter evaluation per event, as the one watcher of everything does.
+    for case in ["1 unsharded", "4 shards"] {
+        let x = report
+            .samples
+            .iter()
+            .find(|x| x.scenario == "S14.2" && x.case == case)
+            .unwrap_or_else(|| panic!("no S14.2 {case}: {:?}", report.samples));
+        let get = |k: &str| {
+            x.values
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| *v)
+                .unwrap()
+        };
+        assert!(get("events_per_s") > 0.0, "{x:?}");
+        let evaluations = get("evaluations_per_event");
+        assert!(
+            (0.9..1.1).contains(&evaluations),
+            "{case}: {evaluations} evaluations per event"
+        );
+        assert!(get("cpu_us_per_event").is_finite(), "{x:?}");
+    }
 }
 
 /// S9's figures that do not depend on timing: every watch established over plain HTTP/1.1,
