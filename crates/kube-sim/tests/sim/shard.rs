@@ -276,15 +276,19 @@ async fn shards_partition_lists_in_json_and_protobuf_whole_and_paged() {
             assert_partition(field, &all, &pb_shards, &format!("protobuf {what}"));
         }
     }
-    // Pages of 7 that count only the shard's items: a shard of more than 7 is paged.
+    // Pages of 7 that count only the shard's items: a shard of more than 7 is paged. As kube's
+    // cacher, a page whose last item is not the last object scanned carries a token even if
+    // nothing after it matches, so one more (empty) page may follow (the uids are random: a
+    // shard of exactly 14 pods made 3 pages once in CI).
     let sel = shard("uid", 0);
     let (items, pages) =
         list_json(&format!("{u}/api/v1/pods?shardSelector={}", enc(&sel)), 7).await;
-    assert_eq!(
-        pages.len(),
-        items.len().div_ceil(7).max(1),
-        "{}",
-        items.len()
+    let full = items.len().div_ceil(7).max(1);
+    assert!(
+        pages.len() == full || pages.len() == full + 1,
+        "{} items in {} pages",
+        items.len(),
+        pages.len()
     );
     // Without a selector, a paged LIST still counts the rest.
     let (_, pages) = list_json(&format!("{u}/api/v1/pods"), 7).await;
