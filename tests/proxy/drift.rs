@@ -129,6 +129,28 @@ const SCOPES: [(&str, Option<&str>); 3] = [
     ("namespaces/b/configmaps", Some("b")),
 ];
 
+/// A recorder per scope of [`SCOPES`], and a kube-rs informer of every configmap, started.
+async fn watchers(px: &TestProxy) -> (Vec<Recorder>, Informer<ConfigMap>) {
+    let recorders =
+        futures_util::future::join_all(SCOPES.map(|(path, _)| Recorder::start(&px.url, path)))
+            .await;
+    let informer = Informer::<ConfigMap>::start(&px.url, watcher::Config::default());
+    informer.ready().await;
+    (recorders, informer)
+}
+
+/// Waits until `informer` holds the simulator's configmaps at their resourceVersions.
+async fn informer_converges(sim: &Simulator, informer: &Informer<ConfigMap>) {
+    let want: std::collections::BTreeMap<String, String> = sim_cms(sim, None)
+        .into_iter()
+        .map(|(k, (rv, _))| (k, rv.to_string()))
+        .collect();
+    wait_until("the informer converges", 30, async || {
+        informer.state() == want
+    })
+    .await;
+}
+
 /// A lost create: the cache's resourceVersion passes it with the next event, so the check at
 /// that resourceVersion finds the object missing. Its revision lies below what the watchers
 /// already received: no event can carry it, so the watchers that see the object (every
@@ -137,11 +159,7 @@ const SCOPES: [(&str, Option<&str>); 3] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_create_is_found_repaired_and_its_watchers_relist_into_it() {
     let (sim, px) = rig(&[("a", "a1"), ("a", "a2"), ("b", "b1")]).await;
-    let recorders =
-        futures_util::future::join_all(SCOPES.map(|(path, _)| Recorder::start(&px.url, path)))
-            .await;
-    let informer = Informer::<ConfigMap>::start(&px.url, watcher::Config::default());
-    informer.ready().await;
+    let (recorders, informer) = watchers(&px).await;
     wait_until("a first check passes", 30, async || {
         checks(&px, "success").await >= 1.0
     })
@@ -193,14 +211,7 @@ async fn a_lost_create_is_found_repaired_and_its_watchers_relist_into_it() {
         }
     }
     // The informer relisted once (its 410), into the upstream's state.
-    let want: std::collections::BTreeMap<String, String> = sim_cms(&sim, None)
-        .into_iter()
-        .map(|(k, (rv, _))| (k, rv.to_string()))
-        .collect();
-    wait_until("the informer converges", 30, async || {
-        informer.state() == want
-    })
-    .await;
+    informer_converges(&sim, &informer).await;
     assert_eq!(informer.inits.load(Ordering::SeqCst), 2);
     // A watch from before the repair would miss the lost create: 410.
     let mut w = watch(&format!(
@@ -223,11 +234,7 @@ async fn a_lost_create_is_found_repaired_and_its_watchers_relist_into_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_deletion_is_found_and_bridged_to_every_watcher() {
     let (sim, px) = rig(&[("a", "gone"), ("a", "a1"), ("b", "b1")]).await;
-    let recorders =
-        futures_util::future::join_all(SCOPES.map(|(path, _)| Recorder::start(&px.url, path)))
-            .await;
-    let informer = Informer::<ConfigMap>::start(&px.url, watcher::Config::default());
-    informer.ready().await;
+    let (recorders, informer) = watchers(&px).await;
 
     sim.faults().lose_next_event_of("a/gone");
     sim.ops()
@@ -265,14 +272,7 @@ async fn a_lost_deletion_is_found_and_bridged_to_every_watcher() {
         let expected = usize::from(*ns != Some("b"));
         assert_eq!(deleted.len(), expected, "{path}: {deleted:?}");
     }
-    let want: std::collections::BTreeMap<String, String> = sim_cms(&sim, None)
-        .into_iter()
-        .map(|(k, (rv, _))| (k, rv.to_string()))
-        .collect();
-    wait_until("the informer converges", 30, async || {
-        informer.state() == want
-    })
-    .await;
+    informer_converges(&sim, &informer).await;
     assert_eq!(
         informer.inits.load(Ordering::SeqCst),
         1,

@@ -60,6 +60,11 @@ pub enum BenchError {
     /// A server could not be started or prepared.
     #[error("setup: {0}")]
     Setup(String),
+    /// A server exited before it listened: most often another process took the port it was
+    /// given between the probe that found it free and its bind (the callers that chose the port
+    /// try another).
+    #[error("setup: {0}")]
+    ExitedEarly(String),
     /// A run went wrong (failed watches, unexpected answers).
     #[error("run: {0}")]
     Run(String),

@@ -89,7 +89,65 @@ pub fn free_addr() -> Result<SocketAddr, BenchError> {
         .map_err(|e| BenchError::io("reading a probe port", e))
 }
 
-/// Waits until `addr` accepts TCP connections, `child` exits, or `timeout` passes.
+/// The inodes of the sockets listening on TCP `port` (IPv4 and IPv6), from `/proc/net`.
+fn listening_inodes(port: u16) -> Vec<u64> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let local_port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if *state == "0A"
+                && local_port == Some(port)
+                && let Ok(i) = inode.parse()
+            {
+                out.push(i);
+            }
+        }
+    }
+    out
+}
+
+/// Whether process `pid` is running (not gone, not a zombie waiting to be reaped).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        // `pid (comm) state …`: the state follows the last ')'.
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// Whether process `pid` holds a socket listening on TCP `port` (not another process that
+/// took the port meanwhile). Where `/proc` cannot say, it is taken to.
+fn owns_listener(pid: u32, port: u16) -> bool {
+    let inodes = listening_inodes(port);
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return true;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| {
+            let t = target.to_string_lossy();
+            t.strip_prefix("socket:[")
+                .and_then(|s| s.strip_suffix(']'))
+                .and_then(|s| s.parse::<u64>().ok())
+                .is_some_and(|i| inodes.contains(&i))
+        })
+    })
+}
+
+/// Waits until `addr` accepts TCP connections (`child`'s own listener, when there is a child:
+/// a port the bench found free can be taken by another process before the child binds it, and
+/// a connection to that one proves nothing), `child` exits, or `timeout` passes.
 pub async fn wait_listening(
     what: &str,
     addr: SocketAddr,
@@ -99,13 +157,19 @@ pub async fn wait_listening(
     let deadline = Instant::now() + timeout;
     let mut child = child;
     loop {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return Ok(());
-        }
         if let Some(c) = child.as_deref_mut()
             && let Ok(Some(status)) = c.try_wait()
         {
-            return Err(BenchError::Setup(format!("{what} exited early: {status}")));
+            return Err(BenchError::ExitedEarly(format!(
+                "{what} exited early: {status}"
+            )));
+        }
+        let ours = child
+            .as_deref()
+            .and_then(Child::id)
+            .is_none_or(|pid| owns_listener(pid, addr.port()));
+        if ours && tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(());
         }
         if Instant::now() > deadline {
             return Err(BenchError::Setup(format!(
@@ -177,7 +241,12 @@ impl Proc {
             .map_err(|e| BenchError::io(format!("starting {}", exe.display()), e))?;
         wait_listening(name, addr, Some(&mut child), ready_timeout)
             .await
-            .map_err(|e| BenchError::Setup(format!("{e} (log: {})", log.display())))?;
+            .map_err(|e| match e {
+                BenchError::ExitedEarly(m) => {
+                    BenchError::ExitedEarly(format!("{m} (log: {})", log.display()))
+                }
+                e => BenchError::Setup(format!("{e} (log: {})", log.display())),
+            })?;
         Ok(Proc {
             name: name.to_string(),
             addr,
@@ -454,5 +523,21 @@ mod tests {
         // The kernel holds some slab on any running machine.
         let (_, slab) = kernel_socket_memory();
         assert!(slab > 1 << 20, "slab {slab}");
+    }
+
+    /// A listener is told apart from another process's on the same port: this process owns
+    /// the one it bound, not a port nobody listens on (the probe's, once dropped).
+    #[tokio::test]
+    async fn a_listener_is_known_by_its_owner() {
+        let me = std::process::id();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(owns_listener(me, port));
+        let free = free_addr().unwrap().port();
+        assert!(!owns_listener(me, free));
+        drop(l);
+        assert!(!owns_listener(me, port));
+        assert!(alive(me));
+        assert!(!alive(u32::MAX - 1));
     }
 }

@@ -139,6 +139,24 @@ async fn start_sim_full(
     sim_args: &[String],
     heap_file: Option<&Path>,
 ) -> Result<Proc, BenchError> {
+    let mut tries = PORT_TRIES;
+    loop {
+        match start_sim_once(env, sim_args, heap_file).await {
+            Err(BenchError::ExitedEarly(why)) if tries > 1 => {
+                tries -= 1;
+                eprintln!("{why}; trying another port");
+            }
+            r => return r,
+        }
+    }
+}
+
+/// [`start_sim_full`] on ports found free now.
+async fn start_sim_once(
+    env: &Env,
+    sim_args: &[String],
+    heap_file: Option<&Path>,
+) -> Result<Proc, BenchError> {
     let addr = procs::free_addr()?;
     let mut args: Vec<String> = ["--log", "warn", "sim", "--listen", &addr.to_string()]
         .iter()
@@ -435,10 +453,38 @@ pub async fn start_watchmux_full(
     log: Option<&str>,
     launch: &Launch,
 ) -> Result<Target, BenchError> {
-    let addr = match launch.listen {
-        Some(a) => a,
-        None => procs::free_addr()?,
-    };
+    if let Some(addr) = launch.listen {
+        return start_watchmux_at(env, sim, resources, cache_extra, log, launch, addr).await;
+    }
+    // A port found free can be taken by another process (a test beside) before watchmux binds
+    // it: then watchmux exits, and another port is tried.
+    let mut tries = PORT_TRIES;
+    loop {
+        let addr = procs::free_addr()?;
+        match start_watchmux_at(env, sim, resources, cache_extra, log, launch, addr).await {
+            Err(BenchError::ExitedEarly(why)) if tries > 1 => {
+                tries -= 1;
+                eprintln!("watchmux on {addr}: {why}; trying another port");
+            }
+            r => return r,
+        }
+    }
+}
+
+/// How many ports a server the bench starts is given before its start fails (each found free,
+/// and possibly taken by another process before the server binds it).
+const PORT_TRIES: usize = 3;
+
+/// [`start_watchmux_full`] on `addr`.
+async fn start_watchmux_at(
+    env: &Env,
+    sim: &Proc,
+    resources: &[Gvr<'_>],
+    cache_extra: &str,
+    log: Option<&str>,
+    launch: &Launch,
+    addr: SocketAddr,
+) -> Result<Target, BenchError> {
     let pki = launch.tls.then(|| env.pki()).transpose()?;
     let config = env.workdir.join(format!("watchmux-{}.toml", addr.port()));
     let server = format!("http://{}", sim.addr);
@@ -666,6 +712,14 @@ impl Target {
                 && l.status == 200
             {
                 return Ok(t0.elapsed());
+            }
+            if let Running::Proc(p) = &self.running
+                && !procs::alive(p.pid())
+            {
+                return Err(BenchError::Setup(format!(
+                    "watchmux (pid {}) exited before it was ready",
+                    p.pid()
+                )));
             }
             if t0.elapsed() > timeout {
                 return Err(BenchError::Setup(format!(
