@@ -35,11 +35,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::protobuf::fields;
 use super::{MalformedData, ReflectorError, read_body_within};
 use crate::cache::{Cached, ResourceCache, Snapshot};
 use crate::metrics::ResourceMetrics;
 use crate::upstream::Upstream;
-use kube_wire::proto::{ProtoError, envelope, wire};
+use kube_wire::proto::{ProtoError, envelope};
 
 /// Items per page of the upstream's metadata LIST (kube's check reads etcd in pages of
 /// `storageWatchListPageSize`, 10,000).
@@ -429,11 +430,6 @@ fn read_protobuf_page(
         }
     }
     Ok(meta)
-}
-
-/// The length-delimited fields of a protobuf message, in wire order.
-fn fields(buf: &[u8]) -> impl Iterator<Item = Result<(u32, &[u8]), ProtoError>> {
-    wire::fields(buf, "message").bytes()
 }
 
 /// Why a comparison at one resourceVersion was not made.

@@ -584,42 +584,15 @@ struct UpstreamState {
 
 impl UpstreamState {
     fn parse(body: &[u8]) -> Result<UpstreamState, MalformedData> {
-        #[derive(Deserialize)]
-        struct List {
-            metadata: ListMeta,
-            #[serde(default, deserialize_with = "kube_wire::list::nullable")]
-            items: Vec<Item>,
-        }
-        #[derive(Deserialize)]
-        struct ListMeta {
-            #[serde(rename = "resourceVersion")]
-            resource_version: String,
-            #[serde(rename = "continue", default)]
-            continue_token: Option<String>,
-        }
-        #[derive(Deserialize)]
-        struct Item {
-            metadata: ItemMeta,
-        }
-        #[derive(Deserialize)]
-        struct ItemMeta {
-            #[serde(default)]
-            namespace: String,
-            name: String,
-            #[serde(rename = "resourceVersion")]
-            resource_version: String,
-        }
-        let list: List = serde_json::from_slice(body)?;
-        let mut objects = Vec::with_capacity(list.items.len());
-        for i in list.items {
-            let m = i.metadata;
-            let rv = MalformedData::parse_list_rv(&m.resource_version)?;
-            objects.push((object_key(&m.namespace, &m.name), rv));
-        }
+        let mut objects = Vec::new();
+        let meta = super::consistency::read_page(body, false, |ns, name, rv| {
+            objects.push((object_key(ns, name), rv));
+            Ok(())
+        })?;
         Ok(UpstreamState {
-            rv: MalformedData::parse_list_rv(&list.metadata.resource_version)?,
+            rv: MalformedData::parse_list_rv(&meta.resource_version)?,
             objects,
-            more: list.metadata.continue_token.is_some_and(|c| !c.is_empty()),
+            more: !meta.continue_token.is_empty(),
         })
     }
 

@@ -67,7 +67,7 @@ fn malformed(at: &str, message: &str) -> ProtoError {
 }
 
 /// The length-delimited fields of a message, in wire order; other wire types skipped.
-fn fields(buf: &[u8]) -> impl Iterator<Item = Result<(u32, &[u8]), ProtoError>> {
+pub(super) fn fields(buf: &[u8]) -> impl Iterator<Item = Result<(u32, &[u8]), ProtoError>> {
     proto::wire::fields(buf, "message").bytes()
 }
 
