@@ -548,21 +548,24 @@ impl<P: Fn(Arc<ResourceCache>, Arc<Freshness>) + Send + Sync> Reflector<P> {
                 }
             };
             let m = &self.metrics;
-            match consistency::check(&self.up, &path, writer.cache(), m, fresh).await {
+            let started = std::time::Instant::now();
+            let outcome = consistency::check(&self.up, &path, writer.cache(), m, fresh).await;
+            let took = started.elapsed();
+            match outcome {
                 consistency::Outcome::Consistent {
                     rv,
                     objects,
                     digest,
                 } => {
-                    m.consistency_checked("success");
+                    m.consistency_checked("success", took);
                     tracing::debug!(resource = %self.spec, resource_version = rv, objects, digest = %digest, "cache consistency check passed");
                 }
                 consistency::Outcome::Skipped(why) => {
-                    m.consistency_checked("skipped");
+                    m.consistency_checked("skipped", took);
                     tracing::info!(resource = %self.spec, reason = %why, "cache consistency check skipped");
                 }
                 consistency::Outcome::Inconsistent(d) => {
-                    m.consistency_checked("failure");
+                    m.consistency_checked("failure", took);
                     tracing::error!(
                         resource = %self.spec,
                         resource_version = d.rv,

@@ -85,6 +85,15 @@ async fn found_and_repaired(px: &TestProxy) {
         1.0,
         "one failure, then repaired"
     );
+    // Every check is timed, whatever its status.
+    let ended = checks(px, "success").await + checks(px, "failure").await;
+    let timed = metric_sum(
+        px,
+        "watchmux_consistency_check_duration_seconds_count",
+        &[("resource", "configmaps")],
+    )
+    .await;
+    assert!(timed >= ended, "{timed} checks timed of {ended} ended");
 }
 
 /// Pods written every 20 ms (3,000 at most) until stopped: the upstream's revision moves on

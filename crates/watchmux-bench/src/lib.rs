@@ -645,6 +645,8 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             1
         } else if spec.id == checks::ID || spec.id == shards::ID {
             checks::repeats(s)
+        } else if spec.id == watchcost::ID {
+            s.watchcost_repeats.unwrap_or(s.repeats)
         } else {
             s.repeats
         };

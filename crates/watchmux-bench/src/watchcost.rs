@@ -41,6 +41,9 @@ fn nofile() -> (u64, u64) {
     rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap_or((1024, 1024))
 }
 
+/// S9's scenario id.
+pub const ID: &str = "S9";
+
 /// S9 watchcost.
 pub fn spec(s: &Sizes) -> ScenarioSpec {
     let (soft, hard) = nofile();
@@ -50,7 +53,7 @@ pub fn spec(s: &Sizes) -> ScenarioSpec {
         .map(|n| fmt_num(*n as f64))
         .collect();
     ScenarioSpec {
-        id: "S9",
+        id: ID,
         name: "watchcost",
         about: format!(
             "Idle watches ({} watches; no writes): `{WATCH}`, pods of a namespace without pods, as a client-go informer with the watch-list feature asks, so each watch receives one frame (the end-of-initial-events bookmark; the limit program ignores `sendInitialEvents` and sends none) and then nothing; each target a fresh process per case (the bookmark also gets nginx's HTTP/2 responses out: over TLS, nginx 1.22 holds a proxied response's HEADERS until the first body bytes). Transports: `N` = HTTP/1.1 over plain TCP (a connection per watch), `N · TLS` = HTTP/1.1 over TLS (ALPN `http/1.1`), `N · h2` = HTTP/2 over TLS (ALPN `h2`, {} watch streams per connection, as one kubelet carries its watches; hyper's client, bodies held open and polled). Per watch, after the watches are established and the target's RSS has stopped growing: RSS = (the target's RSS after − before) ÷ watches established; heap = the same for the live heap bytes the target's process counts with the bench binary's counting allocator (watchmux, the limit program and, for `direct`, the simulator run as roles of that binary; nginx's heap is not known: –; the heap counts the bytes asked of the allocator, buffer capacity never written included, which takes no memory until touched, so it can exceed the RSS); socket buffers = `/proc/net/sockstat`'s `TCP … mem` (pages × page size) and kernel slab = `/proc/meminfo`'s `Slab` (where the socket structures live), after − before ÷ watches (an idle socket has no data queued, so its buffers are ≈ 0): both are machine-wide, so they count both ends of each connection (the bench's client side too) and anything else the machine did meanwhile. Open-file limit: {} per process (soft limit raised to the hard limit, {}; the hard limit cannot be raised without CAP_SYS_RESOURCE), so a case needing more descriptors in one process (an HTTP/1.1 connection per watch; nginx also holds an upstream connection per watch, spread over its workers, and the simulator behind it one per watch) is not run. The limit program speaks HTTP/1.1 only: its h2 rows are –.",
