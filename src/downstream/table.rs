@@ -195,11 +195,19 @@ fn table_list<'a, I: ListItem<'a>>(
     };
     let (info, p) = (info.clone(), p.clone());
     let write: ItemWriter<Arc<Cached>> = Box::new(move |c, out| {
-        let obj = value_of(&info, c, &form);
         let mut metadata = Vec::new();
         let metadata = (include_object == printer::IncludeObject::Metadata
             && c.write_protobuf_metadata(&mut metadata))
         .then_some(&metadata[..]);
+        // A row whose object is not written from the tree (none, or metadata written from the
+        // protobuf) needs only the cells: a built-in printer's are read without the managed
+        // fields, half of a pod's JSON (a custom resource's columns may name any field).
+        let cells_only = include_object == printer::IncludeObject::None || metadata.is_some();
+        let obj = if cells_only && !p.is_crd() {
+            printer::printed_value(&info.kind, &info.api_version(), &c.json())
+        } else {
+            value_of(&info, c, &form)
+        };
         p.write_table_row(
             &info.group,
             &info.kind,

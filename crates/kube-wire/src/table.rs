@@ -919,11 +919,70 @@ pub const METADATA_ITEM_HEAD: &str =
 /// not a JSON object (stored bodies always are: they were decoded when stored) has no members.
 pub fn object_value(kind: &str, api_version: &str, body: &[u8]) -> Value {
     let members: Map<String, Value> = serde_json::from_slice(body).unwrap_or_default();
+    typed(kind, api_version, members)
+}
+
+/// [`object_value`] without `metadata.managedFields`, for a built-in printer's cells alone
+/// (none reads them): they are about half of a pod's JSON, and most of the small maps and
+/// strings that building the tree allocates and dropping it frees. Not for a row that embeds
+/// the object, nor for a custom resource's columns (a JSONPath may name any field).
+pub fn printed_value(kind: &str, api_version: &str, body: &[u8]) -> Value {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let members = serde::de::Deserializer::deserialize_map(&mut de, unmanaged::Members(true))
+        .unwrap_or_default();
+    typed(kind, api_version, members)
+}
+
+/// `kind` and `apiVersion`, then `members` (members of the same name win).
+fn typed(kind: &str, api_version: &str, members: Map<String, Value>) -> Value {
     let mut out = Map::with_capacity(members.len() + 2);
     out.insert("kind".into(), Value::String(kind.to_string()));
     out.insert("apiVersion".into(), Value::String(api_version.to_string()));
     out.extend(members);
     Value::Object(out)
+}
+
+/// An object's members read into a tree without its `metadata.managedFields`
+/// ([`printed_value`]).
+mod unmanaged {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+    use serde_json::{Map, Value};
+
+    /// A map's members; `true`: an object's top level, whose `metadata` is read by `Members(false)`,
+    /// which leaves out `managedFields`.
+    pub(super) struct Members(pub(super) bool);
+
+    impl<'de> Visitor<'de> for Members {
+        type Value = Map<String, Value>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut members = Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let value = match (self.0, key.as_str()) {
+                    (true, "metadata") => Value::Object(map.next_value_seed(Members(false))?),
+                    (false, "managedFields") => {
+                        map.next_value::<IgnoredAny>()?;
+                        continue;
+                    }
+                    _ => map.next_value()?,
+                };
+                members.insert(key, value);
+            }
+            Ok(members)
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Members {
+        type Value = Map<String, Value>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
 }
 
 /// Serialises compactly with Go `encoding/json`'s HTML escaping, as kube-apiserver's bytes are.
@@ -2763,6 +2822,22 @@ mod tests {
         );
         assert_eq!(
             object_value("Pod", "v1", b"[1]"),
+            json!({"kind": "Pod", "apiVersion": "v1"})
+        );
+    }
+
+    #[test]
+    fn printed_values_leave_out_only_the_managed_fields() {
+        let body = br#"{"metadata":{"name":"p","managedFields":[{"manager":"m","fieldsV1":{"f:spec":{}}}],"labels":{"a":"b"}},"spec":{"managedFields":1},"status":{}}"#;
+        let mut want = object_value("Pod", "v1", body);
+        want["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("managedFields");
+        assert_eq!(printed_value("Pod", "v1", body), want);
+        assert_eq!(want["spec"]["managedFields"], 1, "only metadata's");
+        assert_eq!(
+            printed_value("Pod", "v1", b"[1]"),
             json!({"kind": "Pod", "apiVersion": "v1"})
         );
     }
