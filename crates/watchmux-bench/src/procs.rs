@@ -89,32 +89,66 @@ pub fn free_addr() -> Result<SocketAddr, BenchError> {
         .map_err(|e| BenchError::io("reading a probe port", e))
 }
 
-/// The inodes of the sockets listening on TCP `port` (IPv4 and IPv6), from `/proc/net`.
-fn listening_inodes(port: u16) -> Vec<u64> {
+/// One TCP socket of `/proc/net/tcp*`.
+pub(crate) struct TcpSocket {
+    /// Its local port.
+    pub local: u16,
+    /// Its peer's port.
+    pub remote: u16,
+    /// The kernel's state, in hexadecimal (`0A` listening, `01` established, `08` close-wait, …).
+    pub state: String,
+    /// Bytes received and not read yet.
+    pub unread: u64,
+    /// The socket's inode (what `/proc/<pid>/fd` links name).
+    pub inode: u64,
+}
+
+/// The machine's TCP sockets, IPv4 and IPv6, from `/proc/net` (none where it cannot be read).
+pub(crate) fn tcp_sockets() -> Vec<TcpSocket> {
     let mut out = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = std::fs::read_to_string(table) else {
             continue;
         };
         for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+            // sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let port = |c: Option<&&str>| {
+                c.and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+            };
+            let (Some(local), Some(remote), Some(state), Some(inode)) = (
+                port(cols.get(1)),
+                port(cols.get(2)),
+                cols.get(3),
+                cols.get(9).and_then(|i| i.parse::<u64>().ok()),
+            ) else {
                 continue;
             };
-            let local_port = local
-                .rsplit(':')
-                .next()
-                .and_then(|p| u16::from_str_radix(p, 16).ok());
-            if *state == "0A"
-                && local_port == Some(port)
-                && let Ok(i) = inode.parse()
-            {
-                out.push(i);
-            }
+            let unread = cols
+                .get(4)
+                .and_then(|q| q.split_once(':'))
+                .and_then(|(_, rx)| u64::from_str_radix(rx, 16).ok())
+                .unwrap_or(0);
+            out.push(TcpSocket {
+                local,
+                remote,
+                state: state.to_string(),
+                unread,
+                inode,
+            });
         }
     }
     out
+}
+
+/// The inodes of the sockets listening on TCP `port` (IPv4 and IPv6).
+fn listening_inodes(port: u16) -> Vec<u64> {
+    tcp_sockets()
+        .into_iter()
+        .filter(|s| s.state == "0A" && s.local == port)
+        .map(|s| s.inode)
+        .collect()
 }
 
 /// Whether process `pid` is running (not gone, not a zombie waiting to be reaped).

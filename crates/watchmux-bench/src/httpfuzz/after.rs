@@ -41,42 +41,20 @@ pub struct Fds {
     pub clients: Vec<(u16, String)>,
 }
 
-/// The TCP sockets of `/proc/net/tcp*` by inode: local port, remote port, state.
+/// The TCP sockets of `/proc/net/tcp*` by inode: local port, remote port, state (with the
+/// bytes received and not read yet, when there are any).
 fn tcp_sockets() -> HashMap<u64, (u16, u16, String)> {
-    let mut out = HashMap::new();
-    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(f) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            let port = |c: Option<&&str>| {
-                c.and_then(|a| a.rsplit_once(':'))
-                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-            };
-            let (Some(local), Some(remote), Some(st), Some(inode)) = (
-                port(cols.get(1)),
-                port(cols.get(2)),
-                cols.get(3),
-                cols.get(9).and_then(|i| i.parse::<u64>().ok()),
-            ) else {
-                continue;
-            };
-            // The bytes received and not read yet ("tx_queue:rx_queue", hexadecimal).
-            let unread = cols
-                .get(4)
-                .and_then(|q| q.split_once(':'))
-                .and_then(|(_, rx)| u64::from_str_radix(rx, 16).ok())
-                .unwrap_or(0);
-            let state = if unread > 0 {
-                format!("{st}, {unread} bytes unread")
+    crate::procs::tcp_sockets()
+        .into_iter()
+        .map(|s| {
+            let state = if s.unread > 0 {
+                format!("{}, {} bytes unread", s.state, s.unread)
             } else {
-                st.to_string()
+                s.state
             };
-            out.insert(inode, (local, remote, state));
-        }
-    }
-    out
+            (s.inode, (s.local, s.remote, state))
+        })
+        .collect()
 }
 
 /// watchmux's (`pid`) open files, its clients being those on `listen_port` and its upstream
